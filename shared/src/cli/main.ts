@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+/**
+ * `fleetd` — the operator CLI. Each command lives in its own module, loaded on demand:
+ *   pnpm -s fleetd <group> <command> [options]
+ * Exit codes: 0 ok, 1 a check failed (the output says which), 2 usage or input error.
+ */
+import { type CliCommand, CliUsageError, printError } from "./common.js";
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
+  // commands are registered here, one entry each
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((k) => k.length));
+  const lines = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(width)}  ${v.summary}`);
+  return `usage: fleetd <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nfleetd <command> --help shows a command's options.`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  if (argv.length === 0 || argv[0] === "--help" || argv[0] === "-h" || argv[0] === "help") {
+    process.stdout.write(usage() + "\n");
+    return argv.length === 0 ? 2 : 0;
+  }
+  for (const words of [2, 1]) {
+    const key = argv.slice(0, words).join(" ");
+    const entry = COMMANDS[key];
+    if (!entry) continue;
+    const { command } = await entry.load();
+    const args = argv.slice(words);
+    if (args.includes("--help") || args.includes("-h")) {
+      process.stdout.write(`usage: fleetd ${key} ${command.usage}\n\n${entry.summary}\n`);
+      return 0;
+    }
+    try {
+      return await command.run(args);
+    } catch (e) {
+      if (e instanceof CliUsageError) {
+        process.stderr.write(`fleetd ${key}: ${e.message}\nusage: fleetd ${key} ${command.usage}\n`);
+        return 2;
+      }
+      printError(e);
+      return 2;
+    }
+  }
+  process.stderr.write(`fleetd: unknown command "${argv.slice(0, 2).join(" ")}"\n\n${usage()}\n`);
+  return 2;
+}
+
+process.exitCode = await main(process.argv.slice(2));

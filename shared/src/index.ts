@@ -1,0 +1,3 @@
+export * from "./codec/codec.js";
+export * from "./tpm/constants.js";
+export * from "./tpm/structures.js";
