@@ -252,7 +252,7 @@ export function fixed(n: number, typeName = `BYTE[${n}]`): Codec<Uint8Array> {
 }
 
 /** A value restricted to a known set, e.g. TPM_ALG_ID values allowed in a TPMI_ALG_HASH. */
-export function oneOf<T extends number>(base: Codec<number>, typeName: string, allowed: readonly T[]): Codec<T> {
+export function oneOf(base: Codec<number>, typeName: string, allowed: readonly number[]): Codec<number> {
   const set = new Set<number>(allowed);
   return {
     typeName,
@@ -260,7 +260,7 @@ export function oneOf<T extends number>(base: Codec<number>, typeName: string, a
       const at = r.offset;
       const v = base.decode(r);
       if (!set.has(v)) r.fail("unknown-enum", `${typeName} value 0x${v.toString(16)} is not allowed`, at);
-      return v as T;
+      return v;
     },
     encode: (w, v) => {
       if (!set.has(v)) w.fail(`${typeName} value 0x${v.toString(16)} is not allowed`);
@@ -378,7 +378,7 @@ export function union<A extends Arms>(typeName: string, selector: string, arms: 
 }
 
 /** An empty structure (a union member with no bytes). */
-export const empty: Codec<Record<string, never>> = {
+export const empty: Codec<Record<never, never>> = {
   typeName: "EMPTY",
   decode: () => ({}),
   encode: () => {},

@@ -1,0 +1,134 @@
+/** Quote verification against real signed quotes (conformance/quotes) and mutations of them. */
+import { strict as assert } from "node:assert";
+import { createPublicKey } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { decodeExact } from "../codec/codec.js";
+import { fromHex } from "../crypto/hash.js";
+import { conformance } from "../testing/conformance.js";
+import { TPM_ALG } from "../tpm/constants.js";
+import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../tpm/structures.js";
+import { parseTpm2ToolsPcrFile, type PcrValues } from "./pcrs.js";
+import { verifyQuote } from "./verifyQuote.js";
+
+const load = <T>(rel: string): T => JSON.parse(readFileSync(conformance(rel), "utf8")) as T;
+const b64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
+const flip = (b: Uint8Array, i: number) => {
+  const o = b.slice();
+  o[i] = (o[i] ?? 0) ^ 0x01;
+  return o;
+};
+
+interface CosDump {
+  expected_nonce_hex: string;
+  ak_pub_tpmt_public_hex: string;
+  quotes: { quote_tpms_attest_hex: string; raw_sig_tpmt_signature_hex: string; pcrs: { hash: string; pcrs: Record<string, string> } }[];
+}
+
+const BANKS: Record<string, number> = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384 };
+function pcrValues(bank: string, pcrs: Record<string, string>): PcrValues {
+  const m = new Map<number, Uint8Array>();
+  for (const [k, v] of Object.entries(pcrs)) m.set(Number(k), fromHex(v));
+  return new Map([[BANKS[bank] ?? 0, m]]);
+}
+
+for (const name of ["gce-cos-85-nonce9009", "gce-cos-85-no-nonce"]) {
+  test(`go-tpm-tools ${name}: all three bank quotes verify with the stated nonce and fail with any other`, () => {
+    const d = load<CosDump>(`quotes/go-tpm-tools_${name}.json`);
+    const ak = decodeExact(TPMT_PUBLIC, fromHex(d.ak_pub_tpmt_public_hex));
+    const nonce = fromHex(d.expected_nonce_hex);
+    assert.equal(d.quotes.length, 3);
+    for (const q of d.quotes) {
+      const input = {
+        akPublic: ak,
+        quote: fromHex(q.quote_tpms_attest_hex),
+        signature: fromHex(q.raw_sig_tpmt_signature_hex),
+        pcrs: pcrValues(q.pcrs.hash, q.pcrs.pcrs),
+        expectedExtraData: nonce,
+      };
+      const ok = verifyQuote(input);
+      assert.equal(ok.verdict, "pass", `${q.pcrs.hash}: ${JSON.stringify(ok.reasons)}`);
+      const other = verifyQuote({ ...input, expectedExtraData: fromHex("9008") });
+      assert.equal(other.verdict, "fail");
+      assert.ok(other.reasons.some((r) => r.check === "quote.extraData"));
+      const pcr0 = input.pcrs.get(BANKS[q.pcrs.hash] ?? 0)?.get(0) ?? new Uint8Array();
+      const tampered = new Map(input.pcrs);
+      tampered.set(BANKS[q.pcrs.hash] ?? 0, new Map([...(input.pcrs.get(BANKS[q.pcrs.hash] ?? 0) ?? [])]).set(0, flip(pcr0, 3)));
+      assert.deepEqual(verifyQuote({ ...input, pcrs: tampered }).reasons.map((r) => r.check), ["quote.pcrDigest"]);
+      assert.ok(verifyQuote({ ...input, quote: flip(input.quote, 40) }).reasons.some((r) => r.check === "quote.signature.signature"));
+      assert.ok(verifyQuote({ ...input, signature: flip(input.signature, 30) }).reasons.some((r) => r.check === "quote.signature.signature"));
+    }
+  });
+}
+
+test("go-attestation Windows quote (RSASSA-SHA1, empty nonce): verifies only when SHA-1 signatures are allowed", () => {
+  const d = load<{ AK: { Public: string }; Quote: { Quote: string; Signature: string }; Log: { PCRs: { Index: number; Digest: string; DigestAlg: number }[] } }>(
+    "quotes/go-attestation_windows_gcp_shielded_vm.json",
+  );
+  const ak = decodeExact(TPMT_PUBLIC, b64(d.AK.Public));
+  const bank = new Map<number, Uint8Array>();
+  for (const p of d.Log.PCRs) bank.set(p.Index, b64(p.Digest));
+  const input = {
+    akPublic: ak,
+    quote: b64(d.Quote.Quote),
+    signature: b64(d.Quote.Signature),
+    pcrs: new Map([[TPM_ALG.SHA1 as number, bank]]),
+    expectedExtraData: new Uint8Array(0),
+  };
+  const strict = verifyQuote(input);
+  assert.equal(strict.verdict, "fail");
+  assert.deepEqual(strict.reasons.map((r) => r.check), ["quote.signature.hash"]);
+  const lenient = verifyQuote({ ...input, signature_options: { minHashSize: 20 } });
+  assert.equal(lenient.verdict, "pass", JSON.stringify(lenient.reasons));
+  assert.equal(verifyQuote({ ...input, signature_options: { minHashSize: 20 }, expectedExtraData: Uint8Array.of(0) }).verdict, "fail");
+});
+
+function akFromPem(pem: string): Public {
+  const jwk = createPublicKey(pem).export({ format: "jwk" });
+  return {
+    type: TPM_ALG.RSA,
+    nameAlg: TPM_ALG.SHA256,
+    objectAttributes: 0x00050072,
+    authPolicy: new Uint8Array(0),
+    parameters: {
+      kind: "rsa",
+      symmetric: { algorithm: TPM_ALG.NULL, details: { kind: "null" } },
+      scheme: { scheme: TPM_ALG.RSASSA, details: { kind: "rsassa", hashAlg: TPM_ALG.SHA256 } },
+      keyBits: 2048,
+      exponent: 0,
+    },
+    unique: { kind: "rsa", n: new Uint8Array(Buffer.from(jwk.n ?? "", "base64url")) },
+  };
+}
+
+test("keylime checkquote vector: tpm2-tools serialized PCR blob, ASCII nonce; upstream negative cases refused", () => {
+  const d = load<Record<string, string>>("quotes/keylime_checkquote.json");
+  const ak = akFromPem(d["ak_public_pem"] ?? "");
+  const quote = fromHex(d["quote_tpms_attest_hex"] ?? "");
+  const blob = fromHex(d["pcrblob_hex"] ?? "");
+  const parsed = parseTpm2ToolsPcrFile(blob, "auto");
+  assert.equal(parsed.format, "serialized");
+  assert.deepEqual(parsed.selection, [{ hash: TPM_ALG.SHA256, pcrs: [16] }]);
+  const input = { akPublic: ak, quote, signature: fromHex(d["signature_tpmt_signature_hex"] ?? ""), pcrs: parsed.values, expectedExtraData: new TextEncoder().encode(d["nonce_ascii"] ?? "") };
+  assert.equal(verifyQuote(input).verdict, "pass", JSON.stringify(verifyQuote(input).reasons));
+  assert.equal(verifyQuote({ ...input, quote: flip(quote, 5) }).verdict, "fail");
+  const nonce = input.expectedExtraData.slice();
+  nonce[0] = 0x42;
+  assert.equal(verifyQuote({ ...input, expectedExtraData: nonce }).verdict, "fail");
+  const badBlob = parseTpm2ToolsPcrFile(flip(blob, 145), "serialized");
+  assert.equal(verifyQuote({ ...input, pcrs: badBlob.values }).verdict, "fail");
+});
+
+test("a supplied PCR that the quote does not cover, or a quoted PCR without a value, is refused", () => {
+  const d = load<CosDump>("quotes/go-tpm-tools_gce-cos-85-nonce9009.json");
+  const q = d.quotes[1];
+  assert.ok(q);
+  const ak = decodeExact(TPMT_PUBLIC, fromHex(d.ak_pub_tpmt_public_hex));
+  const pcrs = pcrValues(q.pcrs.hash, q.pcrs.pcrs);
+  const base = { akPublic: ak, quote: fromHex(q.quote_tpms_attest_hex), signature: fromHex(q.raw_sig_tpmt_signature_hex), expectedExtraData: fromHex("9009") };
+  const fewer = new Map([...pcrs].map(([k, v]) => [k, new Map([...v].filter(([i]) => i !== 7))] as const));
+  assert.ok(verifyQuote({ ...base, pcrs: fewer }).reasons.some((r) => r.check === "quote.pcrSelect" && /sha\d+:7/.test(r.detail)));
+  const more = new Map(pcrs);
+  more.set(TPM_ALG.SHA512, new Map([[0, new Uint8Array(64)]]));
+  assert.ok(verifyQuote({ ...base, pcrs: more }).reasons.some((r) => r.check === "quote.pcrSelect" && /sha512:0/.test(r.detail)));
+});
