@@ -8,6 +8,18 @@ import { type CliCommand, CliUsageError, printError } from "./common.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   // commands are registered here, one entry each
+  "verify make-credential": {
+    summary: "wrap a secret to an EK for an AK Name (tpm2_activatecredential input)",
+    load: () => import("./verifyMakeCredential.js"),
+  },
+  "verify quote": {
+    summary: "verify a tpm2_quote message/signature/PCR file against an AK and a nonce",
+    load: () => import("./verifyQuote.js"),
+  },
+  "verify certify": {
+    summary: "verify a tpm2_certify attestation against an AK, the certified public area and qualifying data",
+    load: () => import("./verifyCertify.js"),
+  },
 };
 
 function usage(): string {
