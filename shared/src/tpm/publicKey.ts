@@ -39,7 +39,15 @@ function derUint(b: Uint8Array): Uint8Array {
   if ((v[0] ?? 0) & 0x80) v = Buffer.concat([Uint8Array.of(0), v]);
   return der(0x02, v);
 }
+const oidCache = new Map<string, Uint8Array>();
 export function derOid(oid: string): Uint8Array {
+  const hit = oidCache.get(oid);
+  if (hit) return hit;
+  const enc = encodeOid(oid);
+  oidCache.set(oid, enc);
+  return enc;
+}
+function encodeOid(oid: string): Uint8Array {
   const parts = oid.split(".").map((p) => BigInt(p));
   const [a, b, ...rest] = parts;
   if (a === undefined || b === undefined) throw new Error(`bad OID ${oid}`);
@@ -108,14 +116,40 @@ function leftPad(b: Uint8Array, size: number, what: string): Uint8Array {
   return out;
 }
 
+/**
+ * Importing a key through OpenSSL 3's decoders costs far more than one signature check, and attestation
+ * sees the same few keys again and again; public keys are not secret, so keep the last few imported.
+ */
+const KEY_CACHE_SIZE = 256;
+const keyCache = new Map<string, KeyObject>();
+
 /** node:crypto KeyObject for a TPMT_PUBLIC (validates that the point is on the curve / modulus is sane). */
+const byObject = new WeakMap<TPMT_PUBLIC, KeyObject>();
 export function keyObjectFromTpmPublic(pub: TPMT_PUBLIC): KeyObject {
+  const known = byObject.get(pub);
+  if (known) return known;
+  const key = importKey(pub);
+  byObject.set(pub, key);
+  return key;
+}
+
+function importKey(pub: TPMT_PUBLIC): KeyObject {
   const spki = spkiFromTpmPublic(pub);
+  const cacheKey = Buffer.from(spki).toString("base64");
+  const hit = keyCache.get(cacheKey);
+  if (hit) return hit;
+  let key: KeyObject;
   try {
-    return createPublicKey({ key: Buffer.from(spki), format: "der", type: "spki" });
+    key = createPublicKey({ key: Buffer.from(spki), format: "der", type: "spki" });
   } catch (e) {
     throw new KeyError("invalid-key", `public key rejected by the crypto library: ${(e as Error).message}`);
   }
+  if (keyCache.size >= KEY_CACHE_SIZE) {
+    const oldest = keyCache.keys().next().value;
+    if (oldest !== undefined) keyCache.delete(oldest);
+  }
+  keyCache.set(cacheKey, key);
+  return key;
 }
 
 /** Key algorithm and size for reports and attribute checks. */

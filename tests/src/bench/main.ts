@@ -1,0 +1,14 @@
+/**
+ * `pnpm bench` — every benchmark, each printed with a floor measured in the same run and the ratio to it.
+ * FLEETD_BENCH_MS sets the time budget per measurement (default 1000 ms).
+ */
+import { printRows } from "./measure.js";
+import { benchTpm } from "./tpm.js";
+
+const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import("./measure.js").BenchRow[]][] = [
+  ["TPM: quotes and credential activation (per core)", benchTpm],
+];
+
+for (const [title, run] of suites) {
+  printRows(title, await run());
+}
