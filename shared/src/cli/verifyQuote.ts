@@ -4,7 +4,6 @@ import { parseTpm2ToolsPcrFile } from "../attest/pcrs.js";
 import { verifyQuote } from "../attest/verifyQuote.js";
 import { parseInto } from "../attest/parseEvidence.js";
 import { Checks } from "../attest/verdict.js";
-import { ParseError } from "../codec/codec.js";
 import { hex } from "../crypto/hash.js";
 import { stripSizePrefix } from "../tpm/files.js";
 import { TPMS_ATTEST } from "../tpm/structures.js";
@@ -45,16 +44,19 @@ export const command: CliCommand = {
       attest?.attested.kind === "quote"
         ? selectionFromBitmaps(attest.attested.pcrSelect).filter((s) => s.pcrs.length > 0)
         : undefined;
-    let pcrs;
+    let pcrs: ReturnType<typeof parseTpm2ToolsPcrFile>;
+    const pcrBytes = readInput(str(values, "pcrs"), "--pcrs");
     try {
-      pcrs = parseTpm2ToolsPcrFile(readInput(str(values, "pcrs"), "--pcrs"), format, quotedSelection);
+      pcrs = parseTpm2ToolsPcrFile(pcrBytes, format, quotedSelection);
     } catch (e) {
-      if (e instanceof ParseError || e instanceof Error) {
-        const result = { verdict: "fail", reasons: [{ check: "pcrs.parse", detail: e.message }] };
-        report(values["json"] === true, result);
+      if (!(e instanceof Error)) throw e;
+      if (!quotedSelection) {
+        // The message itself is not a quote; verifyQuote reports that as the failed check.
+        pcrs = { selection: [], values: new Map(), format: "values" };
+      } else {
+        report(values["json"] === true, { verdict: "fail", reasons: [{ check: "pcrs.parse", detail: e.message }] });
         return 1;
       }
-      throw e;
     }
     const result = verifyQuote({
       akPublic: ak,
