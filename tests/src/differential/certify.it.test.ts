@@ -51,8 +51,8 @@ let seq = 0;
 const persistent = { rsa: 0x81000100, ecc: 0x81000101, key: 0x81000102 };
 
 before(async () => {
-  tpm = await startSwtpm({ flushAfterEachCall: true });
   await requireCommand("verify certify");
+  tpm = await startSwtpm({ flushAfterEachCall: true });
   dir = tpm.mkdir("certify");
   const ekRsa = await createEk(tpm, dir, "rsa", "ek-rsa");
   const ekEcc = await createEk(tpm, dir, "ecc", "ek-ecc");

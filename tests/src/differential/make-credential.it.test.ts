@@ -36,8 +36,8 @@ let ek384CertDer: string;
 let seq = 0;
 
 before(async () => {
-  tpm = await startSwtpm({ flushAfterEachCall: true });
   await requireCommand("verify make-credential");
+  tpm = await startSwtpm({ flushAfterEachCall: true });
   dir = tpm.mkdir("mc");
   ekRsa = await createEk(tpm, dir, "rsa", "ek-rsa");
   ekEcc = await createEk(tpm, dir, "ecc", "ek-ecc");

@@ -53,8 +53,8 @@ let akEcc2: Ak;
 let seq = 0;
 
 before(async () => {
-  tpm = await startSwtpm({ flushAfterEachCall: true, pcrBanks: ["sha1", "sha256"] });
   await requireCommand("verify quote");
+  tpm = await startSwtpm({ flushAfterEachCall: true, pcrBanks: ["sha1", "sha256"] });
   dir = tpm.mkdir("quote");
   const ekRsa = await createEk(tpm, dir, "rsa", "ek-rsa");
   const ekEcc = await createEk(tpm, dir, "ecc", "ek-ecc");

@@ -187,7 +187,8 @@ export async function startSwtpm(opts: SwtpmOptions = {}): Promise<Swtpm> {
     const layout = await manufacture(dir, opts, timeoutMs);
     for (let attempt = 1; ; attempt++) {
       const listen = opts.unixSocket ? unixListen(dir) : await tcpListen();
-      daemon = startDaemon("swtpm", "swtpm", [
+      const logFile = join(dir, `swtpm-${attempt}.log`);
+      const d = startDaemon("swtpm", "swtpm", [
         "socket",
         "--tpm2",
         "--tpmstate",
@@ -196,9 +197,12 @@ export async function startSwtpm(opts: SwtpmOptions = {}): Promise<Swtpm> {
         "--flags",
         "not-need-init,startup-clear",
         "--log",
-        `file=${join(dir, "swtpm.log")},level=1`,
+        `file=${logFile},level=1`,
       ]);
-      const d = daemon;
+      daemon = d;
+      // swtpm writes its errors (e.g. "Could not open TCP socket: Address already in use") to the log file.
+      const output = () => `${d.output()}${readIfExists(logFile)}`.trim() || "(no output)";
+      let failure: string | undefined;
       try {
         await waitFor(
           "swtpm did not answer",
@@ -206,25 +210,54 @@ export async function startSwtpm(opts: SwtpmOptions = {}): Promise<Swtpm> {
             await runTpm2(listen.tcti, {}, "getcap", ["properties-fixed"], { cwd: dir, timeoutMs: 10_000 });
             return true;
           },
-          {
-            timeoutMs: Math.max(1000, deadline - Date.now()),
-            abort: () => (d.hasExited() ? `swtpm exited: ${d.output().trim() || "(no output)"}` : undefined),
-          },
+          { timeoutMs: Math.max(1000, deadline - Date.now()), abort: () => (d.hasExited() ? `swtpm exited: ${output()}` : undefined) },
         );
+        // Make sure the TPM that answered is ours and not another instance that took the port in between.
+        if (d.hasExited()) failure = `swtpm exited: ${output()}`;
+        else if (!(await isOurs(listen.tcti, layout, dir))) failure = `another TPM answers on ${listen.tcti}`;
       } catch (e) {
-        await d.stop();
-        // A port picked as free may have been taken in between: pick others and try again.
-        if (!opts.unixSocket && /Address already in use/.test(d.output()) && attempt < 8) continue;
-        throw e;
+        failure = (e as Error).message;
       }
-      const inst = new SwtpmInstance(dir, layout, listen, d, opts, unregisterDir);
-      return inst as unknown as Swtpm;
+      if (failure === undefined) {
+        const inst = new SwtpmInstance(dir, layout, listen.tcti, d, opts, unregisterDir);
+        if (listen.unix) return Object.assign(inst, { transport: "unix" as const, ...listen.unix });
+        if (listen.tcp) return Object.assign(inst, { transport: "tcp" as const, host: "127.0.0.1" as const, ...listen.tcp });
+        throw new Error("unreachable: no listener");
+      }
+      await d.stop();
+      // A port picked as free may have been taken in between: pick others and try again.
+      const portRace = /Address already in use/.test(output()) || failure.startsWith("another TPM");
+      if (!opts.unixSocket && portRace && attempt < 8) continue;
+      throw new Error(failure);
     }
   } catch (e) {
     await daemon?.stop();
     rmSync(dir, { recursive: true, force: true });
     unregisterDir();
     throw e;
+  }
+}
+
+function readIfExists(file: string): string {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/** The RSA EK certificate in NV is the one swtpm_setup wrote for this instance (skipped without certificates). */
+async function isOurs(tcti: string, layout: Layout, dir: string): Promise<boolean> {
+  if (!layout.ekCerts) return true;
+  const ek = layout.rsaBits === 3072 ? SWTPM_EK.rsa3072 : SWTPM_EK.rsa2048;
+  const out = join(dir, "identity-check.der");
+  try {
+    await runTpm2(tcti, {}, "nvread", [`0x${ek.certIndex.toString(16)}`, "-C", "o", "-o", out], { cwd: dir, timeoutMs: 10_000 });
+    return readFileSync(out).equals(readFileSync(join(layout.certsDir, `ek-rsa${layout.rsaBits}.crt`)));
+  } catch {
+    return false;
+  } finally {
+    rmSync(out, { force: true });
   }
 }
 
@@ -295,12 +328,7 @@ async function manufacture(dir: string, opts: SwtpmOptions, timeoutMs: number): 
   const env = { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, "xdg") };
   const res = await runProcess("swtpm_setup", args, { cwd: dir, env, timeoutMs });
   if (res.code !== 0) {
-    let log = "";
-    try {
-      log = readFileSync(join(dir, "swtpm_setup.log"), "utf8");
-    } catch {
-      // no log
-    }
+    const log = readIfExists(join(dir, "swtpm_setup.log"));
     throw new Error(`swtpm_setup ${args.join(" ")} exited ${res.code}:\n${(log || res.stderr.toString()).trim().slice(-4000)}`);
   }
   return { stateDir, workDir, caDir, certsDir, rsaBits, pcrBanks, ekCerts };
@@ -334,13 +362,7 @@ function unixListen(dir: string): Listen {
   };
 }
 
-class SwtpmInstance {
-  readonly transport: "tcp" | "unix";
-  readonly host = "127.0.0.1" as const;
-  readonly port?: number;
-  readonly ctrlPort?: number;
-  readonly socketPath?: string;
-  readonly ctrlSocketPath?: string;
+class SwtpmInstance implements SwtpmBase {
   readonly tcti: string;
   readonly env: Readonly<Record<string, string>>;
   readonly pid: number;
@@ -357,22 +379,13 @@ class SwtpmInstance {
   constructor(
     readonly dir: string,
     layout: Layout,
-    listen: Listen,
+    tcti: string,
     private readonly daemon: Daemon,
     private readonly opts: SwtpmOptions,
     private readonly unregisterDir: () => void,
   ) {
-    this.transport = listen.unix ? "unix" : "tcp";
-    if (listen.tcp) {
-      this.port = listen.tcp.port;
-      this.ctrlPort = listen.tcp.ctrlPort;
-    }
-    if (listen.unix) {
-      this.socketPath = listen.unix.socketPath;
-      this.ctrlSocketPath = listen.unix.ctrlSocketPath;
-    }
-    this.tcti = listen.tcti;
-    this.env = { TPM2TOOLS_TCTI: listen.tcti };
+    this.tcti = tcti;
+    this.env = { TPM2TOOLS_TCTI: tcti };
     this.pid = daemon.pid;
     this.stateDir = layout.stateDir;
     this.workDir = layout.workDir;
