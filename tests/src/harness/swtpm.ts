@@ -21,11 +21,12 @@
  *  - Certificates are issued by "swtpm-localca" (issuer cert `issuercert.pem`), itself issued by the root
  *    `swtpm-localca-rootca-cert.pem`; both are in `caDir` and in `caCerts`.
  *  - PCR banks: whatever `pcrBanks` says (default sha1 + sha256; swtpm_setup's own default is sha256 only).
+ *  - swtpm 0.7.1 has no `--profile` (profiles arrived in later swtpm), so the algorithm set is libtpms 0.9's.
  *
  * swtpm serves one TCP connection at a time; the TSS `swtpm` TCTI (tss 3.2.1) opens a connection per command,
  * so several clients (tools, an abrmd) can share one instance. Without a resource manager, transient objects
  * stay loaded after a tool exits and libtpms holds only 3: use `flushTransient()` or `flushAfterEachCall`,
- * or go through `startAbrmd()`.
+ * or go through `startAbrmd()` (a private tpm2-abrmd, flushing like /dev/tpmrm0; see abrmd.ts).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
