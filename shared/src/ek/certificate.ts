@@ -59,22 +59,48 @@ export function parseCertificate(der: Uint8Array): Certificate {
   const cert = top.enter(TAG.SEQUENCE, "Certificate SEQUENCE");
   top.expectEnd("certificate");
 
-  const { inner: tbs, tlv: tbsTlv } = cert.field("tbsCertificate", () => cert.enterTlv(TAG.SEQUENCE, "tbsCertificate"));
+  const tbsFields = cert.field("tbsCertificate", () => readTbsCertificate(cert));
+  const signatureAlgorithm = cert.field("signatureAlgorithm", () => readAlgorithmIdentifier(cert));
+  const signatureValue = cert.field("signatureValue", () => cert.bitStringBytes());
+  cert.expectEnd("Certificate");
+
+  return {
+    der,
+    ...tbsFields,
+    signatureAlgorithm,
+    signatureValue,
+    ext: parseExtensions(tbsFields.extensions),
+    fingerprint: createHash("sha256").update(der).digest("hex"),
+  };
+}
+
+type TbsFields = Pick<
+  Certificate,
+  "tbs" | "version" | "serialNumber" | "tbsSignatureAlgorithm" | "issuer" | "notBefore" | "notAfter" | "subject" | "spki" | "extensions"
+>;
+
+function readTbsCertificate(cert: DerReader): TbsFields {
+  const { inner: tbs, tlv: tbsTlv } = cert.enterTlv(TAG.SEQUENCE, "tbsCertificate");
   let version = 1;
   if (tbs.peekTag() === contextTag(0, true)) {
-    const v = tbs.field("version", () => tbs.enter(contextTag(0, true)));
-    const n = v.field("version", () => v.smallInteger());
-    v.expectEnd("version");
-    if (n > 2) tbs.fail(`unknown certificate version ${n + 1}`);
-    version = n + 1;
+    version = tbs.field("version", () => {
+      const v = tbs.enter(contextTag(0, true));
+      const n = v.smallInteger();
+      v.expectEnd("version");
+      if (n > 2) v.fail(`unknown certificate version ${n + 1}`);
+      return n + 1;
+    });
   }
   const serialNumber = tbs.field("serialNumber", () => tbs.integerBytes());
   const tbsSignatureAlgorithm = tbs.field("signature", () => readAlgorithmIdentifier(tbs));
   const issuer = tbs.field("issuer", () => readName(tbs));
-  const validity = tbs.field("validity", () => tbs.enter(TAG.SEQUENCE, "Validity"));
-  const notBefore = validity.field("notBefore", () => validity.time());
-  const notAfter = validity.field("notAfter", () => validity.time());
-  validity.expectEnd("Validity");
+  const { notBefore, notAfter } = tbs.field("validity", () => {
+    const v = tbs.enter(TAG.SEQUENCE, "Validity");
+    const nb = v.field("notBefore", () => v.time());
+    const na = v.field("notAfter", () => v.time());
+    v.expectEnd("Validity");
+    return { notBefore: nb, notAfter: na };
+  });
   const subject = tbs.field("subject", () => readName(tbs));
   const spki = tbs.field("subjectPublicKeyInfo", () => readSubjectPublicKeyInfo(tbs));
   if (tbs.peekTag() === contextTag(1, false)) tbs.field("issuerUniqueID", () => tbs.any());
@@ -82,45 +108,29 @@ export function parseCertificate(der: Uint8Array): Certificate {
   const extensions: Extension[] = [];
   if (tbs.peekTag() === contextTag(3, true)) {
     if (version !== 3) tbs.fail(`a version ${version} certificate has extensions`);
-    const wrap = tbs.field("extensions", () => tbs.enter(contextTag(3, true)));
-    const list = wrap.field("extensions", () => wrap.enter(TAG.SEQUENCE, "Extensions"));
-    wrap.expectEnd("extensions");
-    while (!list.atEnd) {
-      const i = extensions.length;
-      const e = list.field(`extensions.${i}`, () => list.enter(TAG.SEQUENCE, "Extension"));
-      const oid = e.field(`extensions.${i}.extnID`, () => e.oid());
-      const critical = e.peekTag() === TAG.BOOLEAN ? e.field(`extensions.${i}.critical`, () => e.boolean()) : false;
-      const value = e.field(`extensions.${i}.extnValue`, () => e.octetString());
-      e.expectEnd("Extension");
-      if (extensions.some((x) => x.oid === oid)) {
-        throw new CertificateError("duplicate-extension", `extension ${extensionName(oid)} appears twice`);
+    tbs.field("extensions", () => {
+      const wrap = tbs.enter(contextTag(3, true));
+      const list = wrap.enter(TAG.SEQUENCE, "Extensions");
+      wrap.expectEnd("extensions");
+      while (!list.atEnd) {
+        const ext = list.field(String(extensions.length), () => {
+          const e = list.enter(TAG.SEQUENCE, "Extension");
+          const oid = e.field("extnID", () => e.oid());
+          const critical = e.peekTag() === TAG.BOOLEAN ? e.field("critical", () => e.boolean()) : false;
+          const value = e.field("extnValue", () => e.octetString());
+          e.expectEnd("Extension");
+          return { oid, critical, value };
+        });
+        if (extensions.some((x) => x.oid === ext.oid)) {
+          throw new CertificateError("duplicate-extension", `extension ${extensionName(ext.oid)} appears twice`);
+        }
+        extensions.push(ext);
       }
-      extensions.push({ oid, critical, value });
-    }
+    });
   }
   tbs.expectEnd("tbsCertificate");
 
-  const signatureAlgorithm = cert.field("signatureAlgorithm", () => readAlgorithmIdentifier(cert));
-  const signatureValue = cert.field("signatureValue", () => cert.bitStringBytes());
-  cert.expectEnd("Certificate");
-
-  return {
-    der,
-    tbs: tlvBytes(tbsTlv),
-    version,
-    serialNumber,
-    tbsSignatureAlgorithm,
-    signatureAlgorithm,
-    signatureValue,
-    issuer,
-    subject,
-    notBefore,
-    notAfter,
-    spki,
-    extensions,
-    ext: parseExtensions(extensions),
-    fingerprint: createHash("sha256").update(der).digest("hex"),
-  };
+  return { tbs: tlvBytes(tbsTlv), version, serialNumber, tbsSignatureAlgorithm, issuer, notBefore, notAfter, subject, spki, extensions };
 }
 
 export function readAlgorithmIdentifier(d: DerReader): AlgorithmIdentifier {
