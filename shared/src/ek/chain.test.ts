@@ -201,13 +201,16 @@ function ekCert(issuer: Ca, spki: Uint8Array, alg: SigAlg, extensions = [tpmSan(
 
 const store = (...cas: Ca[]): CaStore => caStoreFrom(cas.map((c, i) => ({ cert: parseCertificate(c.der), source: `ca${i}` })));
 
-const rsaRoot = root(rsaKey(2048), "RSA Root", "sha256WithRSA");
-const pssInt = sub(rsaRoot, rsaKey(2048), "PSS Intermediate", "pss-sha384");
+// RSA key generation is slow: a few keys, reused where distinct keys do not matter.
+const R = [rsaKey(), rsaKey(), rsaKey(), rsaKey()] as const;
+const leafKey = R[3];
+const rsaRoot = root(R[0], "RSA Root", "sha256WithRSA");
+const pssInt = sub(rsaRoot, R[1], "PSS Intermediate", "pss-sha384");
 const ecRoot = root(ecKey("secp384r1"), "P-384 Root", "ecdsa-sha384");
 const ecInt = sub(ecRoot, ecKey("secp521r1"), "P-521 Intermediate", "ecdsa-sha512");
 
 test("RSA-PSS, ECDSA P-384/SHA-384 and P-521/SHA-512 signatures; id-RSAES-OAEP EK keys; critical TPM SAN", () => {
-  const ekRsa = rsaKey(2048);
+  const ekRsa = leafKey;
   const oaep = relabelRsaAsOaep(ekRsa.spki);
   const leaf = ekCert(pssInt, oaep, "pss-sha256");
   assert.equal(leaf.spki.algorithm.oid, OID.rsaesOaep);
@@ -229,37 +232,37 @@ function canonicalKeyBinding(spki: Uint8Array): string {
 }
 
 test("CA flags, keyCertSign, path length, unknown critical extensions, EKU and signature-algorithm mismatch are named", () => {
-  const k = rsaKey(2048);
+  const k = R[2];
   const notCa = sub(rsaRoot, k, "Not a CA", "sha256WithRSA", { extensions: [basicConstraints(false), keyUsage(5)] });
-  assert.deepEqual(checks(verifyEkCertificate(ekCert(notCa, rsaKey().spki, "sha256WithRSA"), store(rsaRoot, notCa))), ["ca"]);
+  assert.deepEqual(checks(verifyEkCertificate(ekCert(notCa, leafKey.spki, "sha256WithRSA"), store(rsaRoot, notCa))), ["ca"]);
 
   const noBc = sub(rsaRoot, k, "No basicConstraints", "sha256WithRSA", { extensions: [keyUsage(5)] });
-  assert.deepEqual(checks(verifyEkCertificate(ekCert(noBc, rsaKey().spki, "sha256WithRSA"), store(rsaRoot, noBc))), ["ca"]);
+  assert.deepEqual(checks(verifyEkCertificate(ekCert(noBc, leafKey.spki, "sha256WithRSA"), store(rsaRoot, noBc))), ["ca"]);
 
   const noSign = sub(rsaRoot, k, "No keyCertSign", "sha256WithRSA", { extensions: [basicConstraints(true), keyUsage(0)] });
-  assert.deepEqual(checks(verifyEkCertificate(ekCert(noSign, rsaKey().spki, "sha256WithRSA"), store(rsaRoot, noSign))), ["key-usage"]);
+  assert.deepEqual(checks(verifyEkCertificate(ekCert(noSign, leafKey.spki, "sha256WithRSA"), store(rsaRoot, noSign))), ["key-usage"]);
 
   // pathLen 0 on the first intermediate forbids a second intermediate below it.
-  const i1 = sub(rsaRoot, rsaKey(), "I1", "sha256WithRSA");
-  const i2 = sub(i1, rsaKey(), "I2", "sha256WithRSA", { extensions: [basicConstraints(true), keyUsage(5)] });
-  assert.deepEqual(checks(verifyEkCertificate(ekCert(i2, rsaKey().spki, "sha256WithRSA"), store(rsaRoot, i1, i2))), ["path-length"]);
+  const i1 = sub(rsaRoot, R[1], "I1", "sha256WithRSA");
+  const i2 = sub(i1, R[2], "I2", "sha256WithRSA", { extensions: [basicConstraints(true), keyUsage(5)] });
+  assert.deepEqual(checks(verifyEkCertificate(ekCert(i2, leafKey.spki, "sha256WithRSA"), store(rsaRoot, i1, i2))), ["path-length"]);
 
-  const weird = ekCert(pssInt, rsaKey().spki, "sha256WithRSA", [tpmSan("id:00000000", "x", "y"), { oid: "1.2.3.4.5", critical: true, value: Uint8Array.of(0x05, 0x00) }]);
+  const weird = ekCert(pssInt, leafKey.spki, "sha256WithRSA", [tpmSan("id:00000000", "x", "y"), { oid: "1.2.3.4.5", critical: true, value: Uint8Array.of(0x05, 0x00) }]);
   assert.deepEqual(checks(verifyEkCertificate(weird, store(rsaRoot, pssInt))), ["critical-extension"]);
 
-  const serverAuth = ekCert(pssInt, rsaKey().spki, "sha256WithRSA", [extKeyUsage("1.3.6.1.5.5.7.3.1")]);
+  const serverAuth = ekCert(pssInt, leafKey.spki, "sha256WithRSA", [extKeyUsage("1.3.6.1.5.5.7.3.1")]);
   assert.deepEqual(checks(verifyEkCertificate(serverAuth, store(rsaRoot, pssInt))), ["ek-eku"]);
 
-  const caLeaf = ekCert(pssInt, rsaKey().spki, "sha256WithRSA", [basicConstraints(true)]);
+  const caLeaf = ekCert(pssInt, leafKey.spki, "sha256WithRSA", [basicConstraints(true)]);
   assert.deepEqual(checks(verifyEkCertificate(caLeaf, store(rsaRoot, pssInt))), ["ek-ca"]);
 
-  const mismatch = ekCert(pssInt, rsaKey().spki, "sha256WithRSA", undefined, { tbsSigAlgOverride: "sha384WithRSA" });
+  const mismatch = ekCert(pssInt, leafKey.spki, "sha256WithRSA", undefined, { tbsSigAlgOverride: "sha384WithRSA" });
   assert.deepEqual(checks(verifyEkCertificate(mismatch, store(rsaRoot, pssInt))), ["signature-algorithm"]);
 });
 
 test("an expired intermediate fails by default and passes with allowExpired (with a warning); SHA-1 is a warning unless rejected", () => {
-  const old = sub(rsaRoot, rsaKey(), "Expired Intermediate", "sha1WithRSA", { notAfter: new Date("2025-10-20T13:47:43Z") });
-  const leaf = ekCert(old, rsaKey().spki, "sha256WithRSA");
+  const old = sub(rsaRoot, R[2], "Expired Intermediate", "sha1WithRSA", { notAfter: new Date("2025-10-20T13:47:43Z") });
+  const leaf = ekCert(old, leafKey.spki, "sha256WithRSA");
   const s = store(rsaRoot, old);
   const at = new Date("2026-06-01T00:00:00Z");
   const strict = verifyEkCertificate(leaf, s, { at });
@@ -273,8 +276,8 @@ test("an expired intermediate fails by default and passes with allowExpired (wit
 });
 
 test("cross-signed loops without a root terminate with a chain failure; untrusted intermediates from the input are used", () => {
-  const a = rsaKey();
-  const b = rsaKey();
+  const a = R[1];
+  const b = R[2];
   const nameA: [string, string][][] = [[[CN, "Loop A"]]];
   const nameB: [string, string][][] = [[[CN, "Loop B"]]];
   const aByB = buildCertificate({ subject: nameA, issuer: nameB, spki: a.spki, signer: b.privateKey, sigAlg: "sha256WithRSA", extensions: [basicConstraints(true)] });
@@ -284,12 +287,12 @@ test("cross-signed loops without a root terminate with a chain failure; untruste
     { cert: parseCertificate(aByB), source: "aByB" },
     { cert: parseCertificate(bByA), source: "bByA" },
   ]);
-  const v = verifyEkCertificate(ekCert(caA, rsaKey().spki, "sha256WithRSA"), loop);
+  const v = verifyEkCertificate(ekCert(caA, leafKey.spki, "sha256WithRSA"), loop);
   assert.equal(v.verdict, "fail");
   assert.deepEqual([...new Set(checks(v))], ["chain"]);
 
   // The intermediate is not in the store but handed over with the EK certificate.
-  const leaf = ekCert(pssInt, rsaKey().spki, "sha256WithRSA");
+  const leaf = ekCert(pssInt, leafKey.spki, "sha256WithRSA");
   assert.deepEqual(checks(verifyEkCertificate(leaf, store(rsaRoot))), ["chain"]);
   const withInt = verifyEkCertificate(leaf, store(rsaRoot), { intermediates: [parseCertificate(pssInt.der)] });
   assert.equal(withInt.verdict, "pass", JSON.stringify(withInt.reasons));
@@ -300,8 +303,8 @@ test("cross-signed loops without a root terminate with a chain failure; untruste
 });
 
 test("an issuer with the right name but another key is skipped in favour of the right one", () => {
-  const impostor = root(rsaKey(), "RSA Root", "sha256WithRSA");
-  const leaf = ekCert(rsaRoot, rsaKey().spki, "sha256WithRSA");
+  const impostor = root(R[2], "RSA Root", "sha256WithRSA");
+  const leaf = ekCert(rsaRoot, leafKey.spki, "sha256WithRSA");
   const v = verifyEkCertificate(leaf, store(impostor, rsaRoot));
   assert.equal(v.verdict, "pass", JSON.stringify(v.reasons));
   assert.equal(v.chain[1]?.source, "ca1");

@@ -47,7 +47,7 @@ function canonicalRsa(spki: SubjectPublicKeyInfo): CanonicalKey {
   if (exponent < 3 || exponent % 2 === 0) throw new CertificateError("invalid-key", `RSA public exponent ${exponent} is invalid`);
   const bits = bitLength(n);
   if (bits < 512) throw new CertificateError("invalid-key", `RSA modulus of ${bits} bits is too small`);
-  const out = rsaSpki(n, exponent);
+  const out = new Uint8Array(rsaSpki(n, exponent));
   checkWithCrypto(out);
   return { alg: "rsa", spki: out, bits, n, exponent };
 }
@@ -75,7 +75,7 @@ function canonicalEc(spki: SubjectPublicKeyInfo): CanonicalKey {
   }
   const x = point.slice(1, 1 + curve.size);
   const y = point.slice(1 + curve.size);
-  const out = ecSpki(curve.oid, x, y);
+  const out = new Uint8Array(ecSpki(curve.oid, x, y));
   checkWithCrypto(out);
   return { alg: "ecc", spki: out, bits: curve.size * 8, curveId, curve: curve.name, x, y };
 }
