@@ -8,6 +8,7 @@ import { type CliCommand, CliUsageError, printError } from "./common.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   // commands are registered here, one entry each
+  "verify ek": { summary: "EK certificate chain, EK binding and template checks", load: () => import("./verifyEk.js") },
 };
 
 function usage(): string {
