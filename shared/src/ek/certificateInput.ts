@@ -9,7 +9,7 @@
  *  - the TCG PC Client wrapper `10 01 00 ‖ u16 length ‖ DER` (PC Client Platform TPM Profile §7.3.2,
  *    as handled by google/go-attestation ParseEKCertificate).
  */
-import { ParseError, Reader } from "../codec/codec.js";
+import { Reader } from "../codec/codec.js";
 import { type Certificate, parseCertificate } from "./certificate.js";
 import { DerReader, TAG } from "./der.js";
 import { CertificateError } from "./errors.js";
@@ -70,9 +70,4 @@ function checkPadding(rest: Uint8Array, at: number): void {
   if ((fill !== 0xff && fill !== 0x00) || !rest.every((b) => b === fill)) {
     throw new CertificateError("trailing-bytes", `${rest.length} bytes after the certificate at offset ${at} are not NV padding (0xFF or 0x00 runs)`);
   }
-}
-
-/** True for the typed errors certificate input can raise (for callers mapping them to exit codes). */
-export function isCertificateInputError(e: unknown): e is CertificateError | ParseError {
-  return e instanceof CertificateError || e instanceof ParseError;
 }

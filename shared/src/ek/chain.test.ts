@@ -311,3 +311,11 @@ test("an issuer with the right name but another key is skipped in favour of the 
   const onlyImpostor = verifyEkCertificate(leaf, store(impostor));
   assert.deepEqual(checks(onlyImpostor), ["signature"]);
 });
+
+test("the path search is bounded: a signature budget that is too small stops with a chain failure", () => {
+  const stm = cert("ek/certs/stm_st33htph_rsa_ek.der");
+  const v = verifyEkCertificate(stm, keylime, { at: AT, maxSignatureChecks: 2 });
+  assert.equal(v.verdict, "fail");
+  assert.match(v.reasons.map((r) => r.detail).join("\n"), /stopped after 2 signature checks/);
+  assert.equal(verifyEkCertificate(stm, keylime, { at: AT, maxSignatureChecks: 3 }).verdict, "pass");
+});

@@ -34,6 +34,8 @@ export interface ChainOptions {
   intermediates?: Certificate[];
   /** Longest path considered, leaf and root included. Default 8. */
   maxLength?: number;
+  /** Most issuer signatures tried while searching (bounds stores full of same-named cross-certificates). Default 2000. */
+  maxSignatureChecks?: number;
 }
 
 export interface Reason {
@@ -117,6 +119,18 @@ export function verifyCertificateChain(leaf: Certificate, store: CaStore, opts: 
     return [...all.filter((n) => skiOf(n) === hex), ...all.filter((n) => skiOf(n) !== hex)];
   };
 
+  const budget = opts.maxSignatureChecks ?? 2000;
+  const edges = new Map<string, ReturnType<typeof verifyCertificateSignature>>();
+  const edge = (child: Certificate, parent: Certificate, key: CanonicalKey) => {
+    const k = `${child.fingerprint}>${parent.fingerprint}`;
+    let r = edges.get(k);
+    if (!r) {
+      r = verifyCertificateSignature(child, key);
+      edges.set(k, r);
+    }
+    return r;
+  };
+  let exhausted = false;
   const searchFailures: Reason[] = [];
   const complete: { path: Node[]; reasons: Reason[]; warnings: Reason[] }[] = [];
   let deepest: Node[] = [];
@@ -152,13 +166,18 @@ export function verifyCertificateChain(leaf: Certificate, store: CaStore, opts: 
       return;
     }
     for (const cand of candidates) {
-      if (passed) return;
+      if (passed || exhausted) return;
+      if (edges.size >= budget) {
+        exhausted = true;
+        searchFailures.push({ check: "chain", detail: `path search stopped after ${budget} signature checks` });
+        return;
+      }
       const key = keyOf(cand.cert);
       if (key instanceof Error) {
         searchFailures.push({ check: "signature", detail: `issuer candidate ${describeCertificate(cand.cert)} has an unusable key: ${key.message}` });
         continue;
       }
-      const sig = verifyCertificateSignature(c, key);
+      const sig = edge(c, cand.cert, key);
       if (!sig.ok) {
         searchFailures.push({ check: "signature", detail: `${describeCertificate(c)}: ${sig.detail} with the key of ${describeCertificate(cand.cert)} (${cand.source})` });
         continue;

@@ -3,8 +3,8 @@
  * "tss" format), a bare TPMT_PUBLIC, a PEM "PUBLIC KEY" (`tpm2_createek -f pem`) or "RSA PUBLIC KEY", or a
  * DER SubjectPublicKeyInfo.
  */
-import { ParseError, decodeExact } from "../codec/codec.js";
-import { spkiFromTpmPublic } from "../tpm/publicKey.js";
+import { decodeExact } from "../codec/codec.js";
+import { der, derOid, spkiFromTpmPublic } from "../tpm/publicKey.js";
 import { TPM2B_PUBLIC, TPMT_PUBLIC } from "../tpm/structures.js";
 import { ekBinding } from "./binding.js";
 import { parseSubjectPublicKeyInfo } from "./certificate.js";
@@ -13,7 +13,6 @@ import { CertificateError } from "./errors.js";
 import { OID } from "./oids.js";
 import { looksLikePem, pemBlocks } from "./pem.js";
 import { type CanonicalKey, canonicalKey, keyObjectFromCanonical } from "./spki.js";
-import { derOid, der } from "../tpm/publicKey.js";
 
 export type EkPublicInput =
   | {
@@ -58,8 +57,4 @@ function pkcs1ToSpki(rsaPublicKey: Uint8Array) {
   d.expectEnd("RSAPublicKey");
   const alg = der(0x30, derOid(OID.rsaEncryption), Uint8Array.of(0x05, 0x00));
   return parseSubjectPublicKeyInfo(der(0x30, alg, der(0x03, Uint8Array.of(0), tlvBytes(t))));
-}
-
-export function isEkPublicInputError(e: unknown): boolean {
-  return e instanceof CertificateError || e instanceof ParseError;
 }

@@ -135,9 +135,12 @@ export function generalNames(d: DerReader): GeneralName[] {
     const tag = s.peekTag() ?? 0;
     const i = out.length;
     if (tag === contextTag(4, true)) {
-      const inner = s.field(`${i}.directoryName`, () => s.enter(tag, "directoryName"));
-      const name = inner.field(`${i}.directoryName`, () => readName(inner));
-      inner.expectEnd("directoryName");
+      const name = s.field(`${i}.directoryName`, () => {
+        const inner = s.enter(tag, "directoryName");
+        const n = readName(inner);
+        inner.expectEnd("directoryName");
+        return n;
+      });
       out.push({ kind: "directoryName", name });
     } else if (tag === contextTag(1, false) || tag === contextTag(2, false) || tag === contextTag(6, false)) {
       const t = s.any();

@@ -27,16 +27,19 @@ export function readName(d: DerReader): Name {
   const der = tlvBytes(tlv);
   const rdns: NameAttribute[][] = [];
   while (!inner.atEnd) {
-    const set = inner.field(`rdn${rdns.length}`, () => inner.enter(TAG.SET, "RelativeDistinguishedName"));
-    const attrs: NameAttribute[] = [];
-    while (!set.atEnd) {
-      const atv = set.enter(TAG.SEQUENCE, "AttributeTypeAndValue");
-      const type = atv.oid();
-      const value = decodeValue(atv.any());
-      atv.expectEnd("AttributeTypeAndValue");
-      attrs.push({ type, value });
-    }
-    if (attrs.length === 0) inner.fail("a RelativeDistinguishedName is empty");
+    const attrs = inner.field(`rdn${rdns.length}`, () => {
+      const set = inner.enter(TAG.SET, "RelativeDistinguishedName");
+      const out: NameAttribute[] = [];
+      while (!set.atEnd) {
+        const atv = set.enter(TAG.SEQUENCE, "AttributeTypeAndValue");
+        const type = atv.oid();
+        const value = decodeValue(atv.any());
+        atv.expectEnd("AttributeTypeAndValue");
+        out.push({ type, value });
+      }
+      if (out.length === 0) set.fail("a RelativeDistinguishedName is empty");
+      return out;
+    });
     rdns.push(attrs);
   }
   return { der, rdns };
