@@ -16,3 +16,4 @@ export * from "./attest/verifyQuote.js";
 export * from "./attest/verifyCertify.js";
 export * from "./protocol/bindings.js";
 export * from "./protocol/canonicalJson.js";
+export * from "./ek/index.js";
