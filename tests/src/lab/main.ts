@@ -24,6 +24,11 @@ import {
   parseTpm2ToolsPcrFile,
   objectName,
   type TPMT_PUBLIC,
+  ekBindingFromTpmPublic,
+  identifyEkTemplate,
+  loadCaStore,
+  readCertificate,
+  verifyEkCertificate,
 } from "@fleetd/shared";
 import { startSwtpm, type SwtpmTcp } from "../harness/swtpm.js";
 
@@ -41,6 +46,15 @@ try {
   const t = tpm;
   const f = (n: string) => join(dir, n);
 
+  let certBinding = "";
+  await report.step("read the RSA EK certificate from NV, chain it to the manufacturer CA, compute the EK binding", async () => {
+    await t.tpm2("nvread", [`0x${t.ek.rsa.certIndex.toString(16)}`, "-C", "o", "-o", f("ek.crt")], { cwd: dir });
+    const cert = readCertificate(new Uint8Array(readFileSync(f("ek.crt")))).cert;
+    const v = verifyEkCertificate(cert, loadCaStore(t.caDir));
+    if (v.verdict !== "pass") throw new Error(v.reasons.map((r) => `${r.check}: ${r.detail}`).join("; "));
+    certBinding = v.binding ?? "";
+    return `chain: ${v.chain.map((l) => l.subject || "(empty subject)").join(" → ")}\nTPM ${v.tpm.manufacturerId ?? v.tpm.manufacturer ?? "?"} ${v.tpm.model ?? ""} ${v.tpm.version ?? ""}; EK binding ${certBinding}`;
+  });
   let ek: TPMT_PUBLIC | undefined;
   let ak: TPMT_PUBLIC | undefined;
   let akName: Uint8Array = new Uint8Array();
@@ -54,7 +68,10 @@ try {
     const c = new Checks();
     if (!checkKeyAttributes(c, "ak", ak, AK_POLICY)) throw new Error(c.reasons.map((r) => r.detail).join("; "));
     if (!ctEqual(akName, new Uint8Array(readFileSync(f("ak.name"))))) throw new Error("AK Name computed by fleetd differs from the TPM's");
-    return `AK Name ${hex(akName)} (fleetd's computation equals the TPM's)`;
+    if (ekBindingFromTpmPublic(ek) !== certBinding) throw new Error("the EK the TPM derives is not the certified EK");
+    const tmpl = identifyEkTemplate(ek);
+    if (!tmpl.ok) throw new Error(`EK public area differs from template ${tmpl.template.id}: ${tmpl.detail}`);
+    return `EK binding of the TPM's EK equals the certificate's; EK template ${tmpl.template.id}\nAK Name ${hex(akName)} (fleetd's computation equals the TPM's)`;
   });
 
   await report.step("credential activation: fleetd's MakeCredential, the TPM's ActivateCredential", async () => {
