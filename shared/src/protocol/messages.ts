@@ -60,6 +60,8 @@ const certifiedKey = z
   .object({
     /** TPMT_PUBLIC of the key (exactly as the TPM returned it). */
     public: b64(1024, "public"),
+    /** TPM2B_PRIVATE payload (sealed to the SRK; useless outside this TPM), seeded into the Talos config. */
+    private: b64(4096, "private"),
     /** TPMS_ATTEST of TPM2_Certify by the AK over this key. */
     certifyInfo: b64(1024, "certifyInfo"),
     signature: b64(1024, "signature"),
