@@ -1,3 +1,4 @@
 export * from "./codec/codec.js";
 export * from "./tpm/constants.js";
 export * from "./tpm/structures.js";
+export * from "./pki/index.js";
