@@ -3,6 +3,6 @@ import { issueLeaf, type IssuedCertificate, type IssuingCa, type LeafRequest } f
 import { lakCommonName } from "./names.js";
 import { LAK_PROFILE } from "./profiles.js";
 
-export function issueLakCertificate(ca: IssuingCa, request: LeafRequest): Promise<IssuedCertificate> {
+export async function issueLakCertificate(ca: IssuingCa, request: LeafRequest): Promise<IssuedCertificate> {
   return issueLeaf(LAK_PROFILE, ca, request, lakCommonName(request.node, request.generation));
 }

@@ -3,6 +3,6 @@ import { issueLeaf, type IssuedCertificate, type IssuingCa, type LeafRequest } f
 import { ldevidCommonName } from "./names.js";
 import { LDEVID_PROFILE } from "./profiles.js";
 
-export function issueLdevidCertificate(ca: IssuingCa, request: LeafRequest): Promise<IssuedCertificate> {
+export async function issueLdevidCertificate(ca: IssuingCa, request: LeafRequest): Promise<IssuedCertificate> {
   return issueLeaf(LDEVID_PROFILE, ca, request, ldevidCommonName(request.node, request.generation));
 }
