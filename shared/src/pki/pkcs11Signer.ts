@@ -170,13 +170,14 @@ class TokenSigner implements Pkcs11Signer {
       if (open.key.alwaysAuthenticate) this.guardLogin(() => login(api, open.session, this.settings.pin, true, this.what));
       raw = await api.C_SignAsync(open.session, input, Buffer.alloc(outSize));
     } catch (e) {
+      // a signing operation left active (C_SignInit without a finished C_Sign) would refuse every later one
+      // with CKR_OPERATION_ACTIVE; closing the session ends it, and the next signature reopens
+      this.dropSession();
       if (e instanceof PkiError) throw e;
-      const code = pkcs11Code(e);
-      if (sessionLost(code)) {
-        this.dropSession();
+      if (sessionLost(pkcs11Code(e))) {
         throw new PkiError("token-unavailable", `${this.what}: the token session was lost (${pkcs11Reason(e)}); the next signature reopens it`);
       }
-      throw new PkiError("sign-failed", `${this.what}: signing failed: ${pkcs11Reason(e)}`);
+      throw new PkiError("sign-failed", `${this.what}: signing failed (${pkcs11Reason(e)}); the next signature reopens the session`);
     }
     const signature = key.kind === "ec" ? ecdsaSignatureToDer(raw, EC_CURVES[key.curve].size) : new Uint8Array(raw);
     const pub = createPublicKey({ key: Buffer.from(key.spki), format: "der", type: "spki" });

@@ -8,8 +8,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import { after, before, test } from "node:test";
-import { openPkcs11Signer, PkiError, SIGNATURE_ALGORITHMS, type Pkcs11Signer } from "@fleetd/shared";
-import { startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
+import { acquirePkcs11Module, openPkcs11Signer, PkiError, SIGNATURE_ALGORITHMS, type Pkcs11Signer } from "@fleetd/shared";
+import { SOFTHSM_MODULE, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
 
 const TOKEN = "fleetd-signer";
 const PIN = "correct-Horse-81";
@@ -27,6 +27,7 @@ before(async () => {
         { label: "rsa", id: "0b", type: "rsa-2048" },
         { label: "twin", id: "0c", type: "ec-p256" },
         { label: "twin", id: "0d", type: "ec-p256" },
+        { label: "always", id: "0e", type: "ec-p256", alwaysAuthenticate: true },
       ],
     },
   ]);
@@ -34,6 +35,7 @@ before(async () => {
 
 after(() => {
   delete process.env["FLEETD_TEST_WRONG_PIN"];
+  delete process.env["FLEETD_TEST_CHANGING_PIN"];
   hsm?.close();
 });
 
@@ -65,6 +67,21 @@ test("a wrong PIN is a typed error that names its source and never shows the PIN
   // the same token opens with the right PIN (so the refusal above was about the PIN)
   const ok = await openPkcs11Signer(hsm.signerConfig(TOKEN, "ec"));
   await ok.close();
+});
+
+test("a PIN refused at a per-signature login disables the signer: no second try", async () => {
+  process.env["FLEETD_TEST_CHANGING_PIN"] = PIN;
+  const signer = await openPkcs11Signer({ ...hsm.signerConfig(TOKEN, "always"), pin: { env: "FLEETD_TEST_CHANGING_PIN" } });
+  try {
+    const data = randomBytes(32);
+    assert.ok(verifies(signer, data, await signer.sign(data)), "context-specific login with the right PIN signs");
+    process.env["FLEETD_TEST_CHANGING_PIN"] = WRONG_PIN;
+    await assert.rejects(signer.sign(data), (e) => code("pin-incorrect")(e) && !(e as Error).message.includes(WRONG_PIN));
+    process.env["FLEETD_TEST_CHANGING_PIN"] = PIN; // even with the right PIN back, the signer stays disabled
+    await assert.rejects(signer.sign(data), (e) => code("signer-disabled")(e) && /PIN from environment variable FLEETD_TEST_CHANGING_PIN was refused/.test((e as Error).message));
+  } finally {
+    await signer.close();
+  }
 });
 
 test("the PIN can come from a file", async () => {
@@ -123,6 +140,27 @@ test("concurrent signatures through two signers of one token are serialized (max
   } finally {
     await ec.close();
     await rsa.close();
+  }
+});
+
+test("a lost session fails one signature with token-unavailable; the next reopens and signs", async () => {
+  const signer = await openPkcs11Signer(hsm.signerConfig(TOKEN, "always"));
+  try {
+    const data = randomBytes(32);
+    assert.ok(verifies(signer, data, await signer.sign(data)));
+    // what unplugging does to the signer's session: close every session of this process on the token
+    const mod = acquirePkcs11Module(SOFTHSM_MODULE);
+    try {
+      const slot = mod.api.C_GetSlotList(true).find((s) => mod.api.C_GetTokenInfo(s).label.trimEnd() === TOKEN);
+      assert.ok(slot);
+      mod.api.C_CloseAllSessions(slot);
+    } finally {
+      mod.release();
+    }
+    await assert.rejects(signer.sign(data), code("token-unavailable"));
+    assert.ok(verifies(signer, data, await signer.sign(data)), "reopened, logged in again, signed");
+  } finally {
+    await signer.close();
   }
 });
 
