@@ -19,7 +19,7 @@ export function emptyBundleState(): BundleState {
   return { cas: [] };
 }
 
-/** Add a CA that issues from `activatesAt` on (default: now); the previous CA is retired at that moment. */
+/** Add a CA that issues from `activatesAt` on (use "now" to switch at once); the previous CA is retired then. */
 export function addCa(state: BundleState, certificate: Uint8Array | string, activatesAt: Date): BundleState {
   const info = parseCertificate(certificate, "new CA certificate");
   checkCaCertificate(info);
