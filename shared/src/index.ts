@@ -17,3 +17,4 @@ export * from "./attest/verifyCertify.js";
 export * from "./protocol/bindings.js";
 export * from "./protocol/canonicalJson.js";
 export * from "./ek/index.js";
+export * from "./pki/index.js";
