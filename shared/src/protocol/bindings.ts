@@ -26,6 +26,14 @@ export function certifyExtraData(kind: "ldevid" | "lak", nonce: Uint8Array, sess
   return sha256(`fleetd/certify/${kind}/v1`, nonce, sessionId);
 }
 
+/**
+ * The confirm digest's preimage. The TPM signs the digest (TPM2_Sign with a SHA-256 scheme), which is a plain
+ * SHA-256 signature over this message — so verifiers check it as one.
+ */
+export function confirmMessage(sessionId: string, ldevidCertDer: Uint8Array, lakCertDer: Uint8Array): Uint8Array {
+  return new Uint8Array(Buffer.concat([Buffer.from("fleetd/confirm/v1"), Buffer.from(sessionId), sha256(ldevidCertDer), sha256(lakCertDer)]));
+}
+
 export function confirmDigest(sessionId: string, ldevidCertDer: Uint8Array, lakCertDer: Uint8Array): Uint8Array {
-  return sha256("fleetd/confirm/v1", sessionId, sha256(ldevidCertDer), sha256(lakCertDer));
+  return sha256(confirmMessage(sessionId, ldevidCertDer, lakCertDer));
 }

@@ -1,6 +1,6 @@
 /** The embedded SQLite backend of AttestationStore (better-sqlite3; WAL; every CAS is one UPDATE … WHERE). */
 import Database from "better-sqlite3";
-import type { AttestationStore, InstallCodeRecord, IssuedCertificate, PendingEk, SessionRecord, SessionState } from "./store.js";
+import type { AttestationStore, InstallCodeRecord, IssuedRecord, PendingEk, SessionRecord, SessionState } from "./store.js";
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -175,7 +175,7 @@ export class SqliteAttestationStore implements AttestationStore {
     return this.db.prepare(`SELECT 1 FROM install_codes WHERE node = ? AND expires_at > ?`).get(node, now) !== undefined;
   }
 
-  async recordIssued(c: IssuedCertificate): Promise<void> {
+  async recordIssued(c: IssuedRecord): Promise<void> {
     this.db
       .prepare(`INSERT INTO issued (serial,node,kind,generation,not_after,issued_at) VALUES (?,?,?,?,?,?)`)
       .run(c.serial, c.node, c.kind, c.generation, c.notAfter, c.issuedAt);
@@ -186,7 +186,7 @@ export class SqliteAttestationStore implements AttestationStore {
       .get(node) as { last: number };
     return row.last;
   }
-  async listIssued(node: string): Promise<IssuedCertificate[]> {
+  async listIssued(node: string): Promise<IssuedRecord[]> {
     const rows = this.db.prepare(`SELECT * FROM issued WHERE node = ? ORDER BY issued_at`).all(node) as {
       serial: string;
       node: string;
@@ -195,7 +195,7 @@ export class SqliteAttestationStore implements AttestationStore {
       not_after: number;
       issued_at: number;
     }[];
-    return rows.map((r) => ({ serial: r.serial, node: r.node, kind: r.kind as IssuedCertificate["kind"], generation: r.generation, notAfter: r.not_after, issuedAt: r.issued_at }));
+    return rows.map((r) => ({ serial: r.serial, node: r.node, kind: r.kind as IssuedRecord["kind"], generation: r.generation, notAfter: r.not_after, issuedAt: r.issued_at }));
   }
 
   async setBootstrapToken(node: string, tokenId: string, expiresAt: number): Promise<void> {

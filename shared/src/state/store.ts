@@ -56,7 +56,7 @@ export interface InstallCodeRecord {
   claimedAt: number | null;
 }
 
-export interface IssuedCertificate {
+export interface IssuedRecord {
   serial: string;
   node: string;
   kind: "ldevid" | "lak";
@@ -94,10 +94,10 @@ export interface AttestationStore {
   finishInstallCode(codeHash: string, claimer: string): Promise<boolean>;
   hasInstallCodeFor(node: string, now: number): Promise<boolean>;
 
-  recordIssued(c: IssuedCertificate): Promise<void>;
+  recordIssued(c: IssuedRecord): Promise<void>;
   /** The next LDevID generation for a node (1 for the first). Atomic. */
   nextGeneration(node: string): Promise<number>;
-  listIssued(node: string): Promise<IssuedCertificate[]>;
+  listIssued(node: string): Promise<IssuedRecord[]>;
 
   /** Bootstrap token id rendered for a node (for the CSR gate). */
   setBootstrapToken(node: string, tokenId: string, expiresAt: number): Promise<void>;

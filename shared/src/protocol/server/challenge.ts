@@ -1,0 +1,157 @@
+/**
+ * Step 1 — challenge (attestation-protocol.md "Messages" 1). Find the node by the EKs the machine presents,
+ * prove nothing yet, but make sure every approved EK is here and chains to its manufacturer, then wrap one
+ * independent secret per approved EK to Name(AK) and open a session with a single-use nonce.
+ */
+import { createHash } from "node:crypto";
+import { checkKeyAttributes, AK_POLICY } from "../../attest/checkKeyAttributes.js";
+import { Checks } from "../../attest/verdict.js";
+import { ParseError } from "../../codec/codec.js";
+import { hex } from "../../crypto/hash.js";
+import { makeCredential } from "../../credential/makeCredential.js";
+import { ekBindingFromTpmPublic } from "../../ek/binding.js";
+import { readCertificate } from "../../ek/certificateInput.js";
+import { ekPublicMatchesCertificate } from "../../ek/ekPublic.js";
+import { identifyEkTemplate } from "../../ek/templateCheck.js";
+import { verifyEkCertificate } from "../../ek/verifyEkCertificate.js";
+import { readPublicArea } from "../../tpm/files.js";
+import { objectName } from "../../tpm/name.js";
+import type { TPMT_PUBLIC } from "../../tpm/structures.js";
+import { claimsHash } from "../bindings.js";
+import type { ChallengeRequest, ChallengeResponse } from "../messages.js";
+import { Refused, type ServerContext } from "./context.js";
+import type { NodeRecord } from "./deps.js";
+
+interface PresentedEk {
+  public: TPMT_PUBLIC;
+  publicBytes: Uint8Array;
+  binding: string;
+  certificate?: Uint8Array;
+}
+
+const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
+const sha256hex = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+
+function parsePublic(bytes: Uint8Array, what: string): { pub: TPMT_PUBLIC; tpmtBytes: Uint8Array } {
+  try {
+    return readPublicArea(bytes);
+  } catch (e) {
+    if (e instanceof ParseError) throw new Refused(400, "bad-request", [{ check: `${what}.parse`, detail: e.message }]);
+    throw e;
+  }
+}
+
+export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourceAddress: string): Promise<ChallengeResponse> {
+  const now = ctx.now();
+  // Parse everything presented before looking anything up.
+  const eks: PresentedEk[] = req.eks.map((e, i) => {
+    const { pub, tpmtBytes } = parsePublic(e.public, `eks[${i}].public`);
+    let binding: string;
+    try {
+      binding = ekBindingFromTpmPublic(pub);
+    } catch (err) {
+      throw new Refused(400, "bad-request", [{ check: `eks[${i}].key`, detail: (err as Error).message }]);
+    }
+    return { public: pub, publicBytes: tpmtBytes, binding, ...(e.certificate ? { certificate: e.certificate } : {}) };
+  });
+  const ak = parsePublic(req.akPublic, "akPublic");
+  const akName = objectName(ak.tpmtBytes);
+
+  // Find the node by binding. Bindings are unique across the inventory, so all matches must agree.
+  const matches = new Map<string, NodeRecord>();
+  for (const ek of eks) {
+    const node = await ctx.inventory.findByEkBinding(ek.binding);
+    if (node) matches.set(node.name, node);
+  }
+  if (matches.size === 0) {
+    for (const ek of eks) {
+      await ctx.store.recordPendingEk({ binding: ek.binding, serial: req.claims.serial, macs: req.claims.macs, sourceAddress }, now.getTime());
+    }
+    throw new Refused(403, "pending", [
+      { check: "ek.unknown", detail: `no node approves EK ${eks.map((e) => e.binding).join(", ")}; listed as pending for an operator` },
+    ]);
+  }
+  if (matches.size > 1) {
+    throw new Refused(403, "refused", [{ check: "ek.ambiguous", detail: `the presented EKs are approved by different nodes: ${[...matches.keys()].join(", ")}` }]);
+  }
+  const node = [...matches.values()][0] as NodeRecord;
+  const c = new Checks();
+  c.check(node.tpm === "2.0", "node.tpm", `node ${node.name} is recorded with TPM ${node.tpm}; attestation needs TPM 2.0`);
+  c.check(node.ekBindingsAttributed, "ek.attribution", `the EK bindings of ${node.name} were changed by someone other than the inventory apply account`);
+
+  // Every approved EK must be presented; with chain, its certificate must chain to the manufacturer store.
+  const approved: PresentedEk[] = [];
+  for (const a of node.ekBindings) {
+    const ek = eks.find((e) => e.binding === a.binding);
+    if (!c.check(ek !== undefined, "ek.missing", `approved ${a.alg} EK ${a.binding} was not presented`)) continue;
+    if (!ek) continue;
+    approved.push(ek);
+    const tmpl = identifyEkTemplate(ek.public);
+    c.check(tmpl.ok, "ek.template", tmpl.ok ? "" : `EK ${a.binding} does not match a known EK template (${tmpl.detail})`);
+    if (!a.chain) continue;
+    if (!c.check(ek.certificate !== undefined, "ek.certificate", `EK ${a.binding} has no certificate but the node requires a manufacturer chain`)) continue;
+    try {
+      const cert = readCertificate(ek.certificate as Uint8Array).cert;
+      const match = ekPublicMatchesCertificate(ek.public, cert);
+      c.check(match.ok, "ek.certificateKey", match.ok ? "" : `EK ${a.binding}: ${match.detail}`);
+      const v = verifyEkCertificate(cert, ctx.ekRoots, { allowExpired: ctx.settings.allowExpiredEkCertificates, at: now });
+      for (const r of v.reasons) c.fail(`ek.chain.${r.check}`, `EK ${a.binding}: ${r.detail}`);
+    } catch (e) {
+      c.fail("ek.certificate", `EK ${a.binding}: ${(e as Error).message}`);
+    }
+  }
+
+  // Claims the inventory can check now. (UUIDs are compared in both byte orders: SMBIOS stores the first
+  // three fields little-endian and tools disagree on how to print them.)
+  c.check(req.claims.serial === node.serial, "claims.serial", `claimed serial ${req.claims.serial} is not ${node.name}'s serial ${node.serial}`);
+  if (node.uuid) {
+    c.check(uuidEqual(req.claims.uuid, node.uuid), "claims.uuid", `claimed UUID ${req.claims.uuid} is not ${node.name}'s ${node.uuid}`);
+  }
+  checkKeyAttributes(c, "ak", ak.pub, AK_POLICY);
+  if (!c.ok) throw new Refused(403, "refused", c.reasons, node.name);
+
+  // A fresh AK: an AK Name seen before is refused (recorded atomically, so two sessions cannot share one).
+  if (!(await ctx.store.recordAkName(hex(akName), node.name, now.getTime()))) {
+    throw new Refused(403, "refused", [{ check: "ak.reused", detail: `AK ${hex(akName)} was used before; every attestation needs a fresh AK` }], node.name);
+  }
+
+  const sessionId = hex(ctx.random(16));
+  const nonce = ctx.random(32);
+  const secrets = approved.map(() => ctx.random(32));
+  const credentials = approved.map((ek, i) => {
+    const cred = makeCredential(ek.public, akName, secrets[i] as Uint8Array);
+    return { ekBinding: ek.binding, idObject: b64(cred.idObject), encryptedSecret: b64(cred.encryptedSecret) };
+  });
+  const expiresAt = now.getTime() + ctx.settings.sessionTtlMs;
+  await ctx.store.createSession({
+    id: sessionId,
+    node: node.name,
+    mode: req.claims.mode,
+    nonce: hex(nonce),
+    claimsHash: hex(claimsHash(req.claims)),
+    akName: hex(akName),
+    akPublic: hex(ak.tpmtBytes),
+    secretHashes: secrets.map(sha256hex),
+    ekBindings: approved.map((e) => e.binding),
+    data: {
+      claims: req.claims,
+      sourceAddress,
+      firstEkPublic: hex((approved[0] as PresentedEk).publicBytes),
+    },
+    state: "challenged",
+    createdAt: now.getTime(),
+    expiresAt,
+  });
+  return { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credentials };
+}
+
+export function uuidEqual(a: string, b: string): boolean {
+  const norm = (u: string) => u.toLowerCase().replace(/-/g, "");
+  const swap = (h: string) => {
+    const le = (s: string) => (s.match(/../g) ?? []).reverse().join("");
+    return le(h.slice(0, 8)) + le(h.slice(8, 12)) + le(h.slice(12, 16)) + h.slice(16);
+  };
+  const x = norm(a);
+  const y = norm(b);
+  return x === y || swap(x) === y;
+}

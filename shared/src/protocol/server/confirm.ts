@@ -1,0 +1,88 @@
+/**
+ * Step 4 — confirm (attestation-protocol.md "Messages" 4). The machine signs the confirm digest with the LDevID
+ * it was just issued: proof that the certified key is usable in this TPM. Single use. intake → admission;
+ * provision → the install code, 32 random bytes wrapped by MakeCredential to the first approved EK for Name(AK);
+ * only SHA-256(code) is stored, with the rendered one-time config.
+ */
+import { createHash } from "node:crypto";
+import { Checks } from "../../attest/verdict.js";
+import { verifyTpmSignature } from "../../attest/verifySignature.js";
+import { decodeExact, ParseError } from "../../codec/codec.js";
+import { fromHex } from "../../crypto/hash.js";
+import { makeCredential } from "../../credential/makeCredential.js";
+import { TPMT_PUBLIC, TPMT_SIGNATURE } from "../../tpm/structures.js";
+import { confirmMessage } from "../bindings.js";
+import type { Confirm, ConfirmResponse } from "../messages.js";
+import { Refused, type ServerContext } from "./context.js";
+import type { EvidenceSessionData } from "./evidence.js";
+
+const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
+
+export async function confirm(ctx: ServerContext, req: Confirm): Promise<ConfirmResponse> {
+  const now = ctx.now();
+  const session = await ctx.store.getSession(req.sessionId);
+  if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
+  const data = session.data as unknown as EvidenceSessionData;
+  if (session.state !== "evidenced" || !data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
+    throw new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows accepted evidence, once` }], session.node);
+  }
+  const ldevidCert = fromHex(data.ldevidCertificate);
+  const lakCert = fromHex(data.lakCertificate);
+  const message = confirmMessage(session.id, ldevidCert, lakCert);
+  const c = new Checks();
+  let sig;
+  try {
+    sig = decodeExact(TPMT_SIGNATURE, req.signature);
+  } catch (e) {
+    if (!(e instanceof ParseError)) throw e;
+    throw new Refused(400, "bad-request", [{ check: "confirm.signature.parse", detail: e.message }], session.node);
+  }
+  const ldevid = decodeExact(TPMT_PUBLIC, fromHex(data.ldevidPublic));
+  // TPM2_Sign over SHA-256(message) is a SHA-256 signature over the message; the LDevID's scheme fixes the hash.
+  verifyTpmSignature(c, "confirm.signature", ldevid, message, sig);
+  if (!c.ok) throw new Refused(403, "refused", c.reasons, session.node);
+  // Single use: only one confirm moves the session on.
+  if (!(await ctx.store.transitionSession(session.id, "evidenced", "confirmed", session.data, now.getTime()))) {
+    throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired" }], session.node);
+  }
+  const node = await ctx.inventory.reread(session.node);
+  if (!node) throw new Refused(403, "refused", [{ check: "gate.node", detail: `${session.node} is no longer in the inventory` }], session.node);
+
+  if (session.mode === "intake") {
+    await ctx.admission.admit(node, { macs: data.claims.macs, uuid: data.claims.uuid });
+    await ctx.journal.record(node.name, { kind: "success", summary: "intake confirmed by the new LDevID; admission requested (provision workflow)" });
+    return { mode: "intake" };
+  }
+  if (session.mode === "provision") {
+    const code = ctx.random(32);
+    const ek = decodeExact(TPMT_PUBLIC, fromHex(data.firstEkPublic));
+    const wrapped = makeCredential(ek, fromHex(session.akName), code);
+    const chainPem = `${pem(ldevidCert)}${data.bundlePem ?? ""}`;
+    const rendered = await ctx.renderer.render(node, {
+      chainPem,
+      ldevidPublic: fromHex(data.ldevidPublic),
+      ldevidPrivate: fromHex(data.ldevidPrivate ?? ""),
+      lakPublic: fromHex(data.lakPublic ?? ""),
+      lakPrivate: fromHex(data.lakPrivate ?? ""),
+    });
+    await ctx.store.putInstallCode({
+      codeHash: createHash("sha256").update(code).digest("hex"),
+      node: node.name,
+      uuid: data.claims.uuid,
+      sourceAddress: data.sourceAddress,
+      config: rendered.config,
+      expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
+    });
+    await ctx.store.setBootstrapToken(node.name, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
+    await ctx.journal.record(node.name, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId})` });
+    return { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
+  }
+  await ctx.journal.record(node.name, { kind: "success", summary: `${session.mode} confirmed` });
+  return { mode: session.mode };
+}
+
+function pem(der: Uint8Array): string {
+  const body = Buffer.from(der).toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "");
+  return `-----BEGIN CERTIFICATE-----\n${body}\n-----END CERTIFICATE-----\n`;
+}
+
