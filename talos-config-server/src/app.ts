@@ -1,0 +1,67 @@
+/**
+ * The HTTP API of talos-config-server (documented in openapi.yaml): the attestation protocol and the one-time
+ * Talos config. No state-changing GET exists besides the config fetch, whose one effect (consuming the code)
+ * is the point of the design.
+ */
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import type { Logger } from "pino";
+import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
+import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
+import type { Metrics } from "./metrics.js";
+
+export interface AppDeps extends ConfigFetchDeps {
+  service: AttestationService;
+  metrics: Metrics;
+  log: Logger;
+  /** Largest accepted JSON body; evidence carries an event log (≤ 1 MiB, base64). */
+  bodyLimit: string;
+}
+
+export function createApp(deps: AppDeps): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.use(express.json({ limit: deps.bodyLimit, strict: true, type: "application/json" }));
+
+  const step = (name: "challenge" | "evidence" | "confirm", fn: (req: Request) => Promise<Outcome<unknown>>) =>
+    async (req: Request, res: Response, next: NextFunction) => {
+      const end = deps.metrics.stepSeconds.startTimer({ step: name });
+      try {
+        const out = await fn(req);
+        deps.metrics.attestations.inc({ step: name, outcome: out.ok ? "ok" : out.body.error });
+        if (!out.ok) deps.log.warn({ step: name, status: out.status, reasons: out.body.reasons }, `${name} refused`);
+        res.status(out.ok ? 200 : out.status).json(out.body);
+      } catch (e) {
+        next(e);
+      } finally {
+        end();
+      }
+    };
+  const addr = (req: Request) => req.socket.remoteAddress ?? "unknown";
+  app.post("/v1/attest/challenge", step("challenge", (req) => deps.service.challenge(req.body, addr(req))));
+  app.post("/v1/attest/evidence", step("evidence", (req) => deps.service.evidence(req.body)));
+  app.post("/v1/attest/confirm", step("confirm", (req) => deps.service.confirm(req.body)));
+  app.get("/talos/config", configFetchHandler(deps));
+  app.get("/healthz", (_req, res) => {
+    res.json({ ok: true });
+  });
+  app.get("/metrics", async (_req, res) => {
+    res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
+
+  // Body parser and other errors: a clear JSON error, never a stack trace.
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const e = err as { status?: number; type?: string; message?: string };
+    if (e.type === "entity.too.large") {
+      res.status(413).json({ error: "bad-request", reasons: [{ check: "request.size", detail: `body larger than ${deps.bodyLimit}` }] });
+      return;
+    }
+    if (e.type === "entity.parse.failed") {
+      res.status(400).json({ error: "bad-request", reasons: [{ check: "request.json", detail: "body is not valid JSON" }] });
+      return;
+    }
+    deps.log.error({ err }, "internal error");
+    res.status(500).json({ error: "internal" });
+  });
+  return app;
+}

@@ -1,0 +1,80 @@
+/**
+ * GET /talos/config?uuid=…&code=… — the one-time Talos config (attestation-protocol.md "Talos hand-off").
+ * Looked up by SHA-256(code); claimed with a compare-and-swap before a byte is sent; deleted when the response
+ * finished, the claim released if the connection closed first. Never 204 or an empty 200. The literal
+ * `${code}` (Talos did not substitute it: no META key) is a 4xx that counts against nothing. Wrong codes count
+ * against the source address. The code never appears in a log line: at fetch time it is a bearer token.
+ */
+import { createHash, randomUUID } from "node:crypto";
+import type { Request, Response } from "express";
+import type { Logger } from "pino";
+import type { AttestationStore } from "@fleetd/shared/state/store";
+import { uuidEqual } from "@fleetd/shared/protocol/server/challenge";
+import type { FailureLimiter } from "./rateLimit.js";
+import type { Metrics } from "./metrics.js";
+
+export interface ConfigFetchDeps {
+  store: AttestationStore;
+  limiter: FailureLimiter;
+  log: Logger;
+  metrics: Metrics;
+  /** Called once per config after its complete response (NetBox: status active + journal). */
+  delivered: (node: string) => Promise<void>;
+  now: () => number;
+  /** A claim older than this is considered abandoned (the process holding it died). */
+  staleClaimMs: number;
+}
+
+const CODE = /^[0-9a-f]{64}$/;
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+export function configFetchHandler(deps: ConfigFetchDeps) {
+  return async (req: Request, res: Response): Promise<void> => {
+    const address = req.socket.remoteAddress ?? "unknown";
+    const uuid = typeof req.query["uuid"] === "string" ? req.query["uuid"] : "";
+    const code = typeof req.query["code"] === "string" ? req.query["code"] : "";
+    const now = deps.now();
+    const refuse = (status: number, error: string, detail: string, counts: boolean) => {
+      if (counts) deps.limiter.fail(address, now);
+      deps.metrics.configFetches.inc({ outcome: error });
+      deps.log.warn({ address, uuid, outcome: error }, "talos config refused");
+      res.status(status).type("application/json").send(JSON.stringify({ error, detail }));
+    };
+    if (code === "${code}") return refuse(400, "no-code", "the URL still holds the literal ${code}: Talos found no install code in META key 0x0b", false);
+    if (!deps.limiter.allowed(address, now)) return refuse(429, "rate-limited", "too many wrong codes from this address; try later", false);
+    if (!UUID.test(uuid) || !CODE.test(code)) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters", true);
+
+    const codeHash = createHash("sha256").update(code).digest("hex");
+    const claimer = randomUUID();
+    const record = await deps.store.claimInstallCode(codeHash, claimer, now, deps.staleClaimMs);
+    if (!record) return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)", true);
+    if (!uuidEqual(record.uuid, uuid)) {
+      await deps.store.releaseInstallCode(codeHash, claimer);
+      return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)", true);
+    }
+    if (record.config.length === 0) {
+      await deps.store.releaseInstallCode(codeHash, claimer);
+      deps.log.error({ node: record.node }, "stored config is empty; refusing to serve it");
+      res.status(500).type("application/json").send(JSON.stringify({ error: "empty-config" }));
+      return;
+    }
+    let finished = false;
+    res.on("finish", () => {
+      finished = true;
+      void (async () => {
+        if (await deps.store.finishInstallCode(codeHash, claimer)) {
+          deps.metrics.configFetches.inc({ outcome: "delivered" });
+          deps.log.info({ node: record.node, address }, "talos config delivered; deleted");
+          await deps.delivered(record.node);
+        }
+      })().catch((e: unknown) => deps.log.error({ err: e, node: record.node }, "after-delivery step failed"));
+    });
+    res.on("close", () => {
+      if (!finished) {
+        void deps.store.releaseInstallCode(codeHash, claimer).catch(() => undefined);
+        deps.log.warn({ node: record.node, address }, "talos config response aborted; claim released");
+      }
+    });
+    res.status(200).type("application/yaml").send(record.config);
+  };
+}
