@@ -29,8 +29,15 @@ export async function nvPublicIfDefined(tpm: TpmClient, index: number): Promise<
   }
 }
 
+export interface ReadNvOptions {
+  /** Owner authorization for OWNERREAD-only indices (empty by default). */
+  ownerAuth?: Uint8Array;
+  /** Largest NV_Read to issue (default: the TPM's TPM_PT_NV_BUFFER_MAX). */
+  chunk?: number;
+}
+
 /** Reads the whole index; undefined when it is not defined. */
-export async function readNvIndex(tpm: TpmClient, index: number, ownerAuth?: Uint8Array): Promise<NvContents | undefined> {
+export async function readNvIndex(tpm: TpmClient, index: number, opts: ReadNvOptions = {}): Promise<NvContents | undefined> {
   const nvPublic = await nvPublicIfDefined(tpm, index);
   if (!nvPublic) return undefined;
   const hex = `0x${index.toString(16).padStart(8, "0")}`;
@@ -40,11 +47,11 @@ export async function readNvIndex(tpm: TpmClient, index: number, ownerAuth?: Uin
   else if (nvPublic.attributes & TPMA_NV.OWNERREAD) authHandle = TPM_RH.OWNER;
   else throw new TpmClientError("nv-unreadable", `NV index ${hex} allows neither AUTHREAD nor OWNERREAD`);
   const props = await tpm.getProperties(TPM_PT.NV_BUFFER_MAX, 1);
-  const chunk = Math.min(props.get(TPM_PT.NV_BUFFER_MAX) ?? DEFAULT_NV_CHUNK, MAX_CHUNK);
+  const chunk = Math.max(1, Math.min(opts.chunk ?? Infinity, props.get(TPM_PT.NV_BUFFER_MAX) ?? DEFAULT_NV_CHUNK, MAX_CHUNK));
   const out = new Uint8Array(nvPublic.dataSize);
   for (let offset = 0; offset < nvPublic.dataSize; ) {
     const size = Math.min(chunk, nvPublic.dataSize - offset);
-    const data = await tpm.nvRead(authHandle, index, size, offset, authHandle === TPM_RH.OWNER ? ownerAuth : undefined);
+    const data = await tpm.nvRead(authHandle, index, size, offset, authHandle === TPM_RH.OWNER ? opts.ownerAuth : undefined);
     if (data.length !== size) throw new TpmClientError("unexpected", `NV_Read of ${hex} returned ${data.length} bytes at offset ${offset}, asked for ${size}`);
     out.set(data, offset);
     offset += size;
