@@ -8,7 +8,7 @@
  *    parsing them is the verifier's job.
  */
 import { decodeExact } from "../codec/codec.js";
-import { EK_NV, TPM_RH } from "../tpm/constants.js";
+import { CURVES, EK_NV, isCurve, TPM_RH } from "../tpm/constants.js";
 import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../tpm/structures.js";
 import type { LoadedObject, TpmClient } from "./client.js";
 import { TpmClientError } from "./errors.js";
@@ -45,8 +45,9 @@ export async function readNvEkTemplate(tpm: TpmClient, alg: KeyAlg): Promise<Pub
     n.set(nonce);
     return { ...template, unique: { kind: "rsa", n } };
   }
-  if (template.unique.kind === "ecc") {
-    const size = Math.max(template.unique.x.length, 32);
+  if (template.unique.kind === "ecc" && template.parameters.kind === "ecc") {
+    const curve = template.parameters.curveID;
+    const size = isCurve(curve) ? CURVES[curve].size : Math.max(template.unique.x.length, 32);
     if (nonce.length > size) throw new TpmClientError("bad-input", `EK nonce of ${nonce.length} bytes is longer than the ECC unique x field`);
     const x = new Uint8Array(size);
     x.set(nonce);

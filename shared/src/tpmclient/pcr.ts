@@ -37,6 +37,9 @@ export async function pcrRead(tpm: TpmClient, selection: PcrSelection[]): Promis
         throw new TpmClientError("pcr-unavailable", `the TPM returned no value for ${missing} (bank not allocated?)`);
       }
       flat.forEach(({ hash, pcr }, i) => {
+        if (!remaining.some((s) => s.hash === hash && s.pcrs.includes(pcr))) {
+          throw new TpmClientError("unexpected", `PCR_Read returned ${bankName(hash)}:${pcr}, which was not asked for (or was already read)`);
+        }
         const v = out.values[i] ?? new Uint8Array(0);
         const want = DIGEST_SIZES[hash];
         if (want !== undefined && v.length !== want) {

@@ -138,7 +138,12 @@ export class TcpTransport extends SocketTransport {
   }
 }
 
-/** swtpm's raw TPM command channel over a Unix socket (`--server type=unixio,path=…`), shareable with a SPIRE agent. */
+/**
+ * swtpm's raw TPM command channel over a Unix socket (`--server type=unixio,path=…`), the kind of TPM path a
+ * SPIRE agent can open too (go-tpm treats a Unix socket as an emulator and connects once per command). swtpm
+ * serves one connection at a time, so a client sharing the socket must close its transport when its step is
+ * done; and without a resource manager the two share one TPM's object slots.
+ */
 export class UnixTransport extends SocketTransport {
   constructor(
     readonly path: string,

@@ -43,3 +43,8 @@ export async function withTransients<T>(tpm: TpmClient, fn: (t: Transients) => P
     await t.flushAll();
   }
 }
+
+/** TPM2_FlushContext of one transient object or session. */
+export function flush(tpm: TpmClient, handle: number): Promise<void> {
+  return tpm.flushContext(handle);
+}
