@@ -132,3 +132,16 @@ test("a supplied PCR that the quote does not cover, or a quoted PCR without a va
   more.set(TPM_ALG.SHA512, new Map([[0, new Uint8Array(64)]]));
   assert.ok(verifyQuote({ ...base, pcrs: more }).reasons.some((r) => r.check === "quote.pcrSelect" && /sha512:0/.test(r.detail)));
 });
+
+test("go-eventlog's linux_tpm12.json is refused as TPM 1.2 (quote and AK alike)", () => {
+  const d = load<{ Static: { TPMVersion: number }; AK: { Public: string }; Quote: { Quote: string; Signature: string } }>(
+    "eventlogs/go-attestation/linux_tpm12.json",
+  );
+  assert.equal(d.Static.TPMVersion, 1);
+  // The TPM 1.2 AK (TPM_PUBKEY) is not a TPMT_PUBLIC at all.
+  assert.throws(() => decodeExact(TPMT_PUBLIC, b64(d.AK.Public)));
+  const anyAk = decodeExact(TPMT_PUBLIC, fromHex(load<CosDump>("quotes/go-tpm-tools_gce-cos-85-nonce9009.json").ak_pub_tpmt_public_hex));
+  const r = verifyQuote({ akPublic: anyAk, quote: b64(d.Quote.Quote), signature: b64(d.Quote.Signature), pcrs: new Map(), expectedExtraData: new Uint8Array() });
+  assert.equal(r.verdict, "fail");
+  assert.deepEqual(r.reasons.map((x) => x.check), ["quote.tpmVersion"]);
+});

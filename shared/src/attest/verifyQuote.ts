@@ -31,8 +31,21 @@ export interface QuoteResult extends Verdict {
   selection?: PcrSelection[];
 }
 
+/**
+ * TPM 1.2 quotes are TPM_QUOTE_INFO (version 1.1.0.0 ‖ "QUOT") or TPM_QUOTE_INFO2 (tag 0x0036 ‖ "QUT2");
+ * they carry no TPM_GENERATED_VALUE and no PCR digest of a chosen bank. fleetd accepts TPM 2.0 only.
+ */
+export function isTpm12Quote(bytes: Uint8Array): boolean {
+  const b = Buffer.from(bytes.subarray(0, 8));
+  return b.equals(Buffer.from("0101000051554f54", "hex")) || b.subarray(0, 6).equals(Buffer.from("003651555432", "hex"));
+}
+
 export function verifyQuote(input: QuoteInput): QuoteResult {
   const c = new Checks();
+  if (isTpm12Quote(input.quote)) {
+    c.fail("quote.tpmVersion", "this is a TPM 1.2 quote (TPM_QUOTE_INFO); fleetd accepts TPM 2.0 evidence only");
+    return c.verdict();
+  }
   const attest = parseInto(c, "quote.parse", TPMS_ATTEST, input.quote);
   const sig = parseInto(c, "quote.signature.parse", TPMT_SIGNATURE, input.signature);
   if (sig) verifyTpmSignature(c, "quote.signature", input.akPublic, input.quote, sig, input.signature_options);

@@ -20,6 +20,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
     summary: "verify a tpm2_certify attestation against an AK, the certified public area and qualifying data",
     load: () => import("./verifyCertify.js"),
   },
+  "verify ek": { summary: "EK certificate chain, EK binding and template checks", load: () => import("./verifyEk.js") },
 };
 
 function usage(): string {

@@ -31,7 +31,8 @@ export function der(tag: number, ...parts: Uint8Array[]): Uint8Array {
   const body = Buffer.concat(parts);
   return Buffer.concat([Uint8Array.of(tag), derLen(body.length), body]);
 }
-function derUint(b: Uint8Array): Uint8Array {
+/** DER INTEGER of an unsigned big-endian magnitude (leading zeros stripped, sign byte added when needed). */
+export function derUint(b: Uint8Array): Uint8Array {
   let i = 0;
   while (i < b.length - 1 && b[i] === 0) i++;
   let v = b.subarray(i);

@@ -3,10 +3,11 @@
  * via a password session, as adminWithPolicy is clear) and the EK (keyHandle, USER role: the EK has
  * userWithAuth clear, so a policy session satisfying its authPolicy PolicySecret(TPM_RH_ENDORSEMENT) is
  * needed). The policy session is started fresh for each activation; the TPM flushes it when the command
- * succeeds, and this function flushes it when the command fails.
+ * succeeds, and this function flushes it when the command fails. High-range EKs (H-1…H-7) have userWithAuth
+ * set: their empty auth value authorizes them with a password session, and no policy session is started.
  */
 import { decodeExact } from "../codec/codec.js";
-import { TPM_RH } from "../tpm/constants.js";
+import { TPM_RH, TPMA_OBJECT } from "../tpm/constants.js";
 import { TPM_SE } from "../tpm/commands.js";
 import { TPM2B_ENCRYPTED_SECRET, TPM2B_ID_OBJECT } from "../tpm/structures.js";
 import type { LoadedObject, TpmClient } from "./client.js";
@@ -15,6 +16,8 @@ import { passwordAuth, policyAuth } from "./sessions.js";
 export interface ActivateOptions {
   endorsementAuth?: Uint8Array;
   akAuth?: Uint8Array;
+  /** The EK's own auth value, for high-range EKs (userWithAuth). */
+  ekAuth?: Uint8Array;
 }
 
 /**
@@ -31,6 +34,9 @@ export async function activateCredential(
 ): Promise<Uint8Array> {
   const credentialBlob = decodeExact(TPM2B_ID_OBJECT, idObject);
   const secret = decodeExact(TPM2B_ENCRYPTED_SECRET, encSecret);
+  if (ek.public.objectAttributes & TPMA_OBJECT.userWithAuth) {
+    return tpm.activateCredential(ak.handle, ek.handle, credentialBlob, secret, [passwordAuth(opts.akAuth), passwordAuth(opts.ekAuth)]);
+  }
   const session = await tpm.startAuthSession(TPM_SE.POLICY);
   let ok = false;
   try {

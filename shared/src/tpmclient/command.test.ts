@@ -25,7 +25,9 @@ import { TPMT_PUBLIC } from "../tpm/structures.js";
 import { commandHeader, marshalCommand, parseResponse } from "./command.js";
 import { TpmError } from "./rc.js";
 import { passwordAuth, policyAuth } from "./sessions.js";
-import { akTemplate, ekTemplate, lakTemplate, ldevidTemplate, srkTemplate } from "./templates.js";
+import { ekTemplate } from "../ek/templates.js";
+import { ekTemplateId } from "./ek.js";
+import { akTemplate, lakTemplate, ldevidTemplate, srkTemplate } from "./templates.js";
 
 const h = (s: string) => fromHex(s.replace(/\s+/g, ""));
 const E = new Uint8Array(0);
@@ -50,9 +52,9 @@ test("TPM2_CreatePrimary of the RSA EK: sessions tag, handle, password session, 
   const cmd = marshalCommand(TPM2_CreatePrimary, {
     handles: [TPM_RH.ENDORSEMENT],
     sessions: [passwordAuth()],
-    params: { inSensitive: { userAuth: E, data: E }, inPublic: ekTemplate("rsa"), outsideInfo: E, creationPCR: [] },
+    params: { inSensitive: { userAuth: E, data: E }, inPublic: ekTemplate("L-1").public, outsideInfo: E, creationPCR: [] },
   });
-  const tmpl = encode(TPMT_PUBLIC, ekTemplate("rsa"));
+  const tmpl = encode(TPMT_PUBLIC, ekTemplate("L-1").public);
   const expected = "8002" + "00000163" + "00000131" + "4000000b" + "00000009" + "40000009" + "0000" + "01" + "0000" + "0004" + "0000" + "0000" + "013a" + hex(tmpl) + "0000" + "00000000";
   assert.equal(hex(cmd), expected);
   assert.equal(cmd.length, 0x163);
@@ -118,16 +120,17 @@ test("malformed responses are ParseErrors naming the field", () => {
   }
 });
 
-interface EkTemplates {
-  rsa2048_low_range: { tpmt_public_hex: string };
-  eccp256_low_range: { tpmt_public_hex: string };
-}
-
-test("EK templates are the TCG low-range default templates, byte for byte", () => {
-  const t = JSON.parse(readFileSync(conformance("ek/ek_templates.json"), "utf8")) as EkTemplates;
-  assert.equal(hex(encode(TPMT_PUBLIC, ekTemplate("rsa"))), t.rsa2048_low_range.tpmt_public_hex);
-  assert.equal(hex(encode(TPMT_PUBLIC, ekTemplate("ecc"))), t.eccp256_low_range.tpmt_public_hex);
+test("createEk's \"rsa\" and \"ecc\" are the TCG low-range default templates L-1 and L-2 (checked byte for byte in ek/templates.test.ts)", () => {
+  assert.equal(ekTemplateId("rsa"), "L-1");
+  assert.equal(ekTemplateId("ecc"), "L-2");
+  assert.equal(ekTemplateId("H-3"), "H-3");
+  const t = JSON.parse(readFileSync(conformance("ek/ek_templates.json"), "utf8")) as { rsa2048_low_range: { tpmt_public_hex: string } };
+  assert.equal(hex(tmplOf("rsa")), t.rsa2048_low_range.tpmt_public_hex);
 });
+
+function tmplOf(alg: "rsa" | "ecc"): Uint8Array {
+  return encode(TPMT_PUBLIC, ekTemplate(ekTemplateId(alg)).public);
+}
 
 test("SRK templates are SPIRE's SRKTemplateHighRSA/ECC: storage attributes with noDA, AES-128-CFB, empty unique", () => {
   assert.equal(hex(encode(TPMT_PUBLIC, srkTemplate("rsa"))), "0001000b00030472000000060080004300100800000000000000");

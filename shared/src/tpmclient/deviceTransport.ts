@@ -13,10 +13,10 @@ import {
   DEFAULT_COMMAND_TIMEOUT_MS,
   MAX_TPM_MESSAGE,
   ResponseAssembler,
-  SerialQueue,
   TpmTransportError,
   type TpmTransport,
 } from "./transport.js";
+import { SerialQueue } from "../pki/serialQueue.js";
 
 export interface DeviceTransportOptions {
   /** Time allowed for one command; on expiry the device is closed (a blocked read cannot be cancelled). */

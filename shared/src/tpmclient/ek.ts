@@ -1,8 +1,9 @@
 /**
  * Endorsement keys and their certificates (TCG EK Credential Profile 2.x).
- *  - createEk: TPM2_CreatePrimary in the endorsement hierarchy from the default low-range template, or — when
- *    asked to and the TPM has one — from the template in NV (RSA 0x01C00004 / ECC 0x01C0000C) with the nonce
- *    (0x01C00003 / 0x01C0000B) placed at the start of the unique field, zero-padded (EK Credential Profile §2.2.1.5).
+ *  - createEk: TPM2_CreatePrimary in the endorsement hierarchy from a profile template (../ek/templates.ts):
+ *    "rsa" = L-1, "ecc" = L-2, or any template id (e.g. "H-3", the P-384 EK swtpm_setup certifies). For the low
+ *    range, when asked to and the TPM has one, from the template in NV (RSA 0x01C00004 / ECC 0x01C0000C) with
+ *    the nonce (0x01C00003 / 0x01C0000B) at the start of the unique field, zero-padded (EK Credential Profile).
  *  - readEkCertificates: the raw contents of every EK certificate index present (low range 0x01C00002,
  *    0x01C0000A; high range 0x01C00012…0x01C0001E). Bytes are returned as stored (some TPMs wrap or pad them);
  *    parsing them is the verifier's job.
@@ -13,7 +14,8 @@ import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../tpm/structures.js";
 import type { LoadedObject, TpmClient } from "./client.js";
 import { TpmClientError } from "./errors.js";
 import { readNvIndex } from "./nv.js";
-import { ekTemplate, type KeyAlg } from "./templates.js";
+import { ekTemplate, type EkTemplateId } from "../ek/templates.js";
+import type { KeyAlg } from "./templates.js";
 
 export interface CreateEkOptions {
   /** Use the EK template and nonce from NV when the TPM provides them (default false: the default template). */
@@ -22,8 +24,15 @@ export interface CreateEkOptions {
 }
 
 export interface EkKey extends LoadedObject {
-  /** Where the template came from. */
+  /** Where the template came from: the profile's template or the TPM's NV. */
   template: "default" | "nv";
+  /** The profile template asked for. */
+  templateId: EkTemplateId;
+}
+
+/** "rsa"/"ecc" name the low-range templates L-1 and L-2. */
+export function ekTemplateId(which: KeyAlg | EkTemplateId): EkTemplateId {
+  return which === "rsa" ? "L-1" : which === "ecc" ? "L-2" : which;
 }
 
 const NV_TEMPLATE = {
@@ -57,10 +66,12 @@ export async function readNvEkTemplate(tpm: TpmClient, alg: KeyAlg): Promise<Pub
 }
 
 /** Creates (recreates: the EK is deterministic) the EK as a transient object. Flush it when done. */
-export async function createEk(tpm: TpmClient, alg: KeyAlg, opts: CreateEkOptions = {}): Promise<EkKey> {
-  const fromNv = opts.nvTemplate ? await readNvEkTemplate(tpm, alg) : undefined;
-  const ek = await tpm.createPrimary(TPM_RH.ENDORSEMENT, fromNv ?? ekTemplate(alg), opts.endorsementAuth);
-  return { ...ek, template: fromNv ? "nv" : "default" };
+export async function createEk(tpm: TpmClient, which: KeyAlg | EkTemplateId, opts: CreateEkOptions = {}): Promise<EkKey> {
+  const templateId = ekTemplateId(which);
+  const lowAlg: KeyAlg | undefined = templateId === "L-1" ? "rsa" : templateId === "L-2" ? "ecc" : undefined;
+  const fromNv = opts.nvTemplate && lowAlg ? await readNvEkTemplate(tpm, lowAlg) : undefined;
+  const ek = await tpm.createPrimary(TPM_RH.ENDORSEMENT, fromNv ?? ekTemplate(templateId).public, opts.endorsementAuth);
+  return { ...ek, template: fromNv ? "nv" : "default", templateId };
 }
 
 /** EK certificate NV indices, low range first. */

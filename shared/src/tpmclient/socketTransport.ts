@@ -12,10 +12,10 @@ import {
   checkCommandFrame,
   DEFAULT_COMMAND_TIMEOUT_MS,
   ResponseAssembler,
-  SerialQueue,
   TpmTransportError,
   type TpmTransport,
 } from "./transport.js";
+import { SerialQueue } from "../pki/serialQueue.js";
 
 export interface SocketTransportOptions {
   /** Time allowed for one command (connect included); on expiry the connection is dropped. */

@@ -1,10 +1,7 @@
 /**
  * Key templates fleetd creates from. Each is a TPMT_PUBLIC value (encoded by the TPMT_PUBLIC declaration).
  *
- *  - EK, low range (TCG EK Credential Profile §B.3.3/B.3.4; go-tpm-tools DefaultEKTemplateRSA/ECC): SHA-256,
- *    fixedTPM|fixedParent|sensitiveDataOrigin|adminWithPolicy|restricted|decrypt (0x000300B2), authPolicy
- *    PolicySecret(TPM_RH_ENDORSEMENT), AES-128-CFB, scheme NULL; RSA-2048 with a 256-byte zero unique, or P-256
- *    with 32-byte zero x and y. Bytes checked against shared/conformance/ek/ek_templates.json.
+ *  - EK: the TCG EK Credential Profile templates of ../ek/templates.ts (L-1 RSA-2048, L-2 P-256, H-1…H-7).
  *  - SRK, SPIRE tpm_devid's `SRKTemplateHighRSA/ECC()` (= go-tpm-tools SRKTemplateRSA/ECC with an **empty**
  *    unique — the high-range H-1/H-2 shape): SHA-256, fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|
  *    noDA|restricted|decrypt (0x00030472), empty authPolicy, AES-128-CFB, scheme NULL, RSA-2048 (exponent 0)
@@ -19,37 +16,31 @@ import type { TPMT_PUBLIC } from "../tpm/structures.js";
 
 export type KeyAlg = "rsa" | "ecc";
 
-/** PolicySecret(TPM_RH_ENDORSEMENT) under SHA-256 (TCG EK Credential Profile §B.6.1). */
-export const EK_AUTH_POLICY_SHA256 = Uint8Array.from(
-  Buffer.from("837197674484b3f81a90cc8d46a5d724fd52d76e06520b64f2a1da1b331469aa", "hex"),
-);
-
 const AES128CFB = { algorithm: TPM_ALG.AES, details: { kind: "aes", keyBits: 128, mode: TPM_ALG.CFB } } as const;
 const SYM_NULL = { algorithm: TPM_ALG.NULL, details: { kind: "null" } } as const;
 const EMPTY = new Uint8Array(0);
 
-export const EK_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "adminWithPolicy", "restricted", "decrypt");
 export const SRK_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "noDA", "restricted", "decrypt");
 export const AK_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "restricted", "sign");
 export const LDEVID_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "sign");
 
-/** A storage (restricted decryption) template: AES-128-CFB, scheme NULL, RSA-2048 or P-256. */
-function storageTemplate(alg: KeyAlg, attributes: number, authPolicy: Uint8Array, uniqueSize: number): TPMT_PUBLIC {
+/** A storage (restricted decryption) template: AES-128-CFB, scheme NULL, RSA-2048 or P-256, empty unique. */
+function storageTemplate(alg: KeyAlg, attributes: number): TPMT_PUBLIC {
   if (alg === "rsa") {
     return {
       type: TPM_ALG.RSA,
       nameAlg: TPM_ALG.SHA256,
       objectAttributes: attributes,
-      authPolicy,
+      authPolicy: EMPTY,
       parameters: { kind: "rsa", symmetric: AES128CFB, scheme: { scheme: TPM_ALG.NULL, details: { kind: "null" } }, keyBits: 2048, exponent: 0 },
-      unique: { kind: "rsa", n: new Uint8Array(uniqueSize === 0 ? 0 : 256) },
+      unique: { kind: "rsa", n: EMPTY },
     };
   }
   return {
     type: TPM_ALG.ECC,
     nameAlg: TPM_ALG.SHA256,
     objectAttributes: attributes,
-    authPolicy,
+    authPolicy: EMPTY,
     parameters: {
       kind: "ecc",
       symmetric: AES128CFB,
@@ -57,18 +48,13 @@ function storageTemplate(alg: KeyAlg, attributes: number, authPolicy: Uint8Array
       curveID: TPM_ECC.NIST_P256,
       kdf: { scheme: TPM_ALG.NULL, details: { kind: "null" } },
     },
-    unique: { kind: "ecc", x: new Uint8Array(uniqueSize === 0 ? 0 : 32), y: new Uint8Array(uniqueSize === 0 ? 0 : 32) },
+    unique: { kind: "ecc", x: EMPTY, y: EMPTY },
   };
-}
-
-/** The default low-range EK template (RSA-2048 at 0x01C00002's key, or P-256 at 0x01C0000A's). */
-export function ekTemplate(alg: KeyAlg): TPMT_PUBLIC {
-  return storageTemplate(alg, EK_ATTRIBUTES, EK_AUTH_POLICY_SHA256, 1);
 }
 
 /** SPIRE tpm_devid's SRK: SRKTemplateHighRSA() / SRKTemplateHighECC(). */
 export function srkTemplate(alg: KeyAlg): TPMT_PUBLIC {
-  return storageTemplate(alg, SRK_ATTRIBUTES, EMPTY, 0);
+  return storageTemplate(alg, SRK_ATTRIBUTES);
 }
 
 /** A signing key: RSASSA-SHA256 RSA-2048 or ECDSA-SHA256 P-256, symmetric NULL, empty unique. */

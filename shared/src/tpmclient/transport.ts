@@ -88,15 +88,5 @@ export function checkCommandFrame(command: Uint8Array): void {
   if (size !== command.length) throw new TpmTransportError("bad-frame", `commandSize ${size} is not the command's length ${command.length}`);
 }
 
-/** Runs async jobs one at a time, in order. */
-export class SerialQueue {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<T>(job: () => Promise<T>): Promise<T> {
-    const next = this.tail.then(job, job);
-    this.tail = next.catch(() => undefined);
-    return next;
-  }
-}
-
 /** Default time one command may take before the connection is given up (RSA key generation can be slow). */
 export const DEFAULT_COMMAND_TIMEOUT_MS = 120_000;

@@ -14,7 +14,9 @@ import { encode } from "@fleetd/shared/codec/codec";
 import { EK_NV, TPM_RH } from "@fleetd/shared/tpm/constants";
 import { keyObjectFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
 import { TPMT_PUBLIC } from "@fleetd/shared/tpm/structures";
-import { createEk, ekTemplate, readEkCertificates, readNvIndex, TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
+import { ekTemplate } from "@fleetd/shared/ek/templates";
+import { makeCredential } from "@fleetd/shared/credential/makeCredential";
+import { activateCredential, createAk, createEk, createSrk, load, readEkCertificates, readNvIndex, TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 
 let swtpm: RawSwtpm;
@@ -50,10 +52,14 @@ test("EK certificates are read whole from NV (RSA low range, ECC P-384 high rang
     assert.ok(cert.verify(issuer.publicKey), "the EK certificate is signed by the local CA");
     const ek = await createEk(tpm, "rsa");
     assert.ok(keyObjectFromTpmPublic(ek.public).equals(cert.publicKey), "the certificate's key is the default-template RSA EK");
-    // ... and not the ECC EK's.
+    // ... and not the ECC EK's, which is the high-range H-3 (P-384) EK.
     const ecc = new X509Certificate(certs[1]?.bytes ?? new Uint8Array());
     assert.ok(!keyObjectFromTpmPublic(ek.public).equals(ecc.publicKey));
+    assert.ok(ecc.verify(issuer.publicKey));
     await tpm.flushContext(ek.handle);
+    const h3 = await createEk(tpm, "H-3");
+    assert.ok(keyObjectFromTpmPublic(h3.public).equals(ecc.publicKey), "the ECC certificate's key is the H-3 EK");
+    await tpm.flushContext(h3.handle);
     assert.equal(rsa.bytes.length, (await tpm.nvReadPublic(EK_NV.RSA2048_CERT)).nvPublic.dataSize);
     // Read in NV_Read chunks smaller than the certificate, the pieces join to the same bytes.
     assert.deepEqual((await readNvIndex(tpm, EK_NV.RSA2048_CERT, { chunk: 100 }))?.data, rsa.bytes);
@@ -61,7 +67,7 @@ test("EK certificates are read whole from NV (RSA low range, ECC P-384 high rang
 });
 
 test("createEk from an NV template: the template is used, and its nonce fills the start of the unique field", async () => {
-  const tmpl = encode(TPMT_PUBLIC, ekTemplate("rsa"));
+  const tmpl = encode(TPMT_PUBLIC, ekTemplate("L-1").public);
   const nonce = Buffer.alloc(16, 0xab);
   writeFileSync(join(swtpm.dir, "tmpl.bin"), tmpl);
   writeFileSync(join(swtpm.dir, "nonce.bin"), nonce);
@@ -87,8 +93,22 @@ test("createEk from an NV template: the template is used, and its nonce fills th
     assert.notDeepEqual(nv.name, defaultEk.name);
     const n = new Uint8Array(256);
     n.set(nonce);
-    const explicit = await tpm.createPrimary(TPM_RH.ENDORSEMENT, { ...ekTemplate("rsa"), unique: { kind: "rsa", n } });
+    const explicit = await tpm.createPrimary(TPM_RH.ENDORSEMENT, { ...ekTemplate("L-1").public, unique: { kind: "rsa", n } });
     await tpm.flushContext(explicit.handle);
     assert.deepEqual(nv.name, explicit.name);
+  });
+});
+
+test("activation with the high-range H-3 EK (P-384, SHA-384 nameAlg, userWithAuth: password, not PolicySecret)", async () => {
+  await withTpm(async (tpm) => {
+    const ek = await createEk(tpm, "H-3");
+    const srk = await createSrk(tpm, "ecc");
+    const ak = await load(tpm, srk, await createAk(tpm, srk, "ecc"));
+    await tpm.flushContext(srk.handle);
+    const secret = new Uint8Array(48).fill(0x5a); // up to the EK nameAlg's digest size
+    const cred = makeCredential(ek.public, ak.name, secret);
+    assert.deepEqual(await activateCredential(tpm, ak, ek, cred.idObject, cred.encryptedSecret), secret);
+    await tpm.flushContext(ak.handle);
+    await tpm.flushContext(ek.handle);
   });
 });

@@ -1,0 +1,56 @@
+/**
+ * PEM (RFC 7468) blocks: `-----BEGIN LABEL-----` base64 `-----END LABEL-----`. Text around and between
+ * blocks is ignored (CA bundles carry comment headers; certtool writes a key dump before the key).
+ */
+
+import { CertificateError } from "./errors.js";
+
+export interface PemBlock {
+  label: string;
+  der: Uint8Array;
+  /** 0-based index of the block in the text. */
+  index: number;
+}
+
+const BEGIN = /-----BEGIN ([A-Z0-9 ]{1,64})-----/;
+
+/** True if the bytes look like PEM text (a BEGIN line somewhere near the start). */
+export function looksLikePem(bytes: Uint8Array): boolean {
+  const head = Buffer.from(bytes.subarray(0, 64 * 1024)).toString("latin1");
+  return head.includes("-----BEGIN ");
+}
+
+/** Every PEM block in `text`, in order. A BEGIN without its END, or bad base64, is a CertificateError "bad-pem". */
+export function pemBlocks(text: string): PemBlock[] {
+  const out: PemBlock[] = [];
+  const re = new RegExp(BEGIN.source, "g");
+  let m: RegExpExecArray | null;
+  while ((m = re.exec(text)) !== null) {
+    const label = m[1] ?? "";
+    const endMarker = `-----END ${label}-----`;
+    const bodyStart = m.index + m[0].length;
+    const endAt = text.indexOf(endMarker, bodyStart);
+    if (endAt < 0) throw new CertificateError("bad-pem", `PEM block ${out.length} (${label}) has no END line`);
+    const body = text.slice(bodyStart, endAt);
+    out.push({ label, der: decodeBase64Strict(body, label, out.length), index: out.length });
+    re.lastIndex = endAt + endMarker.length;
+  }
+  return out;
+}
+
+function decodeBase64Strict(body: string, label: string, index: number): Uint8Array {
+  // RFC 7468 allows headers only in legacy encapsulated formats; we refuse them (a ':' line).
+  const lines = body.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0);
+  if (lines.some((l) => l.includes(":"))) throw new CertificateError("bad-pem", `PEM block ${index} (${label}) has encapsulated headers`);
+  const b64 = lines.join("");
+  if (b64.length === 0 || b64.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(b64)) {
+    throw new CertificateError("bad-pem", `PEM block ${index} (${label}) is not valid base64`);
+  }
+  return new Uint8Array(Buffer.from(b64, "base64"));
+}
+
+export function toPem(label: string, der: Uint8Array): string {
+  const b64 = Buffer.from(der).toString("base64");
+  const lines = b64.match(/.{1,64}/g) ?? [];
+  return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`;
+}

@@ -1,0 +1,24 @@
+/** The CA: PKCS#11 signer, certificate profiles and issuance, CA bundle and rollover, verification. */
+export * from "./algorithms.js";
+export * from "./errors.js";
+export * from "./signer.js";
+export * from "./serialQueue.js";
+export * from "./pin.js";
+export * from "./pkcs11Config.js";
+export { acquirePkcs11Module, type Pkcs11Module } from "./pkcs11Module.js";
+export * from "./pkcs11Signer.js";
+export { publicKeyInfo, publicKeyInfoFromSpki, publicKeyInfoFromKeyObject, keyIdentifier, type PublicKeyInput } from "./publicKey.js";
+export * from "./names.js";
+export * from "./serial.js";
+export { OID_EKU_CLIENT_AUTH, OID_EKU_TCG_AIK_CERTIFICATE, type KeyUsageName } from "./extensions.js";
+export * from "./pem.js";
+export * from "./parseCertificate.js";
+export * from "./profiles.js";
+export * from "./issueLeaf.js";
+export * from "./issueLdevid.js";
+export * from "./issueLak.js";
+export * from "./caCertificate.js";
+export * from "./renewal.js";
+export * from "./bundleState.js";
+export * from "./bundle.js";
+export * from "./verifyIssued.js";

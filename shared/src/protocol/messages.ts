@@ -1,0 +1,123 @@
+/**
+ * The attestation protocol's messages (attestation-protocol.md "Messages"), as zod schemas: the trust
+ * boundary between a machine and the server. Binary fields are base64; every size is bounded so an
+ * oversized body is refused before any work is done.
+ */
+import { z } from "zod";
+
+const b64 = (max: number, what: string) =>
+  z
+    .string()
+    .max(Math.ceil(max / 3) * 4 + 4, `${what} is larger than ${max} bytes`)
+    .regex(/^[A-Za-z0-9+/]*={0,2}$/, `${what} is not base64`)
+    .transform((s) => new Uint8Array(Buffer.from(s, "base64")));
+
+const hex32 = z.string().regex(/^[0-9a-f]{64}$/, "must be 32 bytes of lowercase hex");
+const mac = z
+  .string()
+  .regex(/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/, "must be a MAC address aa:bb:cc:dd:ee:ff")
+  .transform((m) => m.toLowerCase());
+
+export const MODES = ["intake", "provision", "attest", "wipe"] as const;
+export type Mode = (typeof MODES)[number];
+
+/** What the machine says about itself. Claims, until TPM evidence vouches for them. */
+export const Claims = z
+  .object({
+    serial: z.string().min(1).max(128),
+    uuid: z.string().regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, "must be a UUID").transform((u) => u.toLowerCase()),
+    macs: z.array(mac).min(1).max(32),
+    lldp: z.object({ chassisId: z.string().min(1).max(256), portId: z.string().min(1).max(256) }).strict().nullable(),
+    mode: z.enum(MODES),
+    workflow: z.string().min(1).max(253),
+  })
+  .strict();
+export type Claims = z.infer<typeof Claims>;
+
+export const ChallengeRequest = z
+  .object({
+    claims: Claims,
+    /** Every EK the TPM has: its TPM2B_PUBLIC and, where the TPM holds one, its certificate (DER). */
+    eks: z
+      .array(z.object({ public: b64(1024, "eks[].public"), certificate: b64(8192, "eks[].certificate").optional() }).strict())
+      .min(1)
+      .max(8),
+    /** A fresh AK: TPM2B_PUBLIC. */
+    akPublic: b64(1024, "akPublic"),
+  })
+  .strict();
+export type ChallengeRequest = z.infer<typeof ChallengeRequest>;
+
+export interface ChallengeResponse {
+  sessionId: string;
+  nonce: string;
+  expiresAt: string;
+  /** One credential per approved EK, in the node's order; each for Name(AK) with its own secret. */
+  credentials: { ekBinding: string; idObject: string; encryptedSecret: string }[];
+}
+
+const certifiedKey = z
+  .object({
+    /** TPMT_PUBLIC of the key (exactly as the TPM returned it). */
+    public: b64(1024, "public"),
+    /** TPM2B_PRIVATE payload (sealed to the SRK; useless outside this TPM), seeded into the Talos config. */
+    private: b64(4096, "private"),
+    /** TPMS_ATTEST of TPM2_Certify by the AK over this key. */
+    certifyInfo: b64(1024, "certifyInfo"),
+    signature: b64(1024, "signature"),
+  })
+  .strict();
+
+export const Evidence = z
+  .object({
+    sessionId: z.string().min(1).max(128),
+    /** ActivateCredential results, in the order of the challenge's credentials. */
+    secrets: z.array(b64(64, "secrets[]")).min(1).max(8),
+    quote: z
+      .object({
+        message: b64(1024, "quote.message"),
+        signature: b64(1024, "quote.signature"),
+        pcrs: z
+          .array(z.object({ bank: z.enum(["sha1", "sha256", "sha384", "sha512"]), pcr: z.number().int().min(0).max(23), value: z.string().regex(/^[0-9a-f]{40,128}$/) }).strict())
+          .min(1)
+          .max(4 * 24),
+      })
+      .strict(),
+    /** The TCG event log (binary_bios_measurements), at most 1 MiB. */
+    eventLog: b64(1024 * 1024, "eventLog"),
+    ldevid: certifiedKey,
+    lak: certifiedKey,
+  })
+  .strict();
+export type Evidence = z.infer<typeof Evidence>;
+
+export interface EvidenceResponse {
+  verdict: "pass";
+  ldevidCertificate: string;
+  lakCertificate: string;
+  /** The CA bundle (PEM) the certificates chain to. */
+  caBundle: string;
+}
+
+export const Confirm = z
+  .object({
+    sessionId: z.string().min(1).max(128),
+    /** TPMT_SIGNATURE by the LDevID over confirmDigest(sessionId, H(LDevID cert), H(LAK cert)). */
+    signature: b64(1024, "signature"),
+  })
+  .strict();
+export type Confirm = z.infer<typeof Confirm>;
+
+export interface ConfirmResponse {
+  mode: Mode;
+  /** provision: the install code wrapped to the first approved EK for Name(AK). */
+  installCode?: { idObject: string; encryptedSecret: string };
+}
+
+/** Every refusal the API returns: the failed checks and the evidence they concern. */
+export interface Refusal {
+  error: "refused" | "pending" | "bad-request" | "expired";
+  reasons: { check: string; detail: string; pcr?: number; event?: number }[];
+}
+
+export { hex32 };
