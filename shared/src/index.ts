@@ -18,3 +18,5 @@ export * from "./protocol/bindings.js";
 export * from "./protocol/canonicalJson.js";
 export * from "./ek/index.js";
 export * from "./pki/index.js";
+export * from "./tpm/commands.js";
+export * from "./tpmclient/index.js";

@@ -424,3 +424,26 @@ export function encode<T>(codec: Codec<T>, v: T, endian: Endian = "be"): Uint8Ar
   w.field(codec.typeName, () => codec.encode(w, v));
   return w.finish();
 }
+
+/**
+ * A structure together with its exact wire bytes (e.g. a TPMT_PUBLIC whose Name must be computed over what the
+ * TPM sent, or a TPMS_ATTEST whose signature covers it). Decoding keeps the bytes consumed; encoding writes the
+ * kept bytes verbatim, so a value read from one TPM is sent on unchanged.
+ */
+export interface Captured<T> {
+  value: T;
+  bytes: Uint8Array;
+}
+export function captured<T>(inner: Codec<T>): Codec<Captured<T>> {
+  return {
+    typeName: inner.typeName,
+    decode: (r, ctx) => {
+      const start = r.offset;
+      const value = inner.decode(r, ctx);
+      return { value, bytes: r.buf.slice(start, r.offset) };
+    },
+    encode: (w, v) => {
+      w.bytes(v.bytes);
+    },
+  };
+}
