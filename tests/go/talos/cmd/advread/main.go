@@ -33,10 +33,10 @@ type copyStatus struct {
 }
 
 type output struct {
-	Meta     *image.Meta         `json:"meta"`
-	Tags     map[string]tagValue `json:"tags"`
-	ReadErr  string              `json:"readError,omitempty"`
-	Copies   []copyStatus        `json:"copies"`
+	Meta    *image.Meta         `json:"meta"`
+	Tags    map[string]tagValue `json:"tags"`
+	ReadErr string              `json:"readError,omitempty"`
+	Copies  []copyStatus        `json:"copies"`
 }
 
 func tags(a *talos.ADV) map[string]tagValue {
