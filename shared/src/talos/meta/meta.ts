@@ -47,6 +47,11 @@ export const META_KEYS = {
   diskImageBootloader: 0x11,
 } as const;
 
+/** Talos's id for a key, as `talosctl get metakeys` shows it: 0x0b. */
+export function metaKeyId(tag: number): string {
+  return "0x" + tag.toString(16).padStart(2, "0");
+}
+
 export type AdvSource = "copy1" | "copy2" | "empty" | "init";
 
 export interface ChosenAdv {
@@ -100,7 +105,7 @@ export function readAdvCopies(disk: Disk, meta: MetaPartition): [AdvCopy, AdvCop
 export interface SetMetaKeyResult {
   source: AdvSource;
   /** Keys after the write, in on-disk order, with value lengths (values are not reported: 0x0b is a secret). */
-  keys: { tag: number; length: number }[];
+  keys: { key: string; tag: number; length: number }[];
   /** Whether `tag` was already set (and so replaced). */
   replaced: boolean;
   /** The copies as they were before the write. */
@@ -137,7 +142,7 @@ export function setMetaKey(disk: Disk, meta: MetaPartition, tag: number, value: 
   }
   return {
     source: chosen.source,
-    keys: records.map((r) => ({ tag: r.tag, length: r.value.length })),
+    keys: records.map((r) => ({ key: metaKeyId(r.tag), tag: r.tag, length: r.value.length })),
     replaced,
     before: [copies[0].state, copies[1].state],
   };

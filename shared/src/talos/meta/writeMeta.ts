@@ -3,6 +3,7 @@
  * (DownloadURLCode, the `${code}` of `talos.config=`) on a disk Talos was just written to, keeping every
  * other key (e.g. 0x11 DiskImageBootloader that the imager sets).
  */
+import { z } from "zod";
 import { openDisk } from "./disk.js";
 import { MetaError } from "./errors.js";
 import { readGpt } from "./gpt.js";
@@ -12,12 +13,16 @@ import { findMetaPartition, type MetaPartition } from "./partition.js";
 /** fleetd install codes: lowercase hex of 32 random bytes (attestation protocol, confirm step). */
 export const INSTALL_CODE_PATTERN = /^[0-9a-f]{64}$/;
 
+export const InstallCode = z.string().regex(INSTALL_CODE_PATTERN);
+
+/** An install code from a file or an argument (one trailing newline allowed). The code is never echoed. */
 export function parseInstallCode(text: string, from: string): string {
   const code = text.replace(/\r?\n$/, "");
-  if (!INSTALL_CODE_PATTERN.test(code)) {
+  const parsed = InstallCode.safeParse(code);
+  if (!parsed.success) {
     throw new MetaError("code-invalid", `${from}: an install code is 64 lowercase hex characters (got ${code.length} characters${/^[0-9a-f]*$/.test(code) ? "" : ", not all lowercase hex"})`);
   }
-  return code;
+  return parsed.data;
 }
 
 export interface WriteMetaReport extends SetMetaKeyResult {
