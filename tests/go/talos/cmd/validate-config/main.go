@@ -2,7 +2,7 @@
 // Talos does when it fetches talos.config=) and validates it in metal mode, as `talosctl validate
 // --mode metal` does. It prints JSON {valid, errors, warnings} and exits 1 when the config is invalid.
 //
-//	validate-config [--strict] FILE
+//	validate-config [--strict] [--dump] FILE
 package main
 
 import (
@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 )
 
@@ -30,6 +31,8 @@ type result struct {
 	Stage    string   `json:"stage,omitempty"`
 	Errors   []string `json:"errors"`
 	Warnings []string `json:"warnings"`
+	// Canonical is the config as Talos re-encodes what it loaded (with --dump): what Talos understood.
+	Canonical string `json:"canonical,omitempty"`
 }
 
 func flatten(err error) []string {
@@ -48,10 +51,11 @@ func flatten(err error) []string {
 
 func main() {
 	strict := flag.Bool("strict", false, "treat warnings as errors")
+	dump := flag.Bool("dump", false, "also print the loaded config as Talos re-encodes it")
 	flag.Parse()
 
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: validate-config [--strict] FILE")
+		fmt.Fprintln(os.Stderr, "usage: validate-config [--strict] [--dump] FILE")
 		os.Exit(2)
 	}
 
@@ -81,6 +85,15 @@ func main() {
 		if err != nil {
 			res.Stage = "validate"
 			res.Errors = flatten(err)
+		}
+
+		if *dump {
+			canonical, err := cfg.EncodeString(encoder.WithComments(encoder.CommentsDisabled))
+			if err != nil {
+				res.Errors = append(res.Errors, "encode: "+err.Error())
+			}
+
+			res.Canonical = canonical
 		}
 
 		if !cfg.CompleteForBoot() {
