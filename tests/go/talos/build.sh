@@ -32,4 +32,6 @@ echo "build.sh: built ${PROGRAMS[*]} in $(( $(date +%s) - start ))s -> $out" >&2
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT
+# keep the four newest builds (other worktrees may be using theirs), drop older ones
+ls -1dt "$root"/talos-* 2>/dev/null | tail -n +5 | xargs -r rm -rf
 echo "$out"
