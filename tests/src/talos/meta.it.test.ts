@@ -137,6 +137,37 @@ for (const ss of [512, 4096]) {
       }
     });
 
+    test("every key Talos wrote survives write-meta with its exact value", () => {
+      const img = image(["--sector-size", String(ss)]);
+      talosGo("advwrite", [img, "0x11=dual-boot", "0x0a=addresses: [{address: 10.0.0.21/24}]", "0x0c=", "0x0b=old"]);
+      const before = advread(img).tags;
+      const code = newCode();
+      assert.equal(writeMeta(["--disk", img, "--code", code]).status, 0);
+      const after = advread(img);
+      assert.deepEqual(after.copies.map((c) => c.valid), [true, true]);
+      assert.deepEqual({ ...after.tags, "0x0b": undefined }, { ...before, "0x0b": undefined });
+      assert.equal(after.tags["0x0b"]?.text, code);
+    });
+
+    test("a checksummed copy 1 with an overrunning record is refused (adv-malformed), unchanged", () => {
+      // Such a copy is never written by Talos; go-adv v1.0.0's reader even panics on a size >= 0xfffffff8.
+      const img = image(["--sector-size", String(ss)]);
+      talosGo("advwrite", [img, "0x11=dual-boot"]);
+      const off = advread(img).meta.offset;
+      const b = new Uint8Array(ADV_LENGTH);
+      const v = new DataView(b.buffer);
+      v.setUint32(0, 0x5a4b3c2d);
+      v.setUint32(4, 0x0b);
+      v.setUint32(8, 0xfffffffc);
+      v.setUint32(ADV_LENGTH - 4, 0xa5b4c3d2);
+      b.set(createHash("sha256").update(b).digest(), ADV_LENGTH - 36);
+      const fd = openSync(img, "r+");
+      writeSync(fd, b, 0, b.length, off);
+      closeSync(fd);
+      refused(img, ["--code", newCode()], "adv-malformed");
+      refused(img, ["--code", newCode(), "--init"], "adv-malformed");
+    });
+
     test("corrupt ADV (both copies) is refused unchanged; --init starts a new one", () => {
       const img = image(["--sector-size", String(ss)]);
       talosGo("advwrite", [img, "0x11=dual-boot"]);
