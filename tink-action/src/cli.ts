@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+/**
+ * `fleetd-tink-action` — the commands the HookOS action container runs, one per workflow step:
+ *   fleetd-tink-action write-meta --disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size N]
+ * Exit codes: 0 done, 1 refused (the disk is left unchanged; stderr says why, with a stable code),
+ * 2 usage or input error.
+ */
+import { type CliCommand, CliUsageError, printError } from "@fleetd/shared/cli/common";
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
+  "write-meta": {
+    summary: "write the install code into META key 0x0b of a Talos disk (or image), keeping the other keys",
+    load: () => import("./writeMeta.js"),
+  },
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((k) => k.length));
+  const lines = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(width)}  ${v.summary}`);
+  return `usage: fleetd-tink-action <command> [options]\n\ncommands:\n${lines.join("\n")}`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    process.stdout.write(usage() + "\n");
+    return name === undefined ? 2 : 0;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    process.stderr.write(`fleetd-tink-action: unknown command "${name}"\n\n${usage()}\n`);
+    return 2;
+  }
+  const { command } = await entry.load();
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(`usage: fleetd-tink-action ${name} ${command.usage}\n\n${entry.summary}\n`);
+    return 0;
+  }
+  try {
+    return await command.run(args);
+  } catch (e) {
+    if (e instanceof CliUsageError) {
+      process.stderr.write(`fleetd-tink-action ${name}: ${e.message}\nusage: fleetd-tink-action ${name} ${command.usage}\n`);
+      return 2;
+    }
+    printError(e);
+    return 2;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
