@@ -8,6 +8,8 @@ import { type CliCommand, CliUsageError, printError } from "./common.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   // commands are registered here, one entry each
+  "verify eventlog": { summary: "parse and replay a TCG event log; show Secure Boot state and events", load: () => import("./verifyEventlog.js") },
+  "verify policy": { summary: "evaluate a class profile (hookos, talos, ubuntu) against an event log and PCR values", load: () => import("./verifyPolicy.js") },
 };
 
 function usage(): string {
