@@ -102,8 +102,14 @@ export function interpretLog(log: EventLog, trusted: ReadonlySet<number>): Measu
       continue;
     }
     if (ev.pcr <= 7 && ev.type !== EV.SEPARATOR && (anyDigestIs(ev, SEPARATOR_OK) || anyDigestIs(ev, SEPARATOR_ERROR))) {
-      f.error("separator-disguised", `${describeEvent(ev)}: digest is that of a separator but the type is ${eventTypeName(ev.type)}`, at);
-      continue;
+      const detail = `${describeEvent(ev)}: digest is that of a separator but the type is ${eventTypeName(ev.type)}`;
+      // PCR 0 events are never interpreted, and real Intel Boot Guard firmware measures an S-CRTM component
+      // whose digest is H(00000000) (glinux-alex.bin event 4, "FIT Type 0x2D"): report it, do not refuse it.
+      if (ev.pcr === 0) f.warning("separator-lookalike", `${detail} (PCR 0 events are not interpreted)`, at);
+      else {
+        f.error("separator-disguised", detail, at);
+        continue;
+      }
     }
     switch (ev.type) {
       case EV.SEPARATOR: {

@@ -64,8 +64,10 @@ export function pcr0Start(log: EventLog): Pcr0Start {
   return locality ?? { value: 0, reason: "zero" };
 }
 
+/** A PCR's value at TPM startup: PCR0 per `start`, PCRs 17-22 all-FF (reset to 0 only by a DRTM), others 0. */
 export function initialValue(size: number, pcr: number, start: Pcr0Start): Uint8Array {
   const v = new Uint8Array(size);
+  if (pcr >= 17 && pcr <= 22) v.fill(0xff);
   if (pcr === 0) v[size - 1] = start.value;
   return v;
 }
@@ -116,7 +118,7 @@ export type PcrReplayStatus =
   | "match"
   /** The log replays to another value. */
   | "mismatch"
-  /** The log extends nothing into this PCR: its value is unexplained. */
+  /** The log extends nothing into this PCR: its value is unexplained (`replayed` is its reset value). */
   | "no-events"
   /** Some event of this PCR lacks a digest for this bank. */
   | "missing-digests"
@@ -157,7 +159,8 @@ export function checkReplay(log: EventLog, replay: Replay, expected: PcrValues):
       }
       const replayed = bank.pcrs.get(pcr);
       if (!replay.extended.has(pcr)) {
-        out.push({ ...base, status: "no-events", ...(replayed ? { replayed } : {}) });
+        const size = log.banks.find((b) => b.alg === alg)?.size ?? value.length;
+        out.push({ ...base, status: "no-events", replayed: replayed ?? initialValue(size, pcr, replay.pcr0Start) });
         continue;
       }
       if (!replayed) throw new Error(`internal: PCR ${pcr} has events but no replayed value`);

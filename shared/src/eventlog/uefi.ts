@@ -106,7 +106,10 @@ function hexStr(b: Uint8Array): string {
   return Buffer.from(b).toString("hex");
 }
 
-/** The UEFI text form (UEFI §10.6) of the nodes we meet in boot logs; others print as Path(type,sub,hex). */
+/**
+ * The text form of the nodes we meet in boot logs, as efivar / tpm2_eventlog print them (close to UEFI §10.6);
+ * others print as Path(type,sub,hex).
+ */
 export function devicePathNodeText(n: DevicePathNode): string {
   const d = n.data;
   const key = `${n.type}/${n.subType}`;
@@ -127,16 +130,16 @@ export function devicePathNodeText(n: DevicePathNode): string {
       }
       break;
     case "3/1":
-      if (d.length === 2) return `Ata(0x${d[0]!.toString(16)},0x${d[1]!.toString(16)})`;
+      if (d.length === 2) return `Ata(${d[0]},${d[1]})`;
       break;
     case "3/2":
-      if (d.length === 4) return `Scsi(0x${u16(d, 0).toString(16)},0x${u16(d, 2).toString(16)})`;
+      if (d.length === 4) return `SCSI(${u16(d, 0)},${u16(d, 2)})`;
       break;
     case "3/5":
-      if (d.length === 2) return `USB(0x${d[0]!.toString(16)},0x${d[1]!.toString(16)})`;
+      if (d.length === 2) return `USB(${d[0]},${d[1]})`;
       break;
     case "3/11":
-      if (d.length >= 33) return `MAC(${hexStr(d.subarray(0, 6))},0x${d[32]!.toString(16)})`;
+      if (d.length >= 33) return `MAC(${hexStr(d.subarray(0, 6))},${d[32]})`;
       break;
     case "3/12":
       if (d.length >= 15) return `IPv4(${Array.from(d.subarray(4, 8)).join(".")})`;
@@ -144,7 +147,7 @@ export function devicePathNodeText(n: DevicePathNode): string {
     case "3/13":
       return "IPv6()";
     case "3/18":
-      if (d.length === 6) return `Sata(0x${u16(d, 0).toString(16)},0x${u16(d, 2).toString(16)},0x${u16(d, 4).toString(16)})`;
+      if (d.length === 6) return `Sata(${u16(d, 0)},${u16(d, 2)},${u16(d, 4)})`;
       break;
     case "3/23":
       if (d.length === 12) return `NVMe(0x${u32(d, 0).toString(16)},${hexStr(d.subarray(4, 12))})`;
@@ -156,7 +159,9 @@ export function devicePathNodeText(n: DevicePathNode): string {
         const part = u32(d, 0);
         const sigType = d[37];
         const sig = sigType === 2 ? guidToString(d.subarray(20, 36)) : `0x${u32(d, 20).toString(16)}`;
-        return `HD(${part},${sigType === 2 ? "GPT" : sigType === 1 ? "MBR" : String(sigType)},${sig})`;
+        const start = Buffer.from(d.subarray(4, 12)).readBigUInt64LE();
+        const size = Buffer.from(d.subarray(12, 20)).readBigUInt64LE();
+        return `HD(${part},${sigType === 2 ? "GPT" : sigType === 1 ? "MBR" : String(sigType)},${sig},0x${start.toString(16)},0x${size.toString(16)})`;
       }
       break;
     case "4/2":
@@ -165,12 +170,12 @@ export function devicePathNodeText(n: DevicePathNode): string {
       if (d.length >= 16) return `VenMedia(${guidToString(d.subarray(0, 16))})`;
       break;
     case "4/4":
-      return utf16le(d).replace(/\0+$/, "");
+      return `File(${utf16le(d).replace(/\0+$/, "")})`;
     case "4/6":
       if (d.length === 16) return `FvFile(${guidToString(d)})`;
       break;
     case "4/7":
-      if (d.length === 16) return `Fv(${guidToString(d)})`;
+      if (d.length === 16) return `FvVol(${guidToString(d)})`;
       break;
     case "4/8":
       if (d.length >= 20) return `Offset(0x${Buffer.from(d.subarray(4, 12)).readBigUInt64LE().toString(16)},0x${Buffer.from(d.subarray(12, 20)).readBigUInt64LE().toString(16)})`;
