@@ -3,7 +3,7 @@
  * UEFI_IMAGE_LOAD_EVENT device paths. Bounds-checked (every size is checked against what is left before
  * anything is read), so a hostile size is a ParseError, never a huge allocation or an out-of-range read.
  */
-import { decodeExact, Reader } from "../codec/codec.js";
+import { decodeExact, decodePrefix, Reader } from "../codec/codec.js";
 import { GUID, guidToString } from "./guid.js";
 import {
   EFI_DEVICE_PATH_NODE,
@@ -27,6 +27,12 @@ export function utf16le(b: Uint8Array): string {
 export function parseVariableData(data: Uint8Array): UefiVariable {
   const v = decodeExact(UEFI_VARIABLE_DATA, data, "le");
   return { guid: v.variableName, name: utf16le(v.unicodeName), data: v.variableData };
+}
+
+/** UEFI_VARIABLE_DATA at the start of `data`, and how many bytes follow it (shim pads some events). */
+export function parseVariableDataPrefix(data: Uint8Array): { variable: UefiVariable; trailing: number } {
+  const { value: v, length } = decodePrefix(UEFI_VARIABLE_DATA, data, "le");
+  return { variable: { guid: v.variableName, name: utf16le(v.unicodeName), data: v.variableData }, trailing: data.length - length };
 }
 
 export interface SignatureEntry {
