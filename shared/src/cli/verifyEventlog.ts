@@ -31,7 +31,7 @@ function table(report: ReturnType<typeof eventLogReport>): string {
       lines.push(`  ${name.padEnd(4)} ${db ? `${db.entries} entries: ${[...db.certs.map((c) => c.commonName), db.sha256.length ? `${db.sha256.length} SHA-256` : ""].filter(Boolean).join("; ")}` : "not measured"}`);
     }
     const auth = (l: typeof sb.authorities.afterSeparator) =>
-      l.length === 0 ? "none" : l.map((a) => `${a.cert?.commonName ?? "sha256 " + a.sha256} (event ${a.event}${a.quirk ? ", " + a.quirk : ""})`).join("; ");
+      l.length === 0 ? "none" : l.map((a) => `${a.cert?.commonName ?? "sha256 " + a.sha256} (event ${a.event}${a.quirks.length ? ", " + a.quirks.join(", ") : ""})`).join("; ");
     lines.push(`  authorities before separator: ${auth(sb.authorities.beforeSeparator)}`);
     lines.push(`  authorities after separator:  ${auth(sb.authorities.afterSeparator)}`);
     if (sb.sbatLevel) lines.push(`  SbatLevel: ${JSON.stringify(sb.sbatLevel)}`);

@@ -30,7 +30,7 @@ function authorityJson(a: Authority) {
     ...(a.cert ? { cert: certJson(a.cert) } : {}),
     ...(a.sha256 ? { sha256: a.sha256 } : {}),
     ...(a.owner ? { owner: a.owner } : {}),
-    ...(a.quirk ? { quirk: a.quirk } : {}),
+    quirks: a.quirks,
   };
 }
 

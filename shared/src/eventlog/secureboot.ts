@@ -34,8 +34,8 @@ export interface Authority {
   cert?: CertSummary;
   /** A SHA-256 image digest from db (when an image was allowed by hash rather than by certificate). */
   sha256?: string;
-  /** Present when the event has one of shim's known quirks. */
-  quirk?: "bare-certificate" | "stray-byte";
+  /** shim's known quirks this event has (empty for a well-formed event). */
+  quirks: ("bare-certificate" | "stray-byte")[];
 }
 
 export interface SecureBootState {
@@ -61,6 +61,11 @@ export interface SecureBootState {
 const GLOBAL = new Set<string>([GUID.EFI_GLOBAL_VARIABLE, GUID.EFI_GLOBAL_VARIABLE_SWAPPED]);
 const DB_VARS: Record<string, "PK" | "KEK" | "db" | "dbx"> = { PK: "PK", KEK: "KEK", db: "db", dbx: "dbx" };
 
+/** Where a finding points: the event's PCR and index. */
+function at(ev: TcgEvent): { pcr: number; event: number } {
+  return { pcr: ev.pcr, event: ev.index };
+}
+
 function hex(b: Uint8Array): string {
   return Buffer.from(b).toString("hex");
 }
@@ -72,14 +77,14 @@ function databaseOf(ev: TcgEvent, v: UefiVariable, f: Findings): SignatureDataba
     lists = parseSignatureLists(v.data);
   } catch (e) {
     if (!(e instanceof ParseError)) throw e;
-    f.error("signature-list", `${describeEvent(ev)}: ${v.name} is not a valid EFI_SIGNATURE_LIST: ${e.message}`, ev);
+    f.error("signature-list", `${describeEvent(ev)}: ${v.name} is not a valid EFI_SIGNATURE_LIST: ${e.message}`, at(ev));
     return undefined;
   }
   for (const l of lists) {
     if (l.type === GUID.EFI_CERT_X509) {
       for (const [i, e] of l.entries.entries()) {
         const c = certSummary(e.data);
-        if (!c) f.error("signature-list", `${describeEvent(ev)}: ${v.name} list at offset ${l.offset}, entry ${i} is not a DER certificate`, ev);
+        if (!c) f.error("signature-list", `${describeEvent(ev)}: ${v.name} list at offset ${l.offset}, entry ${i} is not a DER certificate`, at(ev));
         else out.certs.push({ ...c, owner: e.owner });
       }
     } else if (l.type === GUID.EFI_CERT_SHA256) {
@@ -105,7 +110,7 @@ function vouchedAuthorityBytes(ev: TcgEvent): { bytes: Uint8Array; quirk?: "stra
 function authorityOf(ev: TcgEvent, f: Findings, state: SecureBootState): Authority | undefined {
   const vouched = vouchedAuthorityBytes(ev);
   if (!vouched) {
-    f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, ev);
+    f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, at(ev));
     return undefined;
   }
   let v: UefiVariable;
@@ -113,17 +118,17 @@ function authorityOf(ev: TcgEvent, f: Findings, state: SecureBootState): Authori
     const { value, length } = decodePrefix(UEFI_VARIABLE_DATA, vouched.bytes, "le");
     const rest = vouched.bytes.subarray(length);
     if (rest.some((b) => b !== 0)) {
-      f.error("authority-data", `${describeEvent(ev)}: ${rest.length} non-zero bytes after UEFI_VARIABLE_DATA`, ev);
+      f.error("authority-data", `${describeEvent(ev)}: ${rest.length} non-zero bytes after UEFI_VARIABLE_DATA`, at(ev));
       return undefined;
     }
     if (rest.length > 0 && !vouched.quirk) {
-      f.error("authority-data", `${describeEvent(ev)}: ${rest.length} bytes after UEFI_VARIABLE_DATA`, ev);
+      f.error("authority-data", `${describeEvent(ev)}: ${rest.length} bytes after UEFI_VARIABLE_DATA`, at(ev));
       return undefined;
     }
     v = { guid: value.variableName, name: utf16le(value.unicodeName), data: value.variableData };
   } catch (e) {
     if (!(e instanceof ParseError)) throw e;
-    f.error("authority-data", `${describeEvent(ev)}: not a UEFI_VARIABLE_DATA: ${e.message}`, ev);
+    f.error("authority-data", `${describeEvent(ev)}: not a UEFI_VARIABLE_DATA: ${e.message}`, at(ev));
     return undefined;
   }
   if (v.guid === GUID.SHIM_LOCK && (v.name === "SbatLevel" || v.name === "MokListTrusted" || v.name === "MokListXTrusted")) {
@@ -132,18 +137,18 @@ function authorityOf(ev: TcgEvent, f: Findings, state: SecureBootState): Authori
     if (v.name === "MokListTrusted") state.mokListTrusted = { event: ev.index, value };
     return undefined;
   }
-  const base = { event: ev.index, variable: v.name, guid: v.guid, ...(vouched.quirk ? { quirk: vouched.quirk } : {}) };
+  const base = { event: ev.index, variable: v.name, guid: v.guid, quirks: vouched.quirk ? [vouched.quirk] : [] };
   if (v.data.length > 16) {
     const c = certSummary(v.data.subarray(16));
     if (c) return { ...base, owner: guidToString(v.data.subarray(0, 16)), cert: c };
   }
   const bare = certSummary(v.data);
   if (bare) {
-    f.warning("authority-quirk", `${describeEvent(ev)}: ${v.name} holds a bare certificate without the EFI_SIGNATURE_DATA owner GUID (shim quirk)`, ev);
-    return { ...base, cert: bare, quirk: "bare-certificate" };
+    f.warning("authority-quirk", `${describeEvent(ev)}: ${v.name} holds a bare certificate without the EFI_SIGNATURE_DATA owner GUID (shim quirk)`, at(ev));
+    return { ...base, cert: bare, quirks: [...base.quirks, "bare-certificate"] };
   }
   if (v.data.length === 16 + 32) return { ...base, owner: guidToString(v.data.subarray(0, 16)), sha256: hex(v.data.subarray(16)) };
-  f.error("authority-data", `${describeEvent(ev)}: ${v.name} is neither an EFI_SIGNATURE_DATA nor a certificate`, ev);
+  f.error("authority-data", `${describeEvent(ev)}: ${v.name} is neither an EFI_SIGNATURE_DATA nor a certificate`, at(ev));
   return undefined;
 }
 
@@ -170,7 +175,7 @@ export function secureBootState(pcr7: TcgEvent[], f: Findings): SecureBootState 
         break;
       case EV.EFI_VARIABLE_DRIVER_CONFIG: {
         if (digestsCover(ev, ev.data) !== "ok") {
-          f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, ev);
+          f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, at(ev));
           break;
         }
         let v: UefiVariable;
@@ -178,11 +183,11 @@ export function secureBootState(pcr7: TcgEvent[], f: Findings): SecureBootState 
           v = parseVariableData(ev.data);
         } catch (e) {
           if (!(e instanceof ParseError)) throw e;
-          f.error("variable-data", `${describeEvent(ev)}: not a UEFI_VARIABLE_DATA: ${e.message}`, ev);
+          f.error("variable-data", `${describeEvent(ev)}: not a UEFI_VARIABLE_DATA: ${e.message}`, at(ev));
           break;
         }
         if (separated) {
-          f.error("variable-after-separator", `${describeEvent(ev)}: ${v.name} measured after the PCR 7 separator`, ev);
+          f.error("variable-after-separator", `${describeEvent(ev)}: ${v.name} measured after the PCR 7 separator`, at(ev));
           break;
         }
         const isGlobal = GLOBAL.has(v.guid);
@@ -195,16 +200,16 @@ export function secureBootState(pcr7: TcgEvent[], f: Findings): SecureBootState 
         }
         const prev = seen.get(v.name);
         if (prev !== undefined) {
-          f.error("variable-duplicate", `${describeEvent(ev)}: ${v.name} measured again (first at event ${prev})`, ev);
+          f.error("variable-duplicate", `${describeEvent(ev)}: ${v.name} measured again (first at event ${prev})`, at(ev));
           break;
         }
         seen.set(v.name, ev.index);
         if (v.name === "SecureBoot") {
           state.secureBootEvent = ev.index;
           state.secureBootValue = hex(v.data);
-          if (v.data.length === 0) f.warning("secureboot-variable", `${describeEvent(ev)}: SecureBoot variable is empty (taken as disabled)`, ev);
+          if (v.data.length === 0) f.warning("secureboot-variable", `${describeEvent(ev)}: SecureBoot variable is empty (taken as disabled)`, at(ev));
           else if (v.data.length !== 1 || (v.data[0] !== 0 && v.data[0] !== 1)) {
-            f.error("secureboot-variable", `${describeEvent(ev)}: SecureBoot variable is ${hex(v.data)} (must be one byte 00 or 01)`, ev);
+            f.error("secureboot-variable", `${describeEvent(ev)}: SecureBoot variable is ${hex(v.data)} (must be one byte 00 or 01)`, at(ev));
           } else state.enabled = v.data[0] === 1;
         } else {
           const which = DB_VARS[v.name];
@@ -220,18 +225,18 @@ export function secureBootState(pcr7: TcgEvent[], f: Findings): SecureBootState 
       }
       case EV.EFI_ACTION: {
         if (digestsCover(ev, ev.data) !== "ok") {
-          f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, ev);
+          f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, at(ev));
           break;
         }
         const text = Buffer.from(ev.data).toString("latin1");
         if (text === EFI_ACTION.UEFI_DEBUG_MODE) {
           state.debugMode = true;
-          f.error("uefi-debug-mode", `${describeEvent(ev)}: firmware reports "UEFI Debug Mode"`, ev);
+          f.error("uefi-debug-mode", `${describeEvent(ev)}: firmware reports "UEFI Debug Mode"`, at(ev));
         } else if (text === EFI_ACTION.DMA_PROTECTION_DISABLED) {
           state.dmaProtectionDisabled = true;
-          f.warning("dma-protection-disabled", `${describeEvent(ev)}: firmware reports "DMA Protection Disabled"`, ev);
+          f.warning("dma-protection-disabled", `${describeEvent(ev)}: firmware reports "DMA Protection Disabled"`, at(ev));
         } else {
-          f.error("unexpected-efi-action", `${describeEvent(ev)}: unexpected EV_EFI_ACTION ${JSON.stringify(text.slice(0, 80))}`, ev);
+          f.error("unexpected-efi-action", `${describeEvent(ev)}: unexpected EV_EFI_ACTION ${JSON.stringify(text.slice(0, 80))}`, at(ev));
         }
         break;
       }
