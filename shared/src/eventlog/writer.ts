@@ -73,7 +73,7 @@ export function signatureList(type: string, owner: string, entries: Uint8Array[]
 
 /** PK/KEK/db/dbx contents: one X.509 list per certificate, then one SHA-256 list. */
 export function signatureDatabase(owner: string, certs: Uint8Array[], sha256: Uint8Array[] = []): Uint8Array {
-  return Buffer.concat([...certs.map((c) => signatureList(GUID.EFI_CERT_X509, owner, [c])), signatureList(GUID.EFI_CERT_SHA256, owner, sha256)]);
+  return new Uint8Array(Buffer.concat([...certs.map((c) => signatureList(GUID.EFI_CERT_X509, owner, [c])), signatureList(GUID.EFI_CERT_SHA256, owner, sha256)]));
 }
 
 /** A device path: file path node(s) and the end node. */
@@ -183,7 +183,7 @@ export class EventLogWriter {
     const logged = this.events.filter((e) => e.logged);
     if (this.format === "sha1") {
       for (const e of logged) parts.push(encode(TCG_PCR_EVENT, { pcrIndex: e.pcr, eventType: e.type, digest: e.digests.get(TPM_ALG.SHA1)!, event: e.data }, "le"));
-      return Buffer.concat(parts);
+      return new Uint8Array(Buffer.concat(parts));
     }
     parts.push(encode(TCG_PCR_EVENT, { pcrIndex: 0, eventType: EV.NO_ACTION, digest: new Uint8Array(20), event: this.specIdEvent() }, "le"));
     const codec = TCG_PCR_EVENT2(new Map(this.banks.map((a) => [a as number, HASHES[a].size])));
@@ -192,7 +192,7 @@ export class EventLogWriter {
         encode(codec, { pcrIndex: e.pcr, eventType: e.type, digests: [...e.digests].map(([hashAlg, d]) => ({ hashAlg, digest: d })), event: e.data }, "le"),
       );
     }
-    return Buffer.concat(parts);
+    return new Uint8Array(Buffer.concat(parts));
   }
 
   /** The extends a TPM must receive, in order: for tpm2_pcrextend or a simulator. */
@@ -200,12 +200,13 @@ export class EventLogWriter {
     return this.events.filter((e) => e.extended).map((e) => ({ pcr: e.pcr, digests: e.digests }));
   }
 
-  /** PCR values after `extends()` on a TPM started at locality 0, for every PCR extended at least once. */
+  /** PCR values after `extends()` on a TPM started at locality 0 (PCRs 17-22 reset to all-FF), per extended PCR. */
   expectedPcrs(): Map<HashAlgId, Map<number, Uint8Array>> {
     const out = new Map<HashAlgId, Map<number, Uint8Array>>();
     for (const alg of this.banks) {
       const m = new Map<number, Uint8Array>();
-      for (const e of this.extends()) m.set(e.pcr, digest(alg, m.get(e.pcr) ?? new Uint8Array(HASHES[alg].size), e.digests.get(alg)!));
+      const reset = (pcr: number) => new Uint8Array(HASHES[alg].size).fill(pcr >= 17 && pcr <= 22 ? 0xff : 0);
+      for (const e of this.extends()) m.set(e.pcr, digest(alg, m.get(e.pcr) ?? reset(e.pcr), e.digests.get(alg)!));
       out.set(alg, m);
     }
     return out;
