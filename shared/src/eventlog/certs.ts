@@ -48,9 +48,15 @@ export function derSequenceLength(b: Uint8Array): number | undefined {
   return total <= b.length ? total : undefined;
 }
 
-/** Summarise a DER certificate; undefined when the bytes are not exactly one parseable certificate. */
-export function certSummary(der: Uint8Array): CertSummary | undefined {
-  if (derSequenceLength(der) !== der.length) return undefined;
+/**
+ * Parsed certificates by SHA-256 of their DER. The same vendor certificates (Microsoft's CAs, the lab's
+ * keys) appear in nearly every log a verifier sees; X509Certificate parsing dominates interpretation time.
+ * Bounded: cleared when full.
+ */
+const cache = new Map<string, CertSummary | null>();
+const CACHE_MAX = 4096;
+
+function parseCert(der: Uint8Array, sha256: string): CertSummary | undefined {
   let x: X509Certificate;
   try {
     x = new X509Certificate(der);
@@ -58,11 +64,23 @@ export function certSummary(der: Uint8Array): CertSummary | undefined {
     return undefined;
   }
   return {
-    sha256: createHash("sha256").update(der).digest("hex"),
+    sha256,
     subject: oneLine(x.subject),
     issuer: oneLine(x.issuer),
     commonName: commonNameOf(x.subject) ?? oneLine(x.subject),
     serialNumber: x.serialNumber.toLowerCase(),
-    der,
+    der: new Uint8Array(der),
   };
+}
+
+/** Summarise a DER certificate; undefined when the bytes are not exactly one parseable certificate. */
+export function certSummary(der: Uint8Array): CertSummary | undefined {
+  if (derSequenceLength(der) !== der.length) return undefined;
+  const sha256 = createHash("sha256").update(der).digest("hex");
+  const hit = cache.get(sha256);
+  if (hit !== undefined) return hit ?? undefined;
+  const c = parseCert(der, sha256);
+  if (cache.size >= CACHE_MAX) cache.clear();
+  cache.set(sha256, c ?? null);
+  return c;
 }

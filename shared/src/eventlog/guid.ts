@@ -4,14 +4,19 @@
  */
 import { type Codec, fixed } from "../codec/codec.js";
 
+const memo = new Map<string, string>();
+
 export function guidToString(b: Uint8Array): string {
   if (b.length !== 16) throw new Error(`EFI_GUID needs 16 bytes, got ${b.length}`);
-  const h = (from: number, to: number, reverse: boolean) => {
-    const part = Array.from(b.subarray(from, to));
-    if (reverse) part.reverse();
-    return part.map((x) => x.toString(16).padStart(2, "0")).join("");
-  };
-  return `${h(0, 4, true)}-${h(4, 6, true)}-${h(6, 8, true)}-${h(8, 10, false)}-${h(10, 16, false)}`;
+  const h = Buffer.from(b.buffer, b.byteOffset, 16).toString("hex");
+  let s = memo.get(h); // owner GUIDs repeat thousands of times in dbx
+  if (s === undefined) {
+    const sw = (x: string) => x.match(/../g)!.reverse().join("");
+    s = `${sw(h.slice(0, 8))}-${sw(h.slice(8, 12))}-${sw(h.slice(12, 16))}-${h.slice(16, 20)}-${h.slice(20)}`;
+    if (memo.size > 1024) memo.clear();
+    memo.set(h, s);
+  }
+  return s;
 }
 
 export function guidFromString(s: string): Uint8Array {
