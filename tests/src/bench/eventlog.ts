@@ -24,7 +24,7 @@ import { loadProfile } from "@fleetd/shared/policy/load";
 import { profileAuthorityRefs } from "@fleetd/shared/policy/schema";
 import { conformance } from "@fleetd/shared/testing/conformance";
 import { corpusLogs } from "@fleetd/shared/testing/eventlogCorpus";
-import { TPM_ALG, TPM_GENERATED_VALUE, TPM_ST } from "@fleetd/shared/tpm/constants";
+import { TPM_GENERATED_VALUE, TPM_ST } from "@fleetd/shared/tpm/constants";
 import { keyObjectFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
 import { TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/shared/tpm/structures";
 
@@ -122,7 +122,6 @@ export function benchEventlog(): EventlogBenchRow[] {
   const once = verifyEvidence();
   assert.deepEqual(once.pcrs.filter((p) => p.role === "enforced" && !p.trusted), [], "the COS-85 log must replay to its quote");
   assert.ok(once.pcrs.every((p) => p.banks["sha256"] !== "mismatch"));
-  void TPM_ALG;
   const evidence = perSecond(verifyEvidence);
   const rsa = perSecond(() => {
     if (rawSig.kind !== "rsassa") throw new Error("unreachable");
