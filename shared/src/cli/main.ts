@@ -21,6 +21,8 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
     load: () => import("./verifyCertify.js"),
   },
   "verify ek": { summary: "EK certificate chain, EK binding and template checks", load: () => import("./verifyEk.js") },
+  "verify eventlog": { summary: "parse and replay a TCG event log; show Secure Boot state and events", load: () => import("./verifyEventlog.js") },
+  "verify policy": { summary: "evaluate a class profile (hookos, talos, ubuntu) against an event log and PCR values", load: () => import("./verifyPolicy.js") },
 };
 
 function usage(): string {

@@ -3,10 +3,12 @@
  * FLEETD_BENCH_MS sets the time budget per measurement (default 1000 ms).
  */
 import { printRows } from "./measure.js";
+import { benchEventlog } from "./eventlog.js";
 import { benchTpm } from "./tpm.js";
 
 const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import("./measure.js").BenchRow[]][] = [
   ["TPM: quotes and credential activation (per core)", benchTpm],
+  ["Event log and evidence verification (per core)", benchEventlog],
 ];
 
 for (const [title, run] of suites) {

@@ -6,6 +6,8 @@ export interface BenchRow {
   /** The floor measured in the same run (e.g. node:crypto doing only the raw primitive). */
   floor?: number;
   floorName?: string;
+  /** Unit of the floor when it differs from `unit`. */
+  floorUnit?: string;
   /** value / floor: how close we get to the bare primitive (1.0 = no overhead). */
   ratio?: number;
 }
@@ -33,7 +35,7 @@ export function printRows(title: string, rows: BenchRow[]): void {
   const w = Math.max(...rows.map((r) => r.name.length));
   for (const r of rows) {
     const v = `${r.value.toFixed(r.value < 100 ? 2 : 0)} ${r.unit}`;
-    const f = r.floor !== undefined ? `   floor (${r.floorName}): ${r.floor.toFixed(r.floor < 100 ? 2 : 0)} ${r.unit}   ratio ${r.ratio?.toFixed(3)}` : "";
+    const f = r.floor !== undefined ? `   floor (${r.floorName}): ${r.floor.toFixed(r.floor < 100 ? 2 : 0)} ${r.floorUnit ?? r.unit}   ratio ${r.ratio?.toFixed(3)}` : "";
     console.log(`  ${r.name.padEnd(w)}  ${v.padStart(14)}${f}`);
   }
 }

@@ -3,6 +3,7 @@
  * (default 100000). The test suite runs the same targets with fewer inputs.
  */
 import { parseArgs } from "node:util";
+import { fuzzEventlog, fuzzUefi } from "./eventlog.js";
 import { fuzzTpm, type FuzzResult } from "./tpm.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "100000" }, only: { type: "string" } } });
@@ -11,6 +12,8 @@ if (!Number.isInteger(runs) || runs <= 0) throw new Error("--runs must be a posi
 
 const targets: Record<string, (runs: number) => FuzzResult> = {
   "tpm-structures": fuzzTpm,
+  eventlog: (runs) => fuzzEventlog(runs),
+  "uefi-structures": (runs) => fuzzUefi(runs),
 };
 
 for (const [name, fn] of Object.entries(targets)) {

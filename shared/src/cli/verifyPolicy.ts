@@ -1,0 +1,78 @@
+/**
+ * `fleetd verify policy --profile NAME|FILE --log FILE [--pcrs FILE] [--site-authorities DIR] [--json]`:
+ * evaluate a class profile against an event log and (normally) quote-verified PCR values.
+ * Exit codes: 0 pass, 1 fail (reasons printed) or malformed log, 2 usage/configuration error.
+ */
+import { ParseError } from "../codec/codec.js";
+import { parseEventLog } from "../eventlog/parse.js";
+import { parsePcrFile, PcrFileError } from "../eventlog/pcrFile.js";
+import { secureBootJson } from "../eventlog/report.js";
+import { AuthorityConfigError, resolveAuthorities } from "../policy/authorities.js";
+import { evaluateProfile } from "../policy/evaluate.js";
+import { loadProfile, ProfileError } from "../policy/load.js";
+import { profileAuthorityRefs } from "../policy/schema.js";
+import type { Reason } from "../policy/verdict.js";
+import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "./common.js";
+
+function reasonLine(r: Reason): string {
+  const at = [r.pcr !== undefined ? `PCR ${r.pcr}` : "", r.event !== undefined ? `event ${r.event}` : ""].filter(Boolean).join(", ");
+  return `${r.check}${at ? ` (${at})` : ""}: ${r.detail}`;
+}
+
+export const command: CliCommand = {
+  usage: "--profile NAME|FILE --log FILE [--pcrs FILE] [--site-authorities DIR] [--json]",
+  async run(args) {
+    const { values } = parseOptions(
+      args,
+      {
+        profile: { type: "string" },
+        log: { type: "string" },
+        pcrs: { type: "string" },
+        "site-authorities": { type: "string" },
+        json: { type: "boolean" },
+      },
+      ["profile", "log"],
+    );
+    const json = values["json"] === true;
+    let profile;
+    let authorities;
+    let pcrs;
+    try {
+      profile = loadProfile(str(values, "profile"));
+      const site = values["site-authorities"];
+      authorities = resolveAuthorities(profileAuthorityRefs(profile), typeof site === "string" ? site : undefined);
+      if (typeof values["pcrs"] === "string") pcrs = parsePcrFile(Buffer.from(readInput(values["pcrs"], "PCR file")).toString("utf8"), values["pcrs"]);
+    } catch (e) {
+      if (e instanceof ProfileError || e instanceof AuthorityConfigError || e instanceof PcrFileError) throw new CliUsageError(e.message);
+      throw e;
+    }
+    let log;
+    try {
+      log = parseEventLog(readInput(str(values, "log"), "event log"));
+    } catch (e) {
+      if (!(e instanceof ParseError)) throw e;
+      if (json) printJson({ verdict: "fail", profile: profile.name, reasons: [{ check: "eventlog-format", detail: e.message }], error: { code: e.code, offset: e.offset } });
+      process.stderr.write(`error: malformed event log (${e.code}) at offset ${e.offset}: ${e.message}\n`);
+      return 1;
+    }
+    const ev = evaluateProfile(profile, { log, ...(pcrs ? { pcrs } : {}) }, authorities);
+    if (json) {
+      printJson({
+        verdict: ev.verdict,
+        profile: ev.profile,
+        reasons: ev.reasons,
+        warnings: ev.warnings,
+        pcrSource: ev.pcrSource,
+        banksUsed: ev.banksUsed,
+        pcrs: ev.pcrs,
+        secureBoot: secureBootJson(ev.measuredBoot.secureBoot),
+      });
+    } else {
+      const lines = [`${ev.verdict.toUpperCase()}: profile ${ev.profile} (PCR values from ${ev.pcrSource === "quote" ? "--pcrs" : "the log itself"}; banks ${ev.banksUsed.join(", ")})`];
+      for (const r of ev.reasons) lines.push(`  ✗ ${reasonLine(r)}`);
+      for (const w of ev.warnings) lines.push(`  ! ${reasonLine(w)}`);
+      process.stdout.write(lines.join("\n") + "\n");
+    }
+    return ev.verdict === "pass" ? 0 : 1;
+  },
+};
