@@ -2,18 +2,21 @@
  * Measured boot end to end on a real (software) TPM: each boot scenario's extends go into swtpm with
  * tpm2_pcrextend, the PCRs are read back with tpm2_pcrread, and
  *  - the TPM's values equal what the log writer computed and what our replay of the log computes;
- *  - the policy engine, given the TPM's values, passes the good boots and refuses each bad one for the right
- *    reason (the quote over these PCRs is wired in by the attestation flow; here the values come from the TPM).
+ *  - the policy engine, given only the values a quote by a fresh AK vouches for (verified by fleetd's verifier),
+ *    passes the good boots and refuses each bad one for the right reason.
  * swtpm and tpm2-tools run on loopback ports chosen at random; every swtpm is stopped by its own pid.
  */
 import { strict as assert } from "node:assert";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, connect } from "node:net";
+import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
+import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
+import { createAk, createSrk, load, pcrExtend, pcrRead, quote, TcpTransport, TpmClient, withTransients } from "@fleetd/shared/tpmclient/index";
+import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 import { parseEventLog } from "@fleetd/shared/eventlog/parse";
 import { parsePcrFile } from "@fleetd/shared/eventlog/pcrFile";
 import { replayLog, type PcrValues } from "@fleetd/shared/eventlog/replay";
@@ -35,57 +38,13 @@ before(async () => {
 });
 after(() => rmSync(work, { recursive: true, force: true }));
 
-async function freePortPair(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const p = await new Promise<number>((res, rej) => {
-      const s = createServer();
-      s.on("error", rej);
-      s.listen(0, "127.0.0.1", () => {
-        const port = (s.address() as { port: number }).port;
-        s.close(() => res(port));
-      });
-    });
-    if (p >= 65535) continue;
-    const second = await new Promise<boolean>((res) => {
-      const s = createServer();
-      s.on("error", () => res(false));
-      s.listen(p + 1, "127.0.0.1", () => s.close(() => res(true)));
-    });
-    if (second) return p;
-  }
-  throw new Error("no free loopback port pair");
-}
-
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const ok = await new Promise<boolean>((res) => {
-      // destroy(), not end(): swtpm serves one client at a time and keeps a half-closed one open.
-      const c = connect(port, "127.0.0.1", () => {
-        c.destroy();
-        res(true);
-      });
-      c.on("error", () => res(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`swtpm did not listen on ${port}`);
-}
-
-/** A fresh swtpm (PCRs at their reset values), stopped by its pid when `fn` returns. */
-async function withSwtpm<T>(fn: (tcti: string) => T): Promise<T> {
-  const port = await freePortPair();
-  const state = mkdtempSync(join(work, "tpm-"));
-  const proc: ChildProcess = spawn(
-    "swtpm",
-    ["socket", "--tpm2", "--server", `type=tcp,port=${port},bindaddr=127.0.0.1`, "--ctrl", `type=tcp,port=${port + 1},bindaddr=127.0.0.1`, "--flags", "not-need-init,startup-clear", "--tpmstate", `dir=${state}`],
-    { stdio: "ignore" },
-  );
+/** A fresh swtpm (PCRs at their reset values), stopped when `fn` returns. */
+async function withSwtpm<T>(fn: (tpm: RawSwtpm) => Promise<T>): Promise<T> {
+  const tpm = await startRawSwtpm();
   try {
-    await waitForPort(port);
-    return fn(`swtpm:host=127.0.0.1,port=${port}`);
+    return await fn(tpm);
   } finally {
-    proc.kill("SIGTERM");
+    await tpm.stop();
   }
 }
 
@@ -99,13 +58,35 @@ function run(cmd: string, args: string[]): string {
 const BANK_NAMES: Record<number, string> = { 4: "sha1", 11: "sha256", 12: "sha384", 13: "sha512" };
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
-/** Send the writer's extends to the TPM (in order, a few per tpm2_pcrextend call) and read PCRs 0-23 back. */
-function measure(tcti: string, w: EventLogWriter): { pcrs: PcrValues; yaml: string } {
-  const specs = w.extends().map((e) => `${e.pcr}:${[...e.digests].map(([a, d]) => `${BANK_NAMES[a]}=${hex(d)}`).join(",")}`);
-  for (let i = 0; i < specs.length; i += 16) run("tpm2_pcrextend", ["-T", tcti, ...specs.slice(i, i + 16)]);
-  const all = Array.from({ length: 24 }, (_, i) => i).join(",");
-  const yaml = run("tpm2_pcrread", ["-T", tcti, w.banks.map((a) => `${BANK_NAMES[a]}:${all}`).join("+")]);
-  return { pcrs: parsePcrFile(yaml, "tpm2_pcrread"), yaml };
+/**
+ * Send the writer's extends to the TPM (fleetd's TPM client, in order), then quote every PCR of the writer's
+ * banks with a fresh AK and a random nonce, verify the quote with fleetd's verifier, and return the values the
+ * quote vouches for — the only values the policy engine may trust. Also returns tpm2_pcrread's YAML for the CLI.
+ */
+async function measure(swtpm: RawSwtpm, w: EventLogWriter): Promise<{ pcrs: PcrValues; yaml: string }> {
+  const tpm = new TpmClient(new TcpTransport(swtpm.host, swtpm.port));
+  try {
+    for (const e of w.extends()) await pcrExtend(tpm, e.pcr, [...e.digests].map(([hashAlg, digest]) => ({ hashAlg, digest })));
+    const selection = w.banks.map((hash) => ({ hash, pcrs: Array.from({ length: 24 }, (_, i) => i) }));
+    const nonce = new Uint8Array(randomBytes(32));
+    const quoted = await withTransients(tpm, async (t) => {
+      const srk = t.keep(await createSrk(tpm, "ecc"));
+      const ak = t.keep(await load(tpm, srk, await createAk(tpm, srk, "ecc")));
+      const q = await quote(tpm, ak, selection, nonce);
+      const values = (await pcrRead(tpm, selection)).values;
+      const v = verifyQuote({ akPublic: ak.public, quote: q.attestBytes, signature: q.signatureBytes, pcrs: values, expectedExtraData: nonce });
+      assert.equal(v.verdict, "pass", JSON.stringify(v.reasons));
+      return values;
+    });
+    // swtpm serves one connection at a time: let tpm2-tools in.
+    await tpm.close();
+    const all = Array.from({ length: 24 }, (_, i) => i).join(",");
+    const yaml = run("tpm2_pcrread", ["-T", swtpm.tcti ?? "", w.banks.map((a) => `${BANK_NAMES[a]}:${all}`).join("+")]);
+    assert.deepEqual(parsePcrFile(yaml, "tpm2_pcrread"), quoted, "tpm2_pcrread agrees with the quoted values");
+    return { pcrs: quoted, yaml };
+  } finally {
+    await tpm.close();
+  }
 }
 
 function verdict(profileName: string, w: EventLogWriter, pcrs: PcrValues) {
@@ -126,9 +107,9 @@ function assertTpmAgrees(name: string, w: EventLogWriter, tpm: PcrValues): void 
 
 test("good boots: TPM, writer and replay agree, and each class passes its profile", async () => {
   for (const profile of ["hookos", "talos", "ubuntu"] as const) {
-    await withSwtpm((tcti) => {
+    await withSwtpm(async (tpm) => {
       const w = bootScenario(profile, keys);
-      const { pcrs } = measure(tcti, w);
+      const { pcrs } = await measure(tpm, w);
       assertTpmAgrees(profile, w, pcrs);
       const v = verdict(profile, w, pcrs);
       assert.equal(v.verdict, "pass", `${profile}: ${JSON.stringify(v.reasons)}`);
@@ -138,9 +119,9 @@ test("good boots: TPM, writer and replay agree, and each class passes its profil
 
 for (const r of REFUSALS) {
   test(`refused on a real TPM: ${r.name} (${r.profile} → ${r.check})`, async () => {
-    await withSwtpm((tcti) => {
+    await withSwtpm(async (tpm) => {
       const w = bootScenario(r.profile, keys, refusalOptions(r, keys));
-      const { pcrs } = measure(tcti, w);
+      const { pcrs } = await measure(tpm, w);
       assertTpmAgrees(r.name, w, pcrs);
       const v = verdict(r.profile, w, pcrs);
       assert.equal(v.verdict, "fail", r.name);
@@ -150,9 +131,9 @@ for (const r of REFUSALS) {
 }
 
 test("CLI: verify policy with tpm2_pcrread's output as --pcrs (exit 0 on pass, 1 on refusal)", async () => {
-  await withSwtpm((tcti) => {
+  await withSwtpm(async (tpm) => {
     const w = bootScenario("hookos", keys);
-    const { yaml } = measure(tcti, w);
+    const { yaml } = await measure(tpm, w);
     const log = join(work, "hookos.log");
     const pcrFile = join(work, "hookos.pcrs.yaml");
     writeFileSync(log, w.bytes());
