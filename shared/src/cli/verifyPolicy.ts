@@ -3,6 +3,7 @@
  * evaluate a class profile against an event log and (normally) quote-verified PCR values.
  * Exit codes: 0 pass, 1 fail (reasons printed) or malformed log, 2 usage/configuration error.
  */
+import { parseTpm2ToolsPcrFile } from "../attest/pcrs.js";
 import { ParseError } from "../codec/codec.js";
 import { parseEventLog } from "../eventlog/parse.js";
 import { parsePcrFile, PcrFileError } from "../eventlog/pcrFile.js";
@@ -41,7 +42,7 @@ export const command: CliCommand = {
       profile = loadProfile(str(values, "profile"));
       const site = values["site-authorities"];
       authorities = resolveAuthorities(profileAuthorityRefs(profile), typeof site === "string" ? site : undefined);
-      if (typeof values["pcrs"] === "string") pcrs = parsePcrFile(Buffer.from(readInput(values["pcrs"], "PCR file")).toString("utf8"), values["pcrs"]);
+      if (typeof values["pcrs"] === "string") pcrs = readPcrs(readInput(values["pcrs"], "PCR file"), values["pcrs"]);
     } catch (e) {
       if (e instanceof ProfileError || e instanceof AuthorityConfigError || e instanceof PcrFileError) throw new CliUsageError(e.message);
       throw e;
@@ -76,3 +77,20 @@ export const command: CliCommand = {
     return ev.verdict === "pass" ? 0 : 1;
   },
 };
+
+/**
+ * PCR values from `--pcrs`: tpm2-tools' binary "serialized" output (`tpm2_quote -o`, `tpm2_pcrread -o -F
+ * serialized`, which carries its own selection), or text — tpm2_pcrread's YAML or a JSON/YAML bank map.
+ */
+function readPcrs(bytes: Uint8Array, path: string): ReturnType<typeof parsePcrFile> {
+  const asText = Buffer.from(bytes).toString("utf8");
+  const isText = /^[\x09\x0a\x0d\x20-\x7e]*$/.test(asText);
+  if (!isText) {
+    try {
+      return parseTpm2ToolsPcrFile(bytes, "serialized").values;
+    } catch (e) {
+      throw new PcrFileError(`${path}: not a tpm2-tools serialized PCR file (${(e as Error).message}); a "values" file has no selection — use tpm2_pcrread's YAML output instead`);
+    }
+  }
+  return parsePcrFile(asText, path);
+}

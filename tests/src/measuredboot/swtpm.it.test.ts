@@ -63,7 +63,7 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
  * banks with a fresh AK and a random nonce, verify the quote with fleetd's verifier, and return the values the
  * quote vouches for — the only values the policy engine may trust. Also returns tpm2_pcrread's YAML for the CLI.
  */
-async function measure(swtpm: RawSwtpm, w: EventLogWriter): Promise<{ pcrs: PcrValues; yaml: string }> {
+async function measure(swtpm: RawSwtpm, w: EventLogWriter): Promise<{ pcrs: PcrValues; yaml: string; serialized: string }> {
   const tpm = new TpmClient(new TcpTransport(swtpm.host, swtpm.port));
   try {
     for (const e of w.extends()) await pcrExtend(tpm, e.pcr, [...e.digests].map(([hashAlg, digest]) => ({ hashAlg, digest })));
@@ -83,7 +83,10 @@ async function measure(swtpm: RawSwtpm, w: EventLogWriter): Promise<{ pcrs: PcrV
     const all = Array.from({ length: 24 }, (_, i) => i).join(",");
     const yaml = run("tpm2_pcrread", ["-T", swtpm.tcti ?? "", w.banks.map((a) => `${BANK_NAMES[a]}:${all}`).join("+")]);
     assert.deepEqual(parsePcrFile(yaml, "tpm2_pcrread"), quoted, "tpm2_pcrread agrees with the quoted values");
-    return { pcrs: quoted, yaml };
+    // The same PCRs in tpm2-tools' binary serialized format (what `tpm2_quote -o` writes).
+    const serialized = join(work, `pcrs-${swtpm.port}.bin`);
+    run("tpm2_pcrread", ["-T", swtpm.tcti ?? "", "-o", serialized, "-F", "serialized", w.banks.map((a) => `${BANK_NAMES[a]}:${all}`).join("+")]);
+    return { pcrs: quoted, yaml, serialized };
   } finally {
     await tpm.close();
   }
@@ -130,16 +133,18 @@ for (const r of REFUSALS) {
   });
 }
 
-test("CLI: verify policy with tpm2_pcrread's output as --pcrs (exit 0 on pass, 1 on refusal)", async () => {
+test("CLI: verify policy with tpm2_pcrread's YAML or serialized output as --pcrs (exit 0 on pass, 1 on refusal)", async () => {
   await withSwtpm(async (tpm) => {
     const w = bootScenario("hookos", keys);
-    const { yaml } = await measure(tpm, w);
+    const { yaml, serialized } = await measure(tpm, w);
     const log = join(work, "hookos.log");
     const pcrFile = join(work, "hookos.pcrs.yaml");
     writeFileSync(log, w.bytes());
     writeFileSync(pcrFile, yaml);
-    const cli = (profile: string) =>
-      spawnSync(process.execPath, [join(repo, "shared/dist/cli/main.js"), "verify", "policy", "--profile", profile, "--log", log, "--pcrs", pcrFile, "--site-authorities", site, "--json"], { encoding: "utf8" });
+    const cli = (profile: string, pcrs = pcrFile) =>
+      spawnSync(process.execPath, [join(repo, "shared/dist/cli/main.js"), "verify", "policy", "--profile", profile, "--log", log, "--pcrs", pcrs, "--site-authorities", site, "--json"], { encoding: "utf8" });
+    const binary = cli("hookos", serialized);
+    assert.equal(binary.status, 0, binary.stderr + binary.stdout);
     const ok = cli("hookos");
     assert.equal(ok.status, 0, ok.stderr + ok.stdout);
     const out = JSON.parse(ok.stdout) as { verdict: string; pcrSource: string; profile: string };
