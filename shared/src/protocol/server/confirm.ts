@@ -59,6 +59,7 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
     const wrapped = makeCredential(ek, fromHex(session.akName), code);
     const chainPem = `${pem(ldevidCert)}${data.bundlePem ?? ""}`;
     const rendered = await ctx.renderer.render(node, {
+      mac: data.claims.macs[0] as string,
       chainPem,
       ldevidPublic: fromHex(data.ldevidPublic),
       ldevidPrivate: fromHex(data.ldevidPrivate ?? ""),

@@ -34,6 +34,10 @@ export interface NodeRecord {
   switchPort?: { device: string; port: string };
   /** Where the change log says the EK bindings came from: true when only the apply service account set them. */
   ekBindingsAttributed: boolean;
+  /** Static address (CIDR), gateway and install disk for the Talos config. */
+  address?: string;
+  gateway?: string;
+  installDisk?: string;
 }
 
 export interface Inventory {
@@ -84,7 +88,10 @@ export interface Issuer {
 
 export interface ConfigRenderer {
   /** Render the node's Talos config with its seed files; returns the YAML and the bootstrap token id. */
-  render(node: NodeRecord, seed: { chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array }): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date }>;
+  render(
+    node: NodeRecord,
+    input: { mac: string; chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array },
+  ): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date }>;
 }
 
 export interface Admission {
