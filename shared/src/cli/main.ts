@@ -8,6 +8,9 @@ import { type CliCommand, CliUsageError, printError } from "./common.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   // commands are registered here, one entry each
+  "inventory apply": { summary: "put a nodes file into NetBox (idempotent; --dry-run prints the plan)", load: () => import("./inventory-apply.js") },
+  "inventory check": { summary: "compare the nodes file, NetBox and what machines reported; exit 1 on drift", load: () => import("./inventory-check.js") },
+  "netbox setup": { summary: "create fleetd's custom fields, webhook, event rules and custom links in NetBox (idempotent)", load: () => import("./netbox-setup.js") },
 };
 
 function usage(): string {

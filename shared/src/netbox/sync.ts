@@ -79,8 +79,10 @@ export async function syncKind<E extends { id: number }, B extends Record<string
   const existing = new Map((await kind.list()).map((e) => [kind.keyOf(e), e]));
   const changes: Change[] = [];
   const byKey = new Map<string, E | undefined>();
-  for (const b of desired) {
-    const key = kind.keyOfDesired(b);
+  for (const withLocal of desired) {
+    const key = kind.keyOfDesired(withLocal);
+    // Keys starting with "_" are the caller's bookkeeping, never sent to NetBox.
+    const b = Object.fromEntries(Object.entries(withLocal).filter(([k]) => !k.startsWith("_"))) as B;
     const e = existing.get(key);
     if (!e) {
       changes.push({ kind: "create", object: `${kind.what} ${key}` });
@@ -108,10 +110,14 @@ export function renderPlan(changes: Change[], title: string): string {
   for (const c of changes) {
     if (c.kind === "unchanged") continue;
     lines.push(`  ${sym[c.kind]} ${c.object}${c.note ? `  (${c.note})` : ""}`);
-    for (const f of c.fields ?? []) lines.push(`      ${f.field}: ${short(f.from)} -> ${short(f.to)}`);
+    for (const f of c.fields ?? []) {
+      const secret = /secret|password|token/i.test(f.field);
+      lines.push(`      ${f.field}: ${secret ? "(secret)" : short(f.from)} -> ${secret ? "(secret, changed)" : short(f.to)}`);
+    }
   }
   const n = (k: ChangeKind): number => changes.filter((c) => c.kind === k).length;
-  lines.push(`${title}: ${n("create")} to create, ${n("update")} to update, ${n("unchanged")} unchanged${n("orphan") ? `, ${n("orphan")} not in the file (never deleted)` : ""}.`);
+  const done = title === "Applied";
+  lines.push(`${title}: ${n("create")} ${done ? "created" : "to create"}, ${n("update")} ${done ? "updated" : "to update"}, ${n("unchanged")} unchanged${n("orphan") ? `, ${n("orphan")} not in the file (never deleted)` : ""}.`);
   return lines.join("\n");
 }
 
