@@ -34,6 +34,8 @@ export const NetBoxSiteConfig = z.strictObject({
       maxAgeSeconds: z.number().int().positive().max(3600).default(300),
     })
     .optional(),
+  /** netbox-script's own section (listen address, state directory, ...), validated by netbox-script. */
+  handler: z.record(z.string(), z.unknown()).optional(),
   features: z
     .strictObject({
       /** Control-plane installation (off by default). */
