@@ -81,7 +81,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   const addr = server.address() as AddressInfo;
   const url = `http://${addr.address}:${addr.port}`;
   const reconcile = async (): Promise<number[]> => {
-    const q = await reconcileOnce(nb, queue, log, metrics);
+    const q = await reconcileOnce(nb, queue, log, metrics, (id, lu) => worker.settled(id, lu));
     worker.pump();
     return q;
   };

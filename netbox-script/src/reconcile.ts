@@ -10,10 +10,16 @@ import { DESIRED_ACTIONS } from "@fleetd/shared/netbox/fields";
 import type { Metrics } from "./metrics.js";
 import type { FileQueue } from "./queue.js";
 
-export async function reconcileOnce(nb: NetBox, queue: FileQueue, log: Logger, metrics: Metrics): Promise<number[]> {
+export async function reconcileOnce(
+  nb: NetBox,
+  queue: FileQueue,
+  log: Logger,
+  metrics: Metrics,
+  settled: (deviceId: number, lastUpdated: string | null | undefined) => boolean,
+): Promise<number[]> {
   const ids = new Set<number>();
   for (const a of DESIRED_ACTIONS) for (const d of await listDevices(nb, { cf_desired_action: a })) ids.add(d.id);
-  for (const d of await listDevices(nb, { status: ["decommissioning"] })) ids.add(d.id);
+  for (const d of await listDevices(nb, { status: ["decommissioning"] })) if (!settled(d.id, d.last_updated)) ids.add(d.id);
   const queued: number[] = [];
   const now = new Date();
   for (const id of [...ids].sort((a, b) => a - b)) {

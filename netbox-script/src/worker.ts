@@ -57,10 +57,19 @@ export class Worker {
   private readonly inFlight = new Set<string>();
   private readonly handled: Handled;
   private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
+  /** Nothing runs before start() (a handler may accept and persist jobs without running them). */
+  private stopped = true;
 
   constructor(private readonly d: WorkerDeps) {
     this.handled = new Handled(join(d.cfg.handler.stateDir, "handled.log"));
+  }
+
+  /**
+   * True when this device's decommissioning was handled at exactly this `last_updated` (the reconcile loop
+   * then does not queue it again; fleetd writes nothing to a decommissioning device, so it stays settled).
+   */
+  settled(deviceId: number, lastUpdated: string | null | undefined): boolean {
+    return lastUpdated != null && this.handled.has(`settled:${deviceId}:${lastUpdated}`);
   }
 
   /** Picks up every pending job whose time has come (at start: what a crash left behind). */
@@ -144,7 +153,10 @@ export class Worker {
     } else if (device.status === "decommissioning") {
       trigger = "decommissioning";
       requestChange = await lastChangeOf(nb, device.id, "status");
-      if (requestChange && this.handled.has(`decommission:${device.id}:${requestChange.id}`)) return this.ignore(job, "decommissioning already handled");
+      if (requestChange && this.handled.has(`decommission:${device.id}:${requestChange.id}`)) {
+        if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
+        return this.ignore(job, "decommissioning already handled");
+      }
     } else {
       return this.ignore(job, "nothing requested (desired_action empty, status not decommissioning)");
     }
@@ -172,7 +184,10 @@ export class Worker {
       const msg = decision.outcome === "dispatch" ? `fleetd: ${desiredAction} taken` : `fleetd: ${desiredAction} refused (${decision.code})`;
       await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, etag, msg);
     }
-    if (trigger === "decommissioning" && requestChange) this.handled.add(`decommission:${device.id}:${requestChange.id}`);
+    if (trigger === "decommissioning" && requestChange) {
+      this.handled.add(`decommission:${device.id}:${requestChange.id}`);
+      if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
+    }
     if (decision.outcome === "dispatch") {
       await writeJournal(nb, device.id, decision.journal.kind, decision.journal.text);
     } else {

@@ -38,6 +38,9 @@ RELEASE_CHECK_URL = None
 # Webhook deliveries go to a loopback receiver; fail fast. NetBox does not retry by default (RQ_RETRY_MAX 0):
 # fleetd's reconcile loop is what catches a lost delivery.
 WEBHOOK_DEFAULT_TIMEOUT = 10
+# Webhook deliveries on the "high" queue, which the worker drains first: they never wait behind the search-index
+# jobs that every object change enqueues on "default" (the same setting is advisable in production).
+QUEUE_MAPPINGS = {"webhook": "high"}
 RQ_DEFAULT_TIMEOUT = 60
 CHANGELOG_RETENTION = 0
 TIME_ZONE = "UTC"
