@@ -41,9 +41,12 @@ export async function inventoryCheck(nb: NetBox, file: NodesFile, applyAccount: 
   for (const [name, n] of Object.entries(file.nodes)) {
     const d = byName.get(name);
     if (!d) continue;
-    // EK bindings must be attributed to the apply account
-    const att = await checkEkAttribution(nb, d.id, d.cf["ek_bindings"] ?? null, applyAccount);
-    rows.push({ node: name, check: "EK bindings written by apply account", file: applyAccount, netbox: att.ok ? att.by : att.reason, reported: "", ok: att.ok });
+    // EK bindings (where there are any) must be attributed to the apply account
+    const inNetBox = d.cf["ek_bindings"] ?? null;
+    if ((n.ek?.length ?? 0) > 0 || inNetBox !== null) {
+      const att = await checkEkAttribution(nb, d.id, inNetBox, applyAccount);
+      rows.push({ node: name, check: "EK bindings written by apply account", file: applyAccount, netbox: att.ok ? att.by : att.reason, reported: "", ok: att.ok });
+    }
     // what the machine reported
     const attSerial = d.cf["attested_serial"];
     if (typeof attSerial === "string" && attSerial.length > 0) {

@@ -86,7 +86,9 @@ export async function listAll<T>(
   let pages = 0;
   while (next) {
     if (++pages > 1000) throw new NetBoxError("netbox_bad_response", what, undefined, "more than 1000 pages");
-    const r = await fetch(next, { headers: { authorization: nb.authorization, accept: "application/json" } });
+    // Follow only the path and query of `next`: the token goes to the configured NetBox, never elsewhere.
+    const u = new URL(next);
+    const r = await fetch(`${nb.url}${u.pathname}${u.search}`, { headers: { authorization: nb.authorization, accept: "application/json" }, signal: AbortSignal.timeout(30_000) });
     if (!r.ok) throw new NetBoxError("netbox_http", what, r.status, (await r.text()).slice(0, 2000));
     const page = (await r.json()) as { results: T[]; next?: string | null };
     out.push(...page.results);

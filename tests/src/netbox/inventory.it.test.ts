@@ -8,7 +8,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { checkEkAttribution } from "@fleetd/shared/netbox/changelog";
-import { listDevices, patchDevice } from "@fleetd/shared/netbox/device";
+import { NetBoxError } from "@fleetd/shared/netbox/client";
+import { listDevices, patchDevice, readDevice } from "@fleetd/shared/netbox/device";
 import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
 import { changeCount, EXAMPLE_NODES, exampleNodesText, fleetd, startFleet, type Fleet } from "./fixture.js";
 
@@ -46,6 +47,8 @@ test("netbox setup creates everything once; a second run changes nothing and dup
   for (const d of CUSTOM_FIELDS) assert.equal(names.filter((n) => n === d.name).length, 1, d.name);
   const rules = await (await fetch(`${f.nb.url}/api/extras/event-rules/?limit=100`, { headers: { authorization: f.nb.authorization } })).json() as { count: number };
   assert.equal(rules.count, 2);
+  const ek = ((await (await fetch(`${f.nb.url}/api/extras/custom-fields/?name=ek_bindings`, { headers: { authorization: f.nb.authorization } })).json()) as { results: { ui_editable: { value: string } }[] }).results[0];
+  assert.equal(ek?.ui_editable.value, "no", "EK bindings are not editable in NetBox's UI");
   const links = await (await fetch(`${f.nb.url}/api/extras/custom-links/?limit=100`, { headers: { authorization: f.nb.authorization } })).json() as { results: { link_url: string }[] };
   assert.ok(links.results.some((l) => l.link_url.includes("edit/?cf_desired_action=provision")));
 });
@@ -130,6 +133,17 @@ test("inventory check detects drift: hand-edited serial, reported port, hand-edi
   const att2 = await checkEkAttribution(f.admin, cp.id, (await listDevices(f.admin, { name: ["cp-1"] }))[0]?.cf["ek_bindings"], f.apply.username);
   assert.equal(att2.ok, true);
   assert.equal(fleetd(["inventory", "check", EXAMPLE_NODES, "--config", applyCfg]).code, 0);
+});
+
+test("If-Match: a PATCH with a stale ETag is refused by NetBox (412 → netbox_conflict)", async () => {
+  const d = (await listDevices(f.admin, { name: ["edge-1"] }))[0];
+  assert.ok(d);
+  const { etag } = await readDevice(f.admin, d.id);
+  assert.ok(etag, "NetBox sends an ETag");
+  await patchDevice(f.admin, d.id, { description: "changed meanwhile" }, null, "test");
+  await assert.rejects(patchDevice(f.admin, d.id, { custom_fields: { desired_action: null } }, etag, "test"), (e: unknown) => e instanceof NetBoxError && e.code === "netbox_conflict" && e.status === 412);
+  const fresh = await readDevice(f.admin, d.id);
+  await patchDevice(f.admin, d.id, { description: "" }, fresh.etag, "test");
 });
 
 test("a node removed from the file is reported, never deleted", async () => {
