@@ -23,6 +23,9 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
   "verify ek": { summary: "EK certificate chain, EK binding and template checks", load: () => import("./verifyEk.js") },
   "verify eventlog": { summary: "parse and replay a TCG event log; show Secure Boot state and events", load: () => import("./verifyEventlog.js") },
   "verify policy": { summary: "evaluate a class profile (hookos, talos, ubuntu) against an event log and PCR values", load: () => import("./verifyPolicy.js") },
+  "inventory apply": { summary: "put a nodes file into NetBox (idempotent; --dry-run prints the plan)", load: () => import("./inventory-apply.js") },
+  "inventory check": { summary: "compare the nodes file, NetBox and what machines reported; exit 1 on drift", load: () => import("./inventory-check.js") },
+  "netbox setup": { summary: "create fleetd's custom fields, webhook, event rules and custom links in NetBox (idempotent)", load: () => import("./netbox-setup.js") },
 };
 
 function usage(): string {

@@ -4,11 +4,13 @@
  */
 import { printRows } from "./measure.js";
 import { benchEventlog } from "./eventlog.js";
+import { benchNetbox } from "./netbox.js";
 import { benchTpm } from "./tpm.js";
 
 const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import("./measure.js").BenchRow[]][] = [
   ["TPM: quotes and credential activation (per core)", benchTpm],
   ["Event log and evidence verification (per core)", benchEventlog],
+  ["NetBox webhook to dispatch, real NetBox on loopback", benchNetbox],
 ];
 
 for (const [title, run] of suites) {

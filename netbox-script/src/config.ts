@@ -1,0 +1,34 @@
+/** netbox-script's configuration: fleetd's site configuration plus the `handler` section, zod-validated. */
+import { z } from "zod";
+import { ConfigError, loadSiteConfig, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
+
+export const HandlerSection = z.strictObject({
+  listen: z.strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8470) }).default({ host: "127.0.0.1", port: 8470 }),
+  /** Durable queue, delivery ids and recorded intents live here. */
+  stateDir: z.string().min(1),
+  /** The nodes file (TPM family, role): the handler reads it at start. */
+  nodesFile: z.string().min(1),
+  /** How often the reconcile loop looks for requests a lost webhook missed. */
+  reconcileIntervalSeconds: z.number().int().min(1).max(86_400).default(60),
+  /** Larger webhook bodies are refused (413) before reading further. */
+  maxBodyBytes: z.number().int().min(1024).max(10 * 1024 * 1024).default(256 * 1024),
+  /** A job that keeps failing (NetBox down, ...) is retried this many times, then parked in failed/. */
+  maxAttempts: z.number().int().min(1).max(1000).default(20),
+});
+export type HandlerSection = z.infer<typeof HandlerSection>;
+
+export interface HandlerConfig {
+  site: NetBoxSiteConfig & { webhook: NonNullable<NetBoxSiteConfig["webhook"]> };
+  handler: HandlerSection;
+}
+
+export function toHandlerConfig(site: NetBoxSiteConfig): HandlerConfig {
+  if (!site.webhook) throw new ConfigError("netbox-script needs the webhook section (secret, url)");
+  const h = HandlerSection.safeParse(site.handler ?? {});
+  if (!h.success) throw new ConfigError(`invalid handler configuration: ${h.error.issues.map((i) => `handler.${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  return { site: { ...site, webhook: site.webhook }, handler: h.data };
+}
+
+export function loadHandlerConfig(path: string | undefined): HandlerConfig {
+  return toHandlerConfig(loadSiteConfig(path));
+}

@@ -1,0 +1,112 @@
+/** Assembles netbox-script: configuration → NetBox client, nodes file, queue, worker, HTTP server, reconcile. */
+import { readFileSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import { join } from "node:path";
+import { pino, type Logger } from "pino";
+import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
+import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
+import { missingCustomFields } from "@fleetd/shared/netbox/setup";
+import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
+import type { HandlerConfig } from "./config.js";
+import { IntentLog } from "./intents.js";
+import { createMetrics, type Metrics } from "./metrics.js";
+import { FileQueue } from "./queue.js";
+import { reconcileOnce } from "./reconcile.js";
+import { createApp } from "./server.js";
+import { Worker, type DecisionEvent } from "./worker.js";
+
+export interface Handler {
+  url: string;
+  nb: NetBox;
+  queue: FileQueue;
+  intents: IntentLog;
+  metrics: Metrics;
+  worker: Worker;
+  reconcile(): Promise<number[]>;
+  stop(): Promise<void>;
+}
+
+export interface HandlerOptions {
+  logger?: Logger;
+  onDecision?: (e: DecisionEvent) => void;
+  /** Start without the worker (tests: a crash after 2xx). */
+  startWorker?: boolean;
+  now?: () => Date;
+}
+
+export class HandlerStartError extends Error {
+  override readonly name = "HandlerStartError";
+}
+
+export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}): Promise<Handler> {
+  const log = opts.logger ?? pino({ name: "netbox-script", level: process.env["FLEETD_LOG_LEVEL"] ?? "info" });
+  let nodes: NodesFile;
+  try {
+    nodes = parseNodesFile(readFileSync(cfg.handler.nodesFile, "utf8"), cfg.handler.nodesFile);
+  } catch (e) {
+    throw new HandlerStartError(`nodes file: ${(e as Error).message}`);
+  }
+  const nb = createNetBox(cfg.site.netbox);
+  const missing = await missingCustomFields(nb, CUSTOM_FIELDS.map((f) => f.name));
+  if (missing.length > 0) throw new HandlerStartError(`NetBox lacks fleetd's custom fields ${missing.join(", ")}: run \`fleetd netbox setup\``);
+  const metrics = createMetrics();
+  const queue = new FileQueue(join(cfg.handler.stateDir, "queue"));
+  const intents = new IntentLog(cfg.handler.stateDir);
+  const received = new Map<string, number>();
+  const worker = new Worker({
+    cfg, nb, nodes, queue, intents, log, metrics,
+    onDecision: (e) => {
+      const t0 = received.get(e.job.id);
+      if (t0 !== undefined) {
+        metrics.receiptToDecision.observe((e.at - t0) / 1000);
+        received.delete(e.job.id);
+      }
+      opts.onDecision?.(e);
+    },
+  });
+  const app = createApp({
+    cfg, queue, log, metrics, ...(opts.now ? { now: opts.now } : {}),
+    onEnqueued: (jobId, at) => {
+      received.set(jobId, at);
+      worker.pump();
+    },
+  });
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(cfg.handler.listen.port, cfg.handler.listen.host, () => resolve(s));
+    s.once("error", reject);
+  });
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 10_000;
+  const addr = server.address() as AddressInfo;
+  const url = `http://${addr.address}:${addr.port}`;
+  const reconcile = async (): Promise<number[]> => {
+    const q = await reconcileOnce(nb, queue, log, metrics, (id, lu) => worker.settled(id, lu));
+    worker.pump();
+    return q;
+  };
+  if (opts.startWorker !== false) worker.start();
+  let timer: NodeJS.Timeout | undefined;
+  if (opts.startWorker !== false) {
+    await reconcile().catch((e: Error) => log.warn({ err: e.message }, "reconcile failed"));
+    timer = setInterval(() => {
+      reconcile().catch((e: Error) => {
+        metrics.reconcileRuns.inc({ result: "error" });
+        log.warn({ err: e.message }, "reconcile failed");
+      });
+    }, cfg.handler.reconcileIntervalSeconds * 1000);
+    timer.unref();
+  }
+  log.info({ url, nodes: Object.keys(nodes.nodes).length }, "netbox-script listening");
+  return {
+    url, nb, queue, intents, metrics, worker, reconcile,
+    async stop() {
+      if (timer) clearInterval(timer);
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      });
+      await worker.stop();
+    },
+  };
+}

@@ -1,0 +1,26 @@
+/** Prometheus metrics of the handler (GET /metrics). */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export interface Metrics {
+  registry: Registry;
+  webhooks: Counter<"outcome">;
+  decisions: Counter<"outcome" | "action">;
+  jobErrors: Counter<"result">;
+  queueDepth: Gauge;
+  reconcileRuns: Counter<"result">;
+  receiptToDecision: Histogram;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "fleetd_netbox_script_" });
+  return {
+    registry,
+    webhooks: new Counter({ name: "fleetd_webhooks_total", help: "Webhook deliveries by outcome", labelNames: ["outcome"], registers: [registry] }),
+    decisions: new Counter({ name: "fleetd_decisions_total", help: "Handler decisions", labelNames: ["outcome", "action"], registers: [registry] }),
+    jobErrors: new Counter({ name: "fleetd_job_errors_total", help: "Jobs that failed and were retried or parked", labelNames: ["result"], registers: [registry] }),
+    queueDepth: new Gauge({ name: "fleetd_queue_depth", help: "Pending jobs", registers: [registry] }),
+    reconcileRuns: new Counter({ name: "fleetd_reconcile_runs_total", help: "Reconcile passes", labelNames: ["result"], registers: [registry] }),
+    receiptToDecision: new Histogram({ name: "fleetd_receipt_to_decision_seconds", help: "Webhook receipt to decision", buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10], registers: [registry] }),
+  };
+}

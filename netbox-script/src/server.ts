@@ -1,0 +1,92 @@
+/**
+ * POST /netbox/events — NetBox's event-rule webhook. Order: size limit, signature over the raw bytes
+ * (constant time), then JSON + shape, freshness, fleetd's own writes, redelivery; then a durable enqueue and
+ * 202. Only GET routes are /healthz and /metrics: nothing in fleetd changes state on a GET.
+ */
+import express, { type NextFunction, type Request, type Response } from "express";
+import type { Logger } from "pino";
+import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, WebhookError } from "@fleetd/shared/netbox/webhook";
+import type { HandlerConfig } from "./config.js";
+import type { Metrics } from "./metrics.js";
+import type { FileQueue } from "./queue.js";
+
+export interface ServerDeps {
+  cfg: HandlerConfig;
+  queue: FileQueue;
+  log: Logger;
+  metrics: Metrics;
+  /** Called after a job is durably enqueued (wakes the worker). */
+  onEnqueued: (jobId: string, receivedAt: number) => void;
+  now?: () => Date;
+}
+
+const STATUS: Record<string, number> = {
+  webhook_signature_missing: 401,
+  webhook_signature_malformed: 401,
+  webhook_signature_mismatch: 401,
+  webhook_body_not_json: 400,
+  webhook_body_shape: 400,
+  webhook_body_stale: 409,
+  webhook_body_future: 409,
+};
+
+export function createApp(d: ServerDeps): express.Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  const secret = d.cfg.site.webhook.secret;
+  const maxAge = d.cfg.site.webhook.maxAgeSeconds;
+  const answer = (res: Response, status: number, outcome: string, detail?: string): void => {
+    d.metrics.webhooks.inc({ outcome });
+    res.status(status).json(detail ? { outcome, detail } : { outcome });
+  };
+
+  app.post(
+    "/netbox/events",
+    express.raw({ type: () => true, limit: d.cfg.handler.maxBodyBytes }),
+    (req: Request, res: Response) => {
+      const receivedAt = Date.now();
+      const body: unknown = req.body;
+      const raw = Buffer.isBuffer(body) ? new Uint8Array(body) : new Uint8Array(0);
+      try {
+        verifyHookSignature(raw, req.headers["x-hook-signature"], secret);
+        const hint = parseWebhookBody(raw);
+        checkFreshness(hint, d.now?.() ?? new Date(), maxAge);
+        if (hint.objectType !== "dcim.device") return answer(res, 202, "ignored_object_type", hint.objectType);
+        if (hint.actor !== null && hint.actor === d.cfg.site.accounts.handler) return answer(res, 200, "ignored_own_write");
+        const id = deliveryId(raw);
+        // Remember the id past the freshness window (+ clock slack): older replays are refused as stale.
+        if (!d.queue.rememberDelivery(id, receivedAt + (maxAge + 120) * 1000)) return answer(res, 200, "duplicate");
+        const job = d.queue.enqueue({ id: `wh:${id}`, deviceId: hint.objectId, source: "webhook", receivedAt: new Date(receivedAt).toISOString(), hintEvent: hint.event });
+        d.log.info({ device: hint.objectId, event: hint.event, actor: hint.actor, request: hint.requestId, job: job.id }, "webhook accepted");
+        d.onEnqueued(job.id, receivedAt);
+        return answer(res, 202, "accepted");
+      } catch (e) {
+        if (e instanceof WebhookError) {
+          d.log.warn({ code: e.code, detail: e.message, from: req.socket.remoteAddress }, "webhook refused");
+          return answer(res, STATUS[e.code] ?? 400, e.code, e.message);
+        }
+        d.log.error({ err: (e as Error).message }, "webhook handling failed");
+        return answer(res, 503, "internal_error");
+      }
+    },
+  );
+
+  app.get("/healthz", (_req, res) => {
+    res.json({ ok: true });
+  });
+  app.get("/metrics", async (_req, res) => {
+    res.type(d.metrics.registry.contentType).send(await d.metrics.registry.metrics());
+  });
+  app.use((_req: Request, res: Response) => {
+    res.status(404).json({ outcome: "not_found" });
+  });
+  // body-parser errors (413 too large, 400 aborted) — answered before any parsing of the body
+  app.use((err: { status?: number; type?: string; message?: string }, _req: Request, res: Response, _next: NextFunction) => {
+    const status = typeof err.status === "number" && err.status >= 400 && err.status < 600 ? err.status : 400;
+    const outcome = err.type === "entity.too.large" ? "webhook_body_too_large" : "webhook_body_unreadable";
+    d.metrics.webhooks.inc({ outcome });
+    res.status(status).json({ outcome, detail: err.message ?? "" });
+  });
+  return app;
+}

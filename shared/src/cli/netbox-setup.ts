@@ -1,0 +1,18 @@
+/** `fleetd netbox setup [--dry-run] [--config FILE]`: custom fields, choice sets, webhook, event rules, links. */
+import { createNetBox } from "../netbox/client.js";
+import { loadSiteConfig } from "../netbox/config.js";
+import { netboxSetup } from "../netbox/setup.js";
+import { renderPlan } from "../netbox/sync.js";
+import { type CliCommand, parseOptions } from "./common.js";
+
+export const command: CliCommand = {
+  usage: "[--dry-run] [--config FLEETD_CONFIG]",
+  async run(args) {
+    const { values } = parseOptions(args, { "dry-run": { type: "boolean" }, config: { type: "string" } });
+    const cfg = loadSiteConfig(typeof values["config"] === "string" ? values["config"] : undefined);
+    const dryRun = values["dry-run"] === true;
+    const changes = await netboxSetup(createNetBox(cfg.netbox), cfg, dryRun);
+    process.stdout.write(renderPlan(changes, dryRun ? "Plan" : "Applied") + "\n");
+    return 0;
+  },
+};

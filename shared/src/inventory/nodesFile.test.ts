@@ -1,0 +1,64 @@
+import { strict as assert } from "node:assert";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { test } from "node:test";
+import fc from "fast-check";
+import { stringify } from "yaml";
+import { NodesFileError, parseNodesFile } from "./nodesFile.js";
+
+const example = readFileSync(join(resolve(fileURLToPath(import.meta.url), "../../../.."), "tests/examples/nodes.yaml"), "utf8");
+
+function issues(text: string): string {
+  try {
+    parseNodesFile(text, "n.yaml");
+    return "ok";
+  } catch (e) {
+    assert.ok(e instanceof NodesFileError, String(e));
+    return e.message;
+  }
+}
+
+test("the example nodes file parses, with defaults filled in", () => {
+  const f = parseNodesFile(example);
+  assert.deepEqual(Object.keys(f.nodes), ["cp-1", "worker-1", "edge-1"]);
+  assert.equal(f.nodes["edge-1"]?.interface, "eth0");
+  assert.equal(f.nodes["edge-1"]?.ek?.[0]?.chain, false);
+  assert.equal(f.nodes["worker-1"]?.ek?.[0]?.chain, true);
+  assert.equal(f.roles.worker.slug, "fleetd-worker");
+});
+
+test("errors name the YAML line and the path", () => {
+  const m = issues(example.replace("10.20.0.21/24", "10.20.0.21/31"));
+  assert.match(m, /^n\.yaml:37: nodes\.worker-1\.address\.cidr: prefix length must be 1\.\.30$/m);
+  assert.match(issues(example.replace("serial: 7XK2LM4", "serial: 7XK2LM3")), /n\.yaml:\d+: nodes\.worker-1\.serial: serial 7XK2LM3 is also used by nodes\.cp-1/);
+  assert.match(issues(example.replace("port: ethernet1/1/2", "port: ethernet1/1/1")), /switch port tor-a1\/ethernet1\/1\/1 is also used by nodes\.cp-1/);
+  assert.match(issues(example.replace("10.20.0.31/24", "10.20.0.11/24")), /address 10\.20\.0\.11 is also used by nodes\.cp-1/);
+  assert.match(issues(example.replace("model: nuc13\n", "model: nuc14\n")), /nodes\.edge-1\.model: model nuc14 is not in models/);
+  assert.match(issues(example.replace("{ alg: ecc, sha256: 9a4e", "{ alg: rsa, sha256: 9a4e")), /two rsa bindings/);
+  assert.match(issues(example.replace("type: redfish, address: 10.20.1.11", "type: idrac, address: 10.20.1.11")), /nodes\.cp-1\.bmc/);
+  assert.match(issues("a: &a [1]\nb: *a\n"), /version|Unrecognized key/);
+});
+
+test("aliases cannot blow up (billion laughs) and size is bounded", () => {
+  const laughs = ["a: &a [x,x,x,x,x,x,x,x,x,x]"];
+  for (let i = 1; i < 12; i++) laughs.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(10).fill("*" + String.fromCharCode(96 + i)).join(",")}]`);
+  assert.notEqual(issues(laughs.join("\n")), "ok");
+  assert.match(issues("#".repeat(1024 * 1024 + 1)), /larger than/);
+});
+
+test("property: any YAML value or text gives a NodesFileError or a valid file, nothing else", () => {
+  fc.assert(
+    fc.property(fc.oneof(fc.string({ maxLength: 300 }), fc.jsonValue({ maxDepth: 4 }).map((v) => stringify(v))), (text) => {
+      issues(text);
+    }),
+    { numRuns: 300 },
+  );
+  // mutations of the example: every one parses or is refused with a line
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: example.length - 1 }), fc.string({ maxLength: 4 }), (at, ins) => {
+      issues(example.slice(0, at) + ins + example.slice(at + 1));
+    }),
+    { numRuns: 300 },
+  );
+});

@@ -1,0 +1,114 @@
+/**
+ * A thin typed NetBox REST client: openapi-fetch over the types generated from NetBox's own schema
+ * (schema.ts), plus the error handling every caller needs. Responses fleetd relies on are zod-parsed where they
+ * are used (device.ts, ...): the schema and the runtime disagree in places (nullability, 4.7's `{value,label}`
+ * select custom fields), so the generated types shape requests and the zod schemas judge responses.
+ */
+import createClient, { type Client } from "openapi-fetch";
+import type { paths } from "./schema.js";
+
+export type NetBoxApi = Client<paths>;
+
+export class NetBoxError extends Error {
+  override readonly name = "NetBoxError";
+  constructor(
+    /** Stable code: netbox_http (a non-2xx answer), netbox_conflict (412), netbox_unreachable, netbox_bad_response. */
+    readonly code: "netbox_http" | "netbox_conflict" | "netbox_unreachable" | "netbox_bad_response",
+    readonly what: string,
+    readonly status: number | undefined,
+    readonly detail: string,
+  ) {
+    super(`${what}: ${status !== undefined ? `HTTP ${status}: ` : ""}${detail}`);
+  }
+}
+
+export interface NetBoxClientOptions {
+  /** Base URL, e.g. https://netbox.example.org (no /api). */
+  url: string;
+  /** A v2 token `nbt_<key>.<secret>` (or a full Authorization header value). */
+  token: string;
+  timeoutMs?: number;
+}
+
+export interface NetBox {
+  readonly url: string;
+  readonly api: NetBoxApi;
+  /** The Authorization header value (for raw fetches such as the harness's). */
+  readonly authorization: string;
+}
+
+export function authorizationHeader(token: string): string {
+  return /^(bearer|token) /i.test(token) ? token : `Bearer ${token}`;
+}
+
+export function createNetBox(opts: NetBoxClientOptions): NetBox {
+  const url = opts.url.replace(/\/+$/, "");
+  const authorization = authorizationHeader(opts.token);
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const api = createClient<paths>({
+    baseUrl: url,
+    headers: { authorization, accept: "application/json" },
+    fetch: async (req: Request) => {
+      try {
+        return await fetch(req, { signal: AbortSignal.timeout(timeoutMs) });
+      } catch (e) {
+        throw new NetBoxError("netbox_unreachable", `${req.method} ${new URL(req.url).pathname}`, undefined, (e as Error).message);
+      }
+    },
+  });
+  return { url, api, authorization };
+}
+
+interface FetchResult<T> {
+  data?: T;
+  error?: unknown;
+  response: Response;
+}
+
+/** The data of a 2xx answer, or a NetBoxError naming the call and NetBox's own error body. */
+export async function must<T>(call: Promise<FetchResult<T>>, what: string): Promise<{ data: T; response: Response }> {
+  const res = await call;
+  if (res.response.ok && res.data !== undefined) return { data: res.data, response: res.response };
+  if (res.response.ok && res.response.status === 204) return { data: undefined as T, response: res.response };
+  const detail = typeof res.error === "string" ? res.error : JSON.stringify(res.error ?? null).slice(0, 2000);
+  throw new NetBoxError(res.response.status === 412 ? "netbox_conflict" : "netbox_http", what, res.response.status, detail);
+}
+
+/** Follows `next` links of a paginated list (NetBox's `{count,next,results}`). */
+export async function listAll<T>(
+  first: Promise<FetchResult<{ results: T[]; next?: string | null }>>,
+  what: string,
+  nb: NetBox,
+): Promise<T[]> {
+  const { data } = await must(first, what);
+  const out = [...data.results];
+  let next = data.next ?? null;
+  let pages = 0;
+  while (next) {
+    if (++pages > 1000) throw new NetBoxError("netbox_bad_response", what, undefined, "more than 1000 pages");
+    // Follow only the path and query of `next`: the token goes to the configured NetBox, never elsewhere.
+    const u = new URL(next);
+    const r = await fetch(`${nb.url}${u.pathname}${u.search}`, { headers: { authorization: nb.authorization, accept: "application/json" }, signal: AbortSignal.timeout(30_000) });
+    if (!r.ok) throw new NetBoxError("netbox_http", what, r.status, (await r.text()).slice(0, 2000));
+    const page = (await r.json()) as { results: T[]; next?: string | null };
+    out.push(...page.results);
+    next = page.next ?? null;
+  }
+  return out;
+}
+
+/**
+ * NetBox 4.7 returns select custom fields as `{value,label}` (multiselect as a list of those); earlier versions
+ * return the raw value. Writes always take the raw value. This returns the raw value for either form.
+ */
+export function cfValue(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(cfValue);
+  if (v && typeof v === "object" && "value" in v && "label" in v && Object.keys(v).length === 2) return (v as { value: unknown }).value;
+  return v;
+}
+
+/** A NetBox choice field (`status`, `kind`, ...) read as `{value,label}` or raw: the raw value. */
+export function choiceValue(v: unknown): string | undefined {
+  const raw = cfValue(v);
+  return typeof raw === "string" ? raw : undefined;
+}

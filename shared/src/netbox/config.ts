@@ -1,0 +1,91 @@
+/**
+ * fleetd's site configuration for everything that talks to NetBox (CLI and netbox-script): a YAML/JSON file
+ * (FLEETD_CONFIG or --config) whose values may be overridden by environment variables. Never constants.
+ */
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+
+const Url = z.string().url().refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL");
+const Secret = z.string().min(1);
+
+export const NetBoxSiteConfig = z.strictObject({
+  netbox: z.strictObject({
+    url: Url,
+    /** v2 token `nbt_<key>.<secret>` of the service account that runs the command. */
+    token: Secret,
+    timeoutMs: z.number().int().positive().max(300_000).default(30_000),
+  }),
+  accounts: z.strictObject({
+    /** The NetBox username of the inventory-apply service account: the only author EK bindings are accepted from. */
+    apply: z.string().min(1),
+    /** The NetBox username netbox-script writes as; its own changes never trigger work (no loops). */
+    handler: z.string().min(1),
+  }),
+  /** NetBox group whose members may request wipe and decommission. */
+  authorizedGroup: z.string().min(1),
+  webhook: z
+    .strictObject({
+      /** Shared secret NetBox signs deliveries with (X-Hook-Signature, HMAC-SHA512). At least 32 characters. */
+      secret: z.string().min(32),
+      /** URL NetBox delivers to (netbox-script's /netbox/events). */
+      url: Url,
+      /** Bodies whose `timestamp` is older than this are refused. */
+      maxAgeSeconds: z.number().int().positive().max(3600).default(300),
+    })
+    .optional(),
+  /** netbox-script's own section (listen address, state directory, ...), validated by netbox-script. */
+  handler: z.record(z.string(), z.unknown()).optional(),
+  features: z
+    .strictObject({
+      /** Control-plane installation (off by default). */
+      controlPlanes: z.boolean().default(false),
+    })
+    .default({ controlPlanes: false }),
+});
+export type NetBoxSiteConfig = z.infer<typeof NetBoxSiteConfig>;
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  readonly code = "config_invalid";
+}
+
+/** Environment overrides: FLEETD_NETBOX_URL, FLEETD_NETBOX_TOKEN, FLEETD_WEBHOOK_SECRET. */
+function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out = structuredClone(raw);
+  const nb = (out["netbox"] ??= {}) as Record<string, unknown>;
+  if (env["FLEETD_NETBOX_URL"]) nb["url"] = env["FLEETD_NETBOX_URL"];
+  if (env["FLEETD_NETBOX_TOKEN"]) nb["token"] = env["FLEETD_NETBOX_TOKEN"];
+  if (env["FLEETD_WEBHOOK_SECRET"] && out["webhook"] && typeof out["webhook"] === "object") {
+    (out["webhook"] as Record<string, unknown>)["secret"] = env["FLEETD_WEBHOOK_SECRET"];
+  }
+  return out;
+}
+
+export function parseSiteConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): NetBoxSiteConfig {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError("configuration must be a mapping");
+  const res = NetBoxSiteConfig.safeParse(applyEnv(raw as Record<string, unknown>, env));
+  if (!res.success) {
+    const issues = res.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`);
+    throw new ConfigError(`invalid fleetd configuration: ${issues.join("; ")}`);
+  }
+  return res.data;
+}
+
+export function loadSiteConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): NetBoxSiteConfig {
+  const p = path ?? env["FLEETD_CONFIG"];
+  if (!p) throw new ConfigError("no configuration: pass --config FILE or set FLEETD_CONFIG");
+  let text: string;
+  try {
+    text = readFileSync(p, "utf8");
+  } catch (e) {
+    throw new ConfigError(`cannot read configuration ${p}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text, { maxAliasCount: 100 });
+  } catch (e) {
+    throw new ConfigError(`configuration ${p} is not valid YAML: ${(e as Error).message}`);
+  }
+  return parseSiteConfig(raw, env);
+}

@@ -1,0 +1,66 @@
+/**
+ * The NetBox custom fields and choice sets fleetd owns on dcim.device, declared once: `netbox setup` creates
+ * them, `inventory apply` writes the inventory ones, the handler and attestation read and write the rest.
+ */
+export const DESIRED_ACTIONS = ["provision", "attest", "wipe"] as const;
+export type DesiredAction = (typeof DESIRED_ACTIONS)[number];
+
+export interface ChoiceSetDef {
+  name: string;
+  description: string;
+  choices: [value: string, label: string][];
+}
+
+export const CHOICE_SETS = {
+  desiredAction: {
+    name: "fleetd desired action",
+    description: "Actions an operator can request from fleetd",
+    choices: [["provision", "Provision"], ["attest", "Attest"], ["wipe", "Wipe"]],
+  },
+  verdict: {
+    name: "fleetd attestation verdict",
+    description: "Result of the last TPM attestation",
+    choices: [["pass", "Pass"], ["fail", "Fail"]],
+  },
+  tpm: {
+    name: "fleetd TPM version",
+    description: "TPM family declared in the nodes file",
+    choices: [["2.0", "TPM 2.0"], ["1.2", "TPM 1.2"], ["none", "No TPM"]],
+  },
+} satisfies Record<string, ChoiceSetDef>;
+
+export interface CustomFieldDef {
+  name: string;
+  label: string;
+  type: "text" | "longtext" | "datetime" | "json" | "select";
+  choiceSet?: keyof typeof CHOICE_SETS;
+  /** "yes": operators edit it in the UI; "no": shown, written only by fleetd (API). */
+  uiEditable: "yes" | "no";
+  description: string;
+  weight: number;
+}
+
+export const FLEETD_GROUP = "fleetd";
+
+/** Every custom field fleetd uses; all on dcim.device, grouped under "fleetd". */
+export const CUSTOM_FIELDS: readonly CustomFieldDef[] = [
+  { name: "desired_action", label: "Desired action", type: "select", choiceSet: "desiredAction", uiEditable: "yes", weight: 100,
+    description: "Set to request provision, attest or wipe; fleetd clears it when it takes the request" },
+  { name: "attestation_verdict", label: "Attestation verdict", type: "select", choiceSet: "verdict", uiEditable: "no", weight: 110,
+    description: "Verdict of the last attestation (written by fleetd)" },
+  { name: "attested_at", label: "Last attestation", type: "datetime", uiEditable: "no", weight: 120, description: "Time of the last attestation" },
+  { name: "ek_bindings", label: "EK bindings", type: "json", uiEditable: "no", weight: 130,
+    description: "Approved EK bindings from the nodes file; accepted only when written by the inventory apply account" },
+  { name: "ldevid_serial", label: "LDevID serial", type: "text", uiEditable: "no", weight: 140, description: "Serial number of the current LDevID certificate" },
+  { name: "ldevid_expiry", label: "LDevID expiry", type: "datetime", uiEditable: "no", weight: 150, description: "Expiry of the current LDevID certificate" },
+  { name: "attested_serial", label: "Attested serial", type: "text", uiEditable: "no", weight: 160, description: "Serial number the machine reported with TPM evidence" },
+  { name: "attested_port", label: "Attested switch port", type: "text", uiEditable: "no", weight: 170, description: "Switch port (device/port) the machine reported via LLDP" },
+  { name: "node_class", label: "Node class", type: "text", uiEditable: "no", weight: 200, description: "Policy profile (nodes file)" },
+  { name: "tpm_version", label: "TPM", type: "select", choiceSet: "tpm", uiEditable: "no", weight: 210, description: "TPM family (nodes file)" },
+  { name: "install_disk", label: "Install disk", type: "text", uiEditable: "no", weight: 220, description: "Talos install disk (nodes file)" },
+  { name: "network_gateway", label: "Gateway", type: "text", uiEditable: "no", weight: 230, description: "IPv4 gateway (nodes file)" },
+  { name: "bmc", label: "BMC", type: "json", uiEditable: "no", weight: 240, description: "BMC type, address and credentials reference (nodes file)" },
+];
+
+/** Custom fields `inventory apply` writes (from the nodes file). */
+export const INVENTORY_FIELDS = ["node_class", "tpm_version", "install_disk", "network_gateway", "bmc", "ek_bindings"] as const;

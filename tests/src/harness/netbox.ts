@@ -1,0 +1,187 @@
+/**
+ * A real NetBox on loopback for tests and the lab.
+ *
+ * `tests/scripts/netbox/install.sh` installs (once, cached under ~/.cache/fleetd/netbox/<version>-py<python>/)
+ * PostgreSQL + Redis from Debian, NetBox from PyPI in a venv, and a migrated template data directory with an
+ * admin user and a v2 API token. `startNetBox()` copies that template into a run directory of its own and
+ * starts PostgreSQL, Redis, NetBox (`runserver --noreload`, one process) and one RQ worker (so webhooks are
+ * really delivered), each on a free loopback port. `stop()` ends them and removes the run directory.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { ManagedProcess } from "./managedProcess.js";
+import { freePort, portOpen, waitFor } from "./ports.js";
+
+const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
+export const NETBOX_SCRIPTS = join(repoRoot, "tests/scripts/netbox");
+export const NETBOX_VERSION = process.env["NETBOX_VERSION"] ?? "4.7.3";
+
+const Secrets = z.object({
+  netboxVersion: z.string(),
+  pgBin: z.string(),
+  dbPassword: z.string().min(16),
+  adminUser: z.string(),
+  adminPassword: z.string(),
+  tokenKey: z.string().length(12),
+  tokenPlaintext: z.string().length(40),
+  pepper: z.string().min(50),
+  secretKey: z.string().min(50),
+});
+
+export interface NetBoxInstance {
+  /** Base URL without trailing slash, e.g. http://127.0.0.1:41234 */
+  url: string;
+  /** The admin's v2 token as an Authorization header value: `Bearer nbt_<key>.<token>`. */
+  authorization: string;
+  adminUser: string;
+  adminPassword: string;
+  version: string;
+  runDir: string;
+  /** Stop and start only the RQ worker (webhook delivery), e.g. to let deliveries pile up. */
+  stopWorker(): Promise<void>;
+  startWorker(): Promise<void>;
+  /** Runs `netbox <args>` (a management command) against this instance; returns stdout. */
+  manage(args: string[]): string;
+  stop(): Promise<void>;
+}
+
+export interface StartTimings {
+  installMs: number;
+  startMs: number;
+}
+
+/** Runs the installer (a no-op when the cache is complete) and returns the cache directory. */
+export function installNetBox(): string {
+  const res = spawnSync("bash", [join(NETBOX_SCRIPTS, "install.sh")], {
+    env: { ...process.env, NETBOX_VERSION },
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (res.status !== 0) {
+    throw new Error(`tests/scripts/netbox/install.sh failed (${res.status ?? res.signal}):\n${(res.stderr ?? "").slice(-4000)}`);
+  }
+  const dir = res.stdout.trim().split("\n").pop() ?? "";
+  if (!dir) throw new Error("install.sh printed no cache directory");
+  return dir;
+}
+
+function postgresIds(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim());
+  const gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim());
+  return { uid, gid };
+}
+
+export let lastStartTimings: StartTimings | undefined;
+
+export async function startNetBox(opts: { logLevel?: string } = {}): Promise<NetBoxInstance> {
+  const t0 = Date.now();
+  const cache = installNetBox();
+  const t1 = Date.now();
+  const secrets = Secrets.parse(JSON.parse(readFileSync(join(cache, "template/secrets.json"), "utf8")));
+  const runDir = mkdtempSync("/tmp/fleetd-netbox-");
+  chmodSync(runDir, 0o755);
+  const procs: ManagedProcess[] = [];
+  try {
+    // PostgreSQL from a copy of the migrated template (cp -a keeps the postgres owner).
+    execFileSync("cp", ["-a", join(cache, "template/pgdata"), join(runDir, "pgdata")]);
+    const pgIds = postgresIds();
+    const sock = join(runDir, "pgsock");
+    mkdirSync(sock);
+    if (pgIds) execFileSync("chown", [`${pgIds.uid}:${pgIds.gid}`, sock]);
+    const [pgPort, redisPort, httpPort] = [await freePort(), await freePort(), await freePort()];
+    const pg = new ManagedProcess("postgres", join(runDir, "postgres.log"), join(secrets.pgBin, "postgres"), [
+      "-D", join(runDir, "pgdata"), "-p", String(pgPort), "-c", "listen_addresses=127.0.0.1",
+      "-c", `unix_socket_directories=${sock}`, "-c", "fsync=off", "-c", "synchronous_commit=off",
+      "-c", "full_page_writes=off", "-c", "max_connections=50",
+    ], { ...(pgIds ?? {}), cwd: runDir });
+    procs.push(pg);
+    const redisPassword = secrets.dbPassword.split("").reverse().join("");
+    const redis = new ManagedProcess("redis", join(runDir, "redis.log"), "redis-server", [
+      "--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+      "--dir", runDir, "--requirepass", redisPassword,
+    ], { cwd: runDir });
+    procs.push(redis);
+    await waitFor("PostgreSQL", 30_000, async () => {
+      const r = spawnSync(join(secrets.pgBin, "pg_isready"), ["-q", "-h", "127.0.0.1", "-p", String(pgPort)]);
+      return r.status === 0;
+    }, () => pg.deadReason());
+    await waitFor("Redis", 15_000, () => portOpen(redisPort), () => redis.deadReason());
+
+    const root = join(runDir, "root");
+    for (const d of ["media", "reports", "scripts", "static"]) mkdirSync(join(root, d), { recursive: true });
+    const venvBin = join(cache, "venv/bin");
+    const env: NodeJS.ProcessEnv = {
+      PATH: `${venvBin}:${process.env["PATH"] ?? "/usr/bin:/bin"}`,
+      HOME: process.env["HOME"] ?? runDir,
+      LANG: "C.UTF-8",
+      NETBOX_ROOT: root,
+      NETBOX_CONFIGURATION: "fleetd_configuration",
+      PYTHONPATH: NETBOX_SCRIPTS,
+      PYTHONUNBUFFERED: "1",
+      FLEETD_NB_DB_PORT: String(pgPort),
+      FLEETD_NB_DB_PASSWORD: secrets.dbPassword,
+      FLEETD_NB_REDIS_PORT: String(redisPort),
+      FLEETD_NB_REDIS_PASSWORD: redisPassword,
+      FLEETD_NB_SECRET_KEY: secrets.secretKey,
+      FLEETD_NB_PEPPER: secrets.pepper,
+      FLEETD_NB_LOG_LEVEL: opts.logLevel ?? "WARNING",
+    };
+    const netboxBin = join(venvBin, "netbox");
+    const web = new ManagedProcess("netbox", join(runDir, "netbox.log"), netboxBin,
+      ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"], { env, cwd: runDir });
+    procs.push(web);
+    let worker: ManagedProcess | undefined;
+    const startWorker = async (): Promise<void> => {
+      if (worker && !worker.exit) return;
+      worker = new ManagedProcess("rqworker", join(runDir, "rqworker.log"), netboxBin, ["rqworker", "high", "default", "low"], { env, cwd: runDir });
+      procs.push(worker);
+    };
+    await startWorker();
+    const url = `http://127.0.0.1:${httpPort}`;
+    const authorization = `Bearer nbt_${secrets.tokenKey}.${secrets.tokenPlaintext}`;
+    let version = "";
+    await waitFor("NetBox /api/status/", 120_000, async () => {
+      const r = await fetch(`${url}/api/status/`, { headers: { authorization, accept: "application/json" } });
+      if (r.status !== 200) return false;
+      const body = z.object({ "netbox-version": z.string() }).parse(await r.json());
+      version = body["netbox-version"];
+      return true;
+    }, () => web.deadReason());
+    lastStartTimings = { installMs: t1 - t0, startMs: Date.now() - t1 };
+    writeFileSync(join(runDir, "instance.json"), JSON.stringify({ url, authorization, pid: process.pid }, null, 2));
+    let stopped = false;
+    return {
+      url, authorization, version, runDir,
+      adminUser: secrets.adminUser,
+      adminPassword: secrets.adminPassword,
+      startWorker,
+      async stopWorker() {
+        if (worker) await worker.stop("SIGTERM", 15_000);
+      },
+      manage(args: string[]): string {
+        return execFileSync(netboxBin, args, { env, cwd: runDir, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+      },
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        await stopAll(procs);
+        if (!process.env["FLEETD_KEEP_NETBOX"]) rmSync(runDir, { recursive: true, force: true });
+      },
+    };
+  } catch (e) {
+    const logs = procs.map((p) => `--- ${p.name} ---\n${p.tail(15)}`).join("\n");
+    await stopAll(procs);
+    if (!process.env["FLEETD_KEEP_NETBOX"]) rmSync(runDir, { recursive: true, force: true });
+    throw new Error(`${(e as Error).message}\n${logs}`);
+  }
+}
+
+async function stopAll(procs: ManagedProcess[]): Promise<void> {
+  // Reverse order: worker and web first, then Redis, then PostgreSQL (SIGINT = fast shutdown).
+  for (const p of [...procs].reverse()) await p.stop(p.name === "postgres" ? "SIGINT" : "SIGTERM");
+}

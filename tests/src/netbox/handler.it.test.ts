@@ -1,0 +1,268 @@
+/**
+ * netbox-script against a real NetBox 4.7 whose RQ worker really delivers the webhooks: signed deliveries
+ * verified and dispatched, forged/stale/replayed/malformed bodies refused, no loops, group authorization
+ * by the change log's user, hand-edited EK bindings refused, the design's eligibility rules, a crash after
+ * the 2xx, and the reconcile loop after a lost delivery. Platform effects are asserted as recorded intents.
+ */
+import { strict as assert } from "node:assert";
+import { createServer, type Server } from "node:http";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import type { Handler } from "@fleetd/netbox-script";
+import { createNetBox } from "@fleetd/shared/netbox/client";
+import { patchDevice } from "@fleetd/shared/netbox/device";
+import { readJournal } from "@fleetd/shared/netbox/journal";
+import { signHookBody } from "@fleetd/shared/netbox/webhook";
+import { changeCount, fleetd, startFleet, type Fleet } from "./fixture.js";
+import { device, handlerRig, requestAction, type HandlerRig } from "./handlerFixture.js";
+
+let f: Fleet;
+let rig: HandlerRig;
+let h: Handler | undefined;
+
+before(async () => {
+  f = await startFleet();
+  const adminCfg = f.configFile(f.nb.authorization.replace(/^Bearer /, ""));
+  assert.equal(fleetd(["netbox", "setup", "--config", adminCfg]).code, 0);
+  rig = handlerRig(f);
+  const apply = fleetd(["inventory", "apply", rig.nodesFile, "--config", f.configFile(f.apply.token)]);
+  assert.equal(apply.code, 0, apply.stderr);
+  // a device fleetd does not know (not in the nodes file)
+  const w1 = await device(f, "worker-1");
+  const r = await fetch(`${f.nb.url}/api/dcim/devices/`, {
+    method: "POST",
+    headers: { authorization: f.nb.authorization, "content-type": "application/json" },
+    body: JSON.stringify({ name: "stray-1", device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "planned" }),
+  });
+  assert.equal(r.status, 201);
+  h = await rig.start();
+}, { timeout: 20 * 60_000 });
+
+after(async () => {
+  await h?.stop();
+  await f?.nb.stop();
+});
+
+async function post(body: string | Buffer, headers: Record<string, string>): Promise<{ status: number; outcome: string }> {
+  try {
+    const r = await fetch(`${h?.url}/netbox/events`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+    const j = (await r.json().catch(() => ({}))) as { outcome?: string };
+    return { status: r.status, outcome: j.outcome ?? "" };
+  } catch (e) {
+    return { status: -1, outcome: (e as Error).message };
+  }
+}
+
+function body(deviceId: number, opts: { ts?: Date; legacy?: boolean; user?: string } = {}): string {
+  const ts = (opts.ts ?? new Date()).toISOString();
+  const common = { event: "updated", timestamp: ts, object_type: "dcim.device", data: { id: deviceId, name: "x", custom_fields: {} }, snapshots: { prechange: null, postchange: null } };
+  return JSON.stringify(
+    opts.legacy
+      ? { ...common, username: opts.user ?? "alice", request_id: "3f1c2b7e-0000-4000-8000-000000000001" }
+      : { ...common, request: { id: `req-${Math.random()}`, user: opts.user ?? "alice", method: "PATCH", path: "/api/dcim/devices/1/" } },
+  );
+}
+
+test("desired_action set via the REST API: NetBox's real webhook is verified and dispatched; the request is cleared", async () => {
+  const w1 = await device(f, "worker-1");
+  const mark = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "worker-1", "provision");
+  const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "provision worker-1");
+  assert.equal(e.job.source, "webhook", "arrived as NetBox's webhook, not by reconcile");
+  assert.equal(e.decision.outcome, "dispatch");
+  assert.ok(e.decision.outcome === "dispatch" && e.decision.intent.action === "provision" && e.decision.intent.requestedBy === "alice");
+  const after = await device(f, "worker-1");
+  assert.equal(after.cf["desired_action"], null);
+  const intents = h?.intents.all().filter((i) => i.deviceId === w1.id) ?? [];
+  assert.deepEqual(intents.map((i) => i.action), ["provision"]);
+  const journal = await readJournal(f.admin, w1.id);
+  assert.ok(journal.some((j) => j.kind === "success" && /provision of worker-1 accepted \(requested by alice\)/.test(j.comments)), JSON.stringify(journal));
+  const ch = await (await fetch(`${f.nb.url}/api/core/object-changes/?changed_object_id=${w1.id}&changed_object_type=dcim.device&ordering=-time&limit=1`, { headers: { authorization: f.nb.authorization } })).json() as { results: { user_name: string; message: string }[] };
+  assert.equal(ch.results[0]?.user_name, "fleetd-handler");
+  assert.match(ch.results[0]?.message ?? "", /provision taken/);
+});
+
+test("the handler's own PATCH does not loop", async () => {
+  const w1 = await device(f, "worker-1");
+  const e1 = await device(f, "edge-1");
+  const mark = rig.decisions.events.length;
+  // A barrier: NetBox's single RQ worker delivers in order, so a delivery caused by the handler's clear of
+  // worker-1 would arrive before this one's.
+  await requestAction(f, f.alice.token, "edge-1", "attest");
+  await rig.decisions.wait(mark, (x) => x.deviceId === e1.id && x.decision.outcome === "dispatch", "attest edge-1");
+  const forW1 = rig.decisions.events.slice(mark).filter((x) => x.deviceId === w1.id);
+  assert.equal(forW1.length, 0, "no job for worker-1 after the handler cleared its desired_action");
+  assert.equal(h?.intents.all().filter((i) => i.deviceId === w1.id).length, 1);
+  // and a body that names the handler as the actor is dropped at the door
+  const r = await post(body(w1.id, { user: "fleetd-handler" }), {});
+  assert.equal(r.status, 401, "unsigned first");
+  const b = body(w1.id, { user: "fleetd-handler" });
+  const own = await post(b, { "x-hook-signature": signHookBody(Buffer.from(b), f.webhookSecret) });
+  assert.deepEqual(own, { status: 200, outcome: "ignored_own_write" });
+});
+
+test("forged signature, stale body and replayed body are refused; both payload generations are accepted", async () => {
+  const e1 = await device(f, "edge-1");
+  const fresh = body(e1.id);
+  const forged = await post(fresh, { "x-hook-signature": signHookBody(Buffer.from(fresh), "not-the-secret-0123456789abcdefghij") });
+  assert.deepEqual(forged, { status: 401, outcome: "webhook_signature_mismatch" });
+  const tampered = await post(fresh.replace(`"id":${e1.id}`, `"id":${e1.id + 1}`), { "x-hook-signature": signHookBody(Buffer.from(fresh), f.webhookSecret) });
+  assert.equal(tampered.outcome, "webhook_signature_mismatch");
+  assert.equal((await post(fresh, {})).outcome, "webhook_signature_missing");
+  assert.equal((await post(fresh, { "x-hook-signature": "abc" })).outcome, "webhook_signature_malformed");
+
+  const stale = body(e1.id, { ts: new Date(Date.now() - 10 * 60_000) });
+  assert.deepEqual(await post(stale, { "x-hook-signature": signHookBody(Buffer.from(stale), f.webhookSecret) }), { status: 409, outcome: "webhook_body_stale" });
+
+  const sig = signHookBody(Buffer.from(fresh), f.webhookSecret);
+  assert.deepEqual(await post(fresh, { "x-hook-signature": sig }), { status: 202, outcome: "accepted" });
+  assert.deepEqual(await post(fresh, { "x-hook-signature": sig }), { status: 200, outcome: "duplicate" });
+
+  const legacy = body(e1.id, { legacy: true });
+  assert.deepEqual(await post(legacy, { "x-hook-signature": signHookBody(Buffer.from(legacy), f.webhookSecret) }), { status: 202, outcome: "accepted" });
+});
+
+test("bad bodies: wrong shape, not JSON, 10 MB — a clear error each, nothing changed in NetBox", async () => {
+  const before = await changeCount(f);
+  const signed = (b: string | Buffer): Record<string, string> => ({ "x-hook-signature": signHookBody(typeof b === "string" ? Buffer.from(b) : b, f.webhookSecret) });
+  const shapes: [string, string][] = [
+    [JSON.stringify({ event: "updated", timestamp: new Date().toISOString(), object_type: "dcim.device", data: { id: "7" } }), "webhook_body_shape"],
+    [JSON.stringify({ event: "exploded", timestamp: new Date().toISOString(), object_type: "dcim.device", data: { id: 7 } }), "webhook_body_shape"],
+    [JSON.stringify({ event: "updated", timestamp: "yesterday", object_type: "dcim.device", data: { id: 7 } }), "webhook_body_shape"],
+    [JSON.stringify([1, 2, 3]), "webhook_body_shape"],
+    ["{not json", "webhook_body_not_json"],
+  ];
+  for (const [b, want] of shapes) assert.deepEqual(await post(b, signed(b)), { status: 400, outcome: want }, b);
+  const huge = Buffer.alloc(10 * 1024 * 1024, 0x20);
+  const r = await post(huge, { "x-hook-signature": "0".repeat(128) });
+  assert.ok(r.status === 413 || r.status === -1, `10 MB body: ${JSON.stringify(r)}`);
+  if (r.status === 413) assert.equal(r.outcome, "webhook_body_too_large");
+  const other = JSON.stringify({ event: "updated", timestamp: new Date().toISOString(), object_type: "ipam.ipaddress", data: { id: 1 } });
+  assert.deepEqual(await post(other, signed(other)), { status: 202, outcome: "ignored_object_type" });
+  assert.equal(await changeCount(f), before);
+  const health = await fetch(`${h?.url}/healthz`);
+  assert.equal(health.status, 200);
+});
+
+test("a wipe requested by a user outside the configured group is refused with a journal entry", async () => {
+  const w1 = await device(f, "worker-1");
+  const mark = rig.decisions.events.length;
+  await requestAction(f, f.mallory.token, "worker-1", "wipe");
+  const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe by mallory");
+  assert.equal(e.decision.outcome, "refuse");
+  assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_authorized");
+  assert.equal((await device(f, "worker-1")).cf["desired_action"], null, "the refused request is cleared");
+  assert.ok(!(h?.intents.all().some((i) => i.deviceId === w1.id && i.action === "wipe")));
+  const journal = await readJournal(f.admin, w1.id);
+  assert.ok(journal.some((j) => j.kind === "danger" && /refused wipe: wipe of worker-1 was requested by mallory, who is not in the group fleetd-operators \[not_authorized\]/.test(j.comments)), JSON.stringify(journal));
+
+  const mark2 = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "worker-1", "wipe");
+  const ok = await rig.decisions.wait(mark2, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe by alice");
+  assert.ok(ok.decision.outcome === "dispatch" && ok.decision.intent.action === "wipe");
+});
+
+test("an EK binding edited by hand in NetBox is refused by the handler", async () => {
+  const e1 = await device(f, "edge-1");
+  await patchDevice(f.admin, e1.id, { custom_fields: { ek_bindings: [{ alg: "ecc", sha256: "e".repeat(64), chain: false }] } }, null, "hand edit");
+  const mark = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "edge-1", "attest");
+  const e = await rig.decisions.wait(mark, (x) => x.deviceId === e1.id && x.decision.outcome !== "ignore", "attest edge-1 with forged binding");
+  assert.ok(e.decision.outcome === "refuse" && e.decision.code === "ek_binding_unattributed", JSON.stringify(e.decision));
+  const journal = await readJournal(f.admin, e1.id);
+  assert.ok(journal.some((j) => j.kind === "danger" && /EK bindings were last changed by admin/.test(j.comments)));
+  // the apply account restores the file's bindings; the same request is then accepted
+  assert.equal(fleetd(["inventory", "apply", rig.nodesFile, "--config", f.configFile(f.apply.token)]).code, 0);
+  const mark2 = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "edge-1", "attest");
+  const ok = await rig.decisions.wait(mark2, (x) => x.deviceId === e1.id && x.decision.outcome !== "ignore", "attest edge-1 restored");
+  assert.equal(ok.decision.outcome, "dispatch");
+});
+
+test("eligibility: control planes need the feature flag, a TPM 1.2 provision wipes and stays in HookOS, unknown nodes are refused", async () => {
+  const cp = await device(f, "cp-1");
+  const legacy = await device(f, "legacy-1");
+  const stray = await device(f, "stray-1");
+  let mark = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "cp-1", "provision");
+  const c = await rig.decisions.wait(mark, (x) => x.deviceId === cp.id && x.decision.outcome !== "ignore", "provision cp-1");
+  assert.ok(c.decision.outcome === "refuse" && c.decision.code === "control_planes_disabled");
+
+  mark = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "legacy-1", "provision");
+  const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "provision legacy-1");
+  assert.ok(l.decision.outcome === "dispatch");
+  assert.deepEqual(l.decision.outcome === "dispatch" && [l.decision.intent.action, l.decision.intent.leaveInHookOS], ["wipe", true]);
+  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => j.kind === "warning" && /TPM 1\.2/.test(j.comments)));
+
+  mark = rig.decisions.events.length;
+  await requestAction(f, f.alice.token, "stray-1", "provision");
+  const s = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "provision stray-1");
+  assert.ok(s.decision.outcome === "refuse" && s.decision.code === "not_in_inventory");
+});
+
+test("status → decommissioning: dispatched for a group member, refused for anyone else", async () => {
+  const legacy = await device(f, "legacy-1");
+  const stray = await device(f, "stray-1");
+  let mark = rig.decisions.events.length;
+  await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
+  const ok = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
+  assert.ok(ok.decision.outcome === "dispatch" && ok.decision.intent.action === "decommission");
+  mark = rig.decisions.events.length;
+  await patchDevice(f.client(f.mallory.token), stray.id, { status: "decommissioning" }, null, "retire");
+  const no = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "decommission stray-1");
+  assert.ok(no.decision.outcome === "refuse" && no.decision.code === "not_authorized");
+  assert.ok((await readJournal(f.admin, stray.id)).some((j) => /refused decommissioning: .*mallory/.test(j.comments)));
+});
+
+test("a crash after the 2xx loses nothing: the accepted job is in the durable queue and runs after restart", async () => {
+  await h?.stop();
+  h = await rig.start({ startWorker: false });
+  const w1 = await device(f, "worker-1");
+  const accepted = h.metrics.webhooks;
+  const before = (await accepted.get()).values.find((v) => v.labels["outcome"] === "accepted")?.value ?? 0;
+  await requestAction(f, f.alice.token, "worker-1", "attest");
+  for (let i = 0; i < 300; i++) {
+    const now = (await accepted.get()).values.find((v) => v.labels["outcome"] === "accepted")?.value ?? 0;
+    if (now > before) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const pendingDir = join(rig.stateDir, "queue/pending");
+  assert.equal(readdirSync(pendingDir).filter((x) => x.startsWith("wh_")).length, 1, "one accepted job on disk");
+  await h.stop(); // "crash": the job was answered 202 but never run
+  const mark = rig.decisions.events.length;
+  h = await rig.start();
+  const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "attest worker-1 after restart");
+  assert.equal(e.job.source, "webhook");
+  assert.ok(e.decision.outcome === "dispatch" && e.decision.intent.action === "attest");
+  assert.equal(readdirSync(pendingDir).filter((x) => x.startsWith("wh_")).length, 0, "the webhook job is done");
+});
+
+test("with the handler stopped, a desired_action set meanwhile is picked up by the reconcile after restart", async () => {
+  await h?.stop();
+  h = undefined;
+  // Stand in for the stopped handler on its port so we know NetBox's one delivery attempt happened (and failed).
+  let deliveries = 0;
+  const down: Server = createServer((req, res) => {
+    deliveries++;
+    req.resume();
+    res.writeHead(503).end();
+  });
+  await new Promise<void>((r) => down.listen(f.handlerPort, "127.0.0.1", () => r()));
+  const e1 = await device(f, "edge-1");
+  await requestAction(f, f.alice.token, "edge-1", "attest");
+  for (let i = 0; i < 600 && deliveries === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  await new Promise<void>((r) => down.close(() => r()));
+  assert.equal(deliveries, 1, "NetBox tried once and gave up (no retries by default)");
+  const mark = rig.decisions.events.length;
+  h = await rig.start();
+  const e = await rig.decisions.wait(mark, (x) => x.deviceId === e1.id && x.decision.outcome !== "ignore", "attest edge-1 via reconcile");
+  assert.equal(e.job.source, "reconcile");
+  assert.ok(e.decision.outcome === "dispatch" && e.decision.intent.action === "attest");
+  assert.equal((await device(f, "edge-1")).cf["desired_action"], null);
+  assert.ok(existsSync(join(rig.stateDir, "intents.jsonl")));
+  // Nothing left: a second reconcile queues nothing.
+  assert.deepEqual(await h.reconcile(), []);
+  void createNetBox;
+});
