@@ -1,7 +1,8 @@
 /** `fleetd inventory apply FILE [--dry-run] [--config FILE]`: put a nodes file into NetBox, idempotently. */
 import { readFileSync } from "node:fs";
 import { inventoryApply } from "../inventory/apply.js";
-import { parseNodesFile } from "../inventory/nodesFile.js";
+import { NodesFileError, parseNodesFile } from "../inventory/nodesFile.js";
+import { loadProfile, ProfileError } from "../policy/load.js";
 import { createNetBox } from "../netbox/client.js";
 import { loadSiteConfig } from "../netbox/config.js";
 import { renderPlan } from "../netbox/sync.js";
@@ -15,7 +16,24 @@ export function readNodesFile(path: string | undefined): ReturnType<typeof parse
   } catch (e) {
     throw new CliUsageError(`cannot read nodes file ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
-  return parseNodesFile(text, path);
+  const file = parseNodesFile(text, path);
+  // A class names a policy profile: refuse a file whose classes no profile answers to.
+  const unknown = Object.entries(file.nodes).filter(([, n]) => {
+    try {
+      loadProfile(n.class);
+      return false;
+    } catch (e) {
+      if (e instanceof ProfileError) return true;
+      throw e;
+    }
+  });
+  if (unknown.length > 0) {
+    throw new NodesFileError(
+      path,
+      unknown.map(([name, n]) => ({ path: `nodes.${name}.class`, line: undefined, message: `no policy profile named ${n.class} (see policy/)` })),
+    );
+  }
+  return file;
 }
 
 export const command: CliCommand = {

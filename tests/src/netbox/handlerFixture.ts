@@ -14,7 +14,7 @@ export function handlerNodesText(): string {
   legacy-1:
     serial: LEGACY-0001
     model: nuc13
-    class: nuc13-amt
+    class: ubuntu
     role: worker
     switch: { device: tor-a1, port: ethernet1/1/4 }
     address: { cidr: 10.20.0.41/24, gateway: 10.20.0.1 }
