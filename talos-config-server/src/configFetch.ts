@@ -44,7 +44,8 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     if (!deps.limiter.allowed(address, now)) return refuse(429, "rate-limited", "too many wrong codes from this address; try later", false);
     if (!UUID.test(uuid) || !CODE.test(code)) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters", true);
 
-    const codeHash = createHash("sha256").update(code).digest("hex");
+    // The code in the URL is the lowercase hex of the 32 bytes c the TPM unwrapped; the store holds SHA-256(c).
+    const codeHash = createHash("sha256").update(Buffer.from(code, "hex")).digest("hex");
     const claimer = randomUUID();
     const record = await deps.store.claimInstallCode(codeHash, claimer, now, deps.staleClaimMs);
     if (!record) return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)", true);

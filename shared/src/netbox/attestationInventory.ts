@@ -1,0 +1,145 @@
+/**
+ * The attestation server's view of NetBox: nodes found by EK binding, a fresh read for the gates before
+ * anything is signed (status, desired_action, EK set and who wrote it, the cable's switch port), what TPM
+ * evidence proved written back (verdict, time, attested serial and port, proven MAC, LDevID serial/expiry), and
+ * every decision as a journal entry naming the checks and the evidence.
+ */
+import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord } from "../protocol/server/deps.js";
+import { checkEkAttribution } from "./changelog.js";
+import { listAll, must, type NetBox } from "./client.js";
+import { desiredActionOf, listDevices, patchDevice, type DeviceRecord } from "./device.js";
+import { writeJournal } from "./journal.js";
+
+export interface NetBoxInventoryOptions {
+  /** The inventory apply account: EK bindings count only when the change log shows it wrote them. */
+  applyAccount: string;
+  /** NetBox device-role slugs of the nodes file's roles. */
+  roleSlugs: { worker: string; "control-plane": string };
+}
+
+interface EkEntry {
+  alg?: unknown;
+  sha256?: unknown;
+  chain?: unknown;
+}
+
+interface InterfaceRow {
+  id: number;
+  name: string;
+  mgmt_only?: boolean;
+  link_peers?: { name?: string; device?: { name?: string | null } }[] | null;
+  primary_mac_address?: { id: number; mac_address?: string } | null;
+}
+
+const roleName = (d: DeviceRecord, o: NetBoxInventoryOptions): NodeRecord["role"] =>
+  d.role.slug === o.roleSlugs["control-plane"] ? "control-plane" : "worker";
+
+function bindingsOf(d: DeviceRecord): NodeRecord["ekBindings"] {
+  const v = d.cf["ek_bindings"];
+  if (!Array.isArray(v)) return [];
+  return (v as EkEntry[])
+    .filter((e) => typeof e.sha256 === "string" && /^[0-9a-f]{64}$/.test(e.sha256))
+    .map((e) => ({ binding: e.sha256 as string, alg: e.alg === "ecc" ? ("ecc" as const) : ("rsa" as const), chain: e.chain !== false }));
+}
+
+export class NetBoxInventory implements Inventory, Journal {
+  private readonly ids = new Map<string, number>();
+
+  constructor(
+    private readonly nb: NetBox,
+    private readonly o: NetBoxInventoryOptions,
+  ) {}
+
+  async findByEkBinding(binding: string): Promise<NodeRecord | undefined> {
+    const devices = await listDevices(this.nb, {});
+    const matches = devices.filter((d) => bindingsOf(d).some((b) => b.binding === binding));
+    if (matches.length !== 1) return undefined; // none, or (bindings must be unique) ambiguous: refuse either way
+    return this.toRecord(matches[0] as DeviceRecord);
+  }
+
+  async reread(name: string): Promise<NodeRecord | undefined> {
+    const [d] = await listDevices(this.nb, { name });
+    return d ? this.toRecord(d) : undefined;
+  }
+
+  private async interfaces(deviceId: number): Promise<InterfaceRow[]> {
+    return (await listAll(this.nb.api.GET("/api/dcim/interfaces/", { params: { query: { device_id: [deviceId], limit: 1000 } } }), "list interfaces", this.nb)) as unknown as InterfaceRow[];
+  }
+
+  private async toRecord(d: DeviceRecord): Promise<NodeRecord> {
+    if (d.name) this.ids.set(d.name, d.id);
+    const cabled = (await this.interfaces(d.id)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
+    const peer = cabled?.link_peers?.[0];
+    const attribution = await checkEkAttribution(this.nb, d.id, d.cf["ek_bindings"] ?? null, this.o.applyAccount);
+    const tpm = d.cf["tpm_version"];
+    const address = (d.primary_ip4 as { address?: string } | null | undefined)?.address;
+    return {
+      name: d.name ?? String(d.id),
+      serial: d.serial,
+      class: typeof d.cf["node_class"] === "string" ? (d.cf["node_class"] as string) : "",
+      role: roleName(d, this.o),
+      tpm: tpm === "1.2" || tpm === "none" ? tpm : "2.0",
+      ekBindings: bindingsOf(d),
+      status: d.status,
+      desiredAction: desiredActionOf(d),
+      ...(peer?.device?.name && peer.name ? { switchPort: { device: peer.device.name, port: peer.name } } : {}),
+      ekBindingsAttributed: attribution.ok,
+      ...(address ? { address } : {}),
+      ...(typeof d.cf["network_gateway"] === "string" ? { gateway: d.cf["network_gateway"] as string } : {}),
+      ...(typeof d.cf["install_disk"] === "string" ? { installDisk: d.cf["install_disk"] as string } : {}),
+    };
+  }
+
+  private async idOf(name: string): Promise<number | undefined> {
+    const known = this.ids.get(name);
+    if (known !== undefined) return known;
+    const [d] = await listDevices(this.nb, { name });
+    if (d) this.ids.set(name, d.id);
+    return d?.id;
+  }
+
+  async recordAttestation(name: string, f: AttestationFacts): Promise<void> {
+    const id = await this.idOf(name);
+    if (id === undefined) return;
+    const cf: Record<string, unknown> = { attestation_verdict: f.verdict, attested_at: f.at.toISOString() };
+    if (f.serial) cf["attested_serial"] = f.serial;
+    if (f.ldevid) {
+      cf["ldevid_serial"] = f.ldevid.serial;
+      cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
+    }
+    await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);
+    if (f.verdict === "pass" && f.macs && f.macs.length > 0) await this.recordMac(id, f.macs[0] as string);
+  }
+
+  /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */
+  private async recordMac(deviceId: number, mac: string): Promise<void> {
+    const iface = (await this.interfaces(deviceId)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
+    if (!iface) return;
+    const current = iface.primary_mac_address?.mac_address?.toLowerCase();
+    if (current === mac.toLowerCase()) return;
+    const { data } = await must(
+      this.nb.api.POST("/api/dcim/mac-addresses/", {
+        body: { mac_address: mac, assigned_object_type: "dcim.interface", assigned_object_id: iface.id } as never,
+      }),
+      "record proven MAC",
+    );
+    const macId = (data as { id: number }).id;
+    await must(this.nb.api.PATCH("/api/dcim/interfaces/{id}/", { params: { path: { id: iface.id } }, body: { primary_mac_address: macId } as never }), "set primary MAC");
+  }
+
+  async record(node: string | undefined, entry: JournalEntry): Promise<void> {
+    if (!node) return; // unknown machines are listed by `fleetd pending`, not journalled on any device
+    const id = await this.idOf(node);
+    if (id === undefined) return;
+    const reasons = (entry.reasons ?? []).map((r) => `- \`${r.check}\`${r.pcr !== undefined ? ` (PCR ${r.pcr}${r.event !== undefined ? `, event ${r.event}` : ""})` : ""}: ${r.detail}`);
+    await writeJournal(this.nb, id, entry.kind, [`**fleetd** ${entry.summary}`, ...reasons].join("\n"));
+  }
+
+  /** After the complete one-time config response: the device is active. */
+  async markActive(name: string): Promise<void> {
+    const id = await this.idOf(name);
+    if (id === undefined) return;
+    await patchDevice(this.nb, id, { status: "active" }, null, "fleetd: Talos fetched its config");
+    await writeJournal(this.nb, id, "success", "**fleetd** Talos fetched its one-time config (deleted after the complete response); device is active");
+  }
+}

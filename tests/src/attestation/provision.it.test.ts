@@ -1,0 +1,177 @@
+/**
+ * Attestation and admission end to end, everything real on loopback: NetBox 4.7 (setup + nodes file applied),
+ * swtpm manufactured with EK certificates and carrying a HookOS boot, SoftHSM2 holding the CA key, the
+ * attestation server (express + SQLite), fleetd's TPM client as the machine, Talos's own ADV reader for META.
+ * A planned node runs intake, then provision; its LDevID/LAK chain to the bundle and meet SPIRE's rules; the
+ * install code is unwrapped by the TPM and written to META; the config is fetched once; the device is active;
+ * the journal tells the story. Then the refusals: each leaves nothing signed and names its check.
+ */
+import { strict as assert } from "node:assert";
+import { X509Certificate, randomBytes } from "node:crypto";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, test } from "node:test";
+import { checkKeyAttributes, LDEVID_POLICY, AK_POLICY } from "@fleetd/shared/attest/checkKeyAttributes";
+import { Checks } from "@fleetd/shared/attest/verdict";
+import { listDevices } from "@fleetd/shared/netbox/device";
+import { readJournal } from "@fleetd/shared/netbox/journal";
+import { patchDevice } from "@fleetd/shared/netbox/device";
+import { attest, AttestationRefused, type AttestResult } from "@fleetd/shared/protocol/client/attest";
+import { buildGptImage } from "@fleetd/shared/talos/meta/testkit";
+import { decodeExact } from "@fleetd/shared/codec/codec";
+import { TPMT_PUBLIC } from "@fleetd/shared/tpm/structures";
+import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
+import { startSwtpm } from "../harness/swtpm.js";
+import { advread } from "../talos/goTools.js";
+import { NODE, startWorld, type World } from "./world.js";
+
+const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
+const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+
+let w: World;
+before(async () => {
+  w = await startWorld({ talosVersion: TALOS_VERSION });
+}, { timeout: 20 * 60_000 });
+after(async () => {
+  await w?.stop();
+});
+
+async function device() {
+  const [d] = await listDevices(w.fleet.client(w.fleet.nb.authorization.replace(/^Bearer /, "")), { name: NODE });
+  assert.ok(d, "device exists");
+  return d;
+}
+async function journal(): Promise<string[]> {
+  const d = await device();
+  return (await readJournal(w.fleet.client(w.fleet.nb.authorization.replace(/^Bearer /, "")), d.id)).map((j) => j.comments);
+}
+async function run(mode: "intake" | "provision" | "attest", over = {}): Promise<AttestResult> {
+  const tpm = w.client();
+  try {
+    return await attest({ tpm, server: w.transport, claims: w.claims({ mode, ...over }), eventLog: w.eventLog });
+  } finally {
+    await tpm.close();
+  }
+}
+async function refused(p: Promise<unknown>): Promise<AttestationRefused> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof AttestationRefused) return e;
+    throw e;
+  }
+  assert.fail("accepted, but it must be refused");
+}
+const issuedCount = async () => (await w.store.listIssued(NODE)).length;
+
+let provisioned: AttestResult;
+
+test("intake: a planned node proves both EKs and its HookOS boot, and gets an LDevID and LAK", async () => {
+  assert.equal((await device()).status, "planned");
+  const r = await run("intake");
+  assert.equal(r.mode, "intake");
+  const d = await device();
+  assert.equal(d.cf["attestation_verdict"], "pass");
+  assert.equal(d.cf["attested_serial"], w.claims().serial);
+  assert.match(String(d.cf["ldevid_serial"]), /^[0-9a-f]+$/);
+});
+
+test("provision: LDevID + LAK chain to the bundle and meet SPIRE tpm_devid's rules; the code unwraps in the TPM", async () => {
+  provisioned = await run("provision");
+  assert.match(provisioned.installCode ?? "", /^[0-9a-f]{64}$/);
+  const bundle = provisioned.caBundle;
+  const ca = new X509Certificate(bundle);
+  for (const [kind, cert] of [["ldevid", provisioned.ldevid.certificate], ["lak", provisioned.lak.certificate]] as const) {
+    const x = new X509Certificate(Buffer.from(cert));
+    assert.ok(x.checkIssued(ca) && x.verify(ca.publicKey), `${kind} chains to the bundle`);
+    assert.match(x.subject, new RegExp(`CN=${NODE}\\.g2${kind === "lak" ? "\\.lak" : ""}`), `${kind} subject (generation 2: intake was 1)`);
+    const days = (Date.parse(x.validTo) - Date.parse(x.validFrom)) / 86400_000;
+    assert.ok(days <= 30.01, `${kind} lives ≤ 30 days (${days})`);
+  }
+  // The LDevID key, attribute by attribute (SPIRE tpm_devid), and the certificate holds exactly that key.
+  const ldevid = decodeExact(TPMT_PUBLIC, provisioned.ldevid.blobs.publicBytes);
+  const c = new Checks();
+  assert.ok(checkKeyAttributes(c, "ldevid", ldevid, LDEVID_POLICY), JSON.stringify(c.reasons));
+  const lak = decodeExact(TPMT_PUBLIC, provisioned.lak.blobs.publicBytes);
+  assert.ok(checkKeyAttributes(new Checks(), "lak", lak, AK_POLICY));
+  // Blobs are stored without the TPM2B size prefix, as SPIRE reads them.
+  assert.notEqual((provisioned.ldevid.blobs.publicBytes[0]! << 8) | provisioned.ldevid.blobs.publicBytes[1]!, provisioned.ldevid.blobs.publicBytes.length - 2);
+});
+
+test("write-meta puts the code into META key 0x0b; Talos's own reader sees it and the existing 0x11 key", () => {
+  const img = join(w.dir, "disk.img");
+  writeFileSync(img, buildGptImage({}).bytes);
+  const code = provisioned.installCode ?? "";
+  const wm = spawnSync(process.execPath, [join(repo, "tink-action/dist/cli.js"), "write-meta", "--disk", img, "--code", code], { encoding: "utf8" });
+  assert.equal(wm.status, 0, wm.stderr);
+  assert.ok(!wm.stdout.includes(code) && !wm.stderr.includes(code), "the code is never printed");
+  const t = advread(img);
+  assert.equal(t.tags["0x0b"]?.text, code);
+  assert.ok(t.copies.every((x) => x.valid), "both ADV copies valid");
+});
+
+test("the config is fetched once: a wrong code fails, the right one succeeds, the second fetch fails; the device becomes active", async () => {
+  const uuid = w.claims().uuid;
+  const wrong = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${"0".repeat(64)}`);
+  assert.equal(wrong.status, 404);
+  const literal = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=$%7Bcode%7D`);
+  assert.equal(literal.status, 400);
+  const ok = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${provisioned.installCode}`);
+  assert.equal(ok.status, 200);
+  const yaml = await ok.text();
+  assert.match(yaml, new RegExp(`hostname: ${NODE}`));
+  assert.match(yaml, /\/var\/lib\/fleetd\/seed\/ldevid-chain\.pem\.b64/);
+  const again = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${provisioned.installCode}`);
+  assert.equal(again.status, 404, "a second fetch fails");
+  for (let i = 0; i < 50 && (await device()).status !== "active"; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal((await device()).status, "active");
+  const j = (await journal()).join("\n");
+  for (const step of ["intake: TPM evidence passed", "intake confirmed", "provision: TPM evidence passed", "provision confirmed", "fetched its one-time config"]) {
+    assert.ok(j.includes(step), `journal tells: ${step}`);
+  }
+});
+
+test("refused: another machine's TPM (unknown EKs) waits as pending; nothing signed", async () => {
+  const before = await issuedCount();
+  const other = await startSwtpm({ pcrBanks: ["sha1", "sha256"] });
+  try {
+    const tpm = new TpmClient(new TcpTransport(other.host, other.port));
+    try {
+      const r = await refused(attest({ tpm, server: w.transport, claims: w.claims({ serial: "STRANGER-1" }), eventLog: w.eventLog }));
+      assert.equal(r.status, 403);
+      assert.equal(r.refusal.error, "pending");
+      assert.ok(r.pending);
+    } finally {
+      await tpm.close();
+    }
+  } finally {
+    await other.stop();
+  }
+  const pending = await w.store.listPendingEks();
+  assert.ok(pending.some((p) => p.serial === "STRANGER-1"), "listed as pending with its claimed serial");
+  assert.equal(await issuedCount(), before);
+});
+
+test("refused: claims changed (another serial) and a device moved to decommissioning; journalled, nothing signed", async () => {
+  const before = await issuedCount();
+  const r1 = await refused(run("attest", { serial: "SOMETHING-ELSE" }));
+  assert.ok(r1.refusal.reasons.some((x) => x.check === "claims.serial"), JSON.stringify(r1.refusal));
+  const admin = w.fleet.client(w.fleet.nb.authorization.replace(/^Bearer /, ""));
+  await patchDevice(admin, (await device()).id, { status: "decommissioning" }, null, "test");
+  const r2 = await refused(run("attest"));
+  assert.ok(r2.refusal.reasons.some((x) => x.check === "gate.status"), JSON.stringify(r2.refusal));
+  await patchDevice(admin, (await device()).id, { status: "active" }, null, "test");
+  assert.equal(await issuedCount(), before);
+  const j = (await journal()).join("\n");
+  assert.match(j, /claims\.serial/);
+  assert.match(j, /gate\.status/);
+});
+
+test("attest mode on the active node passes again with a fresh AK (generation 3)", async () => {
+  const r = await run("attest");
+  assert.equal(r.mode, "attest");
+  assert.match(new X509Certificate(Buffer.from(r.ldevid.certificate)).subject, /\.g3$/);
+  void randomBytes;
+});
