@@ -1,8 +1,9 @@
 /**
- * The lab — fleetd's main job. It grows with the lifecycle; today it runs the most complete real flow there
- * is: a software TPM manufactured with EK certificates, fleetd's MakeCredential answered by the TPM's
- * ActivateCredential, a quote bound to a protocol session verified by fleetd, a TPM-resident signing key
- * certified by the AK and checked against the LDevID rules, and one tampered input of each kind refused.
+ * The lab — fleetd's main job. It grows with the lifecycle. Part 1: a software TPM manufactured with EK
+ * certificates, fleetd's MakeCredential answered by the TPM's ActivateCredential, a quote bound to a protocol
+ * session verified by fleetd, a TPM-resident signing key certified by the AK and checked against the LDevID
+ * rules, and one tampered input of each kind refused. Part 2 (skipped with --tpm-only): a planned NetBox node
+ * attested, provisioned and made active (see lifecycle.ts).
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -147,6 +148,11 @@ try {
 } finally {
   await tpm?.stop();
 }
+if (!process.argv.includes("--tpm-only")) {
+  process.stdout.write("\nPart 2: from a NetBox record to an active, attested Talos node\n");
+  await lifecycle(report);
+}
 process.exitCode = report.finish() ? 0 : 1;
 
 import { Report } from "./report.js";
+import { lifecycle } from "./lifecycle.js";

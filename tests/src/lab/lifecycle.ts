@@ -1,0 +1,107 @@
+/**
+ * The lab's lifecycle part: a planned NetBox node becomes an attested, provisioned, active Talos node — with the
+ * real NetBox, a software TPM, a SoftHSM2 CA, the attestation server and Talos's own META reader.
+ */
+import { spawnSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { listDevices } from "@fleetd/shared/netbox/device";
+import { readJournal } from "@fleetd/shared/netbox/journal";
+import { attest, AttestationRefused } from "@fleetd/shared/protocol/client/attest";
+import { buildGptImage } from "@fleetd/shared/talos/meta/testkit";
+import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
+import { NODE, startWorld, type World } from "../attestation/world.js";
+import { startSwtpm } from "../harness/swtpm.js";
+import { advread } from "../talos/goTools.js";
+import type { Report } from "./report.js";
+
+const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
+
+export async function lifecycle(report: Report): Promise<void> {
+  const talosVersion = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+  let w: World | undefined;
+  try {
+    await report.step("start the lab: NetBox 4.7 (fleetd setup, nodes file applied), swtpm with a HookOS boot, SoftHSM2 CA, attestation server", async () => {
+      w = await startWorld({ talosVersion });
+      return `NetBox ${w.fleet.nb.url}; attestation API ${w.baseUrl}; ${NODE} approves EKs rsa ${w.bindings.rsa.slice(0, 16)}… ecc ${w.bindings.ecc.slice(0, 16)}…`;
+    });
+    if (!w) return;
+    const world = w;
+    const admin = world.fleet.client(world.fleet.nb.authorization.replace(/^Bearer /, ""));
+    const dev = async () => (await listDevices(admin, { name: NODE }))[0];
+    const run = async (mode: "intake" | "provision", over = {}) => {
+      const tpm = world.client();
+      try {
+        return await attest({ tpm, server: world.transport, claims: world.claims({ mode, ...over }), eventLog: world.eventLog });
+      } finally {
+        await tpm.close();
+      }
+    };
+    await report.step(`intake: ${NODE} (planned) proves both EKs by activation and its HookOS boot by quote + event log`, async () => {
+      const r = await run("intake");
+      const x = new X509Certificate(Buffer.from(r.ldevid.certificate));
+      const d = await dev();
+      return `verdict ${String(d?.cf["attestation_verdict"])}; LDevID ${x.subject} valid to ${x.validTo}, signed by the PKCS#11 CA`;
+    });
+    let code = "";
+    await report.step("provision: every gate passed, LDevID/LAK re-issued, install code wrapped to the TPM and unwrapped there", async () => {
+      const r = await run("provision");
+      code = r.installCode ?? "";
+      if (!/^[0-9a-f]{64}$/.test(code)) throw new Error("no install code");
+      return `install code received (never printed); LDevID generation 2`;
+    });
+    await report.step("write-meta: the code into Talos META key 0x0b of a disk image; Talos's own ADV reader agrees", async () => {
+      const img = join(world.dir, "lab-disk.img");
+      writeFileSync(img, buildGptImage({}).bytes);
+      const codeFile = join(world.dir, "install-code");
+      writeFileSync(codeFile, code, { mode: 0o600 });
+      const r = spawnSync(process.execPath, [join(repo, "tink-action/dist/cli.js"), "write-meta", "--disk", img, "--code-file", codeFile], { encoding: "utf8" });
+      if (r.status !== 0) throw new Error(r.stderr);
+      const t = advread(img);
+      if (t.tags["0x0b"]?.text !== code) throw new Error("Talos reads another value");
+      return "Talos sees key 0x0b = the code; both ADV copies valid";
+    });
+    await report.step("Talos fetches /talos/config once; the second fetch fails; NetBox shows the device active", async () => {
+      const uuid = world.claims().uuid;
+      const first = await fetch(`${world.baseUrl}/talos/config?uuid=${uuid}&code=${code}`);
+      const yaml = await first.text();
+      const second = await fetch(`${world.baseUrl}/talos/config?uuid=${uuid}&code=${code}`);
+      for (let i = 0; i < 50 && (await dev())?.status !== "active"; i++) await new Promise((r) => setTimeout(r, 100));
+      if (first.status !== 200 || second.status !== 404) throw new Error(`fetches answered ${first.status}, ${second.status}`);
+      return `config of ${yaml.length} bytes (hostname ${NODE}, static address, seed files); second fetch 404; status ${(await dev())?.status}`;
+    });
+    await report.refusal("another machine's TPM (unknown EKs) waits as pending", /ek\.unknown/, async () => {
+      const other = await startSwtpm({ pcrBanks: ["sha1", "sha256"] });
+      const tpm = new TpmClient(new TcpTransport(other.host, other.port));
+      try {
+        await attest({ tpm, server: world.transport, claims: world.claims({ serial: "STRANGER-1", mode: "intake" }), eventLog: world.eventLog });
+        return [];
+      } catch (e) {
+        if (e instanceof AttestationRefused) return e.refusal.reasons.map((r) => `${r.check}: ${r.detail}`);
+        throw e;
+      } finally {
+        await tpm.close();
+        await other.stop();
+      }
+    });
+    await report.refusal("a machine claiming another serial is refused and journalled", /claims\.serial/, async () => {
+      try {
+        await run("provision", { serial: "NOT-MINE" });
+        return [];
+      } catch (e) {
+        if (e instanceof AttestationRefused) return e.refusal.reasons.map((r) => `${r.check}: ${r.detail}`);
+        throw e;
+      }
+    });
+    await report.step("the NetBox journal tells the story", async () => {
+      const d = await dev();
+      if (!d) throw new Error("device gone");
+      const entries = await readJournal(admin, d.id);
+      return entries.map((e) => e.comments.split("\n")[0]?.replace(/^\*\*fleetd\*\* /, "") ?? "").join("\n");
+    });
+  } finally {
+    await w?.stop();
+  }
+}
