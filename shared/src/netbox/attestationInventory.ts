@@ -31,6 +31,9 @@ interface InterfaceRow {
   primary_mac_address?: { id: number; mac_address?: string } | null;
 }
 
+/** The device fields the attestation server reads (NetBox's full device serializer is slow). */
+const DEVICE_FIELDS = "id,name,serial,status,site,role,device_type,primary_ip4,custom_fields,last_updated";
+
 const roleName = (d: DeviceRecord, o: NetBoxInventoryOptions): NodeRecord["role"] =>
   d.role.slug === o.roleSlugs["control-plane"] ? "control-plane" : "worker";
 
@@ -51,19 +54,21 @@ export class NetBoxInventory implements Inventory, Journal {
   ) {}
 
   async findByEkBinding(binding: string): Promise<NodeRecord | undefined> {
-    const devices = await listDevices(this.nb, {});
+    const devices = await listDevices(this.nb, { fields: DEVICE_FIELDS });
     const matches = devices.filter((d) => bindingsOf(d).some((b) => b.binding === binding));
     if (matches.length !== 1) return undefined; // none, or (bindings must be unique) ambiguous: refuse either way
     return this.toRecord(matches[0] as DeviceRecord);
   }
 
   async reread(name: string): Promise<NodeRecord | undefined> {
-    const [d] = await listDevices(this.nb, { name });
+    const [d] = await listDevices(this.nb, { name, fields: DEVICE_FIELDS });
     return d ? this.toRecord(d) : undefined;
   }
 
   private async interfaces(deviceId: number): Promise<InterfaceRow[]> {
-    return (await listAll(this.nb.api.GET("/api/dcim/interfaces/", { params: { query: { device_id: [deviceId], limit: 1000 } } }), "list interfaces", this.nb)) as unknown as InterfaceRow[];
+    // Only cabled interfaces, only the fields used: NetBox's full interface serializer is slow.
+    const query = { device_id: [deviceId], cabled: true, limit: 100, fields: "id,name,mgmt_only,link_peers,primary_mac_address" };
+    return (await listAll(this.nb.api.GET("/api/dcim/interfaces/", { params: { query: query as never } }), "list interfaces", this.nb)) as unknown as InterfaceRow[];
   }
 
   private async toRecord(d: DeviceRecord): Promise<NodeRecord> {

@@ -3,6 +3,7 @@
  * FLEETD_BENCH_MS sets the time budget per measurement (default 1000 ms).
  */
 import { printRows } from "./measure.js";
+import { benchAttestation } from "./attestation.js";
 import { benchEventlog } from "./eventlog.js";
 import { benchNetbox } from "./netbox.js";
 import { benchTpm } from "./tpm.js";
@@ -11,6 +12,7 @@ const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import
   ["TPM: quotes and credential activation (per core)", benchTpm],
   ["Event log and evidence verification (per core)", benchEventlog],
   ["NetBox webhook to dispatch, real NetBox on loopback", benchNetbox],
+  ["Attestation server (per core)", benchAttestation],
 ];
 
 for (const [title, run] of suites) {

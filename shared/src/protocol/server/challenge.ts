@@ -57,13 +57,14 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
   const ak = parsePublic(req.akPublic, "akPublic");
   const akName = objectName(ak.tpmtBytes);
 
-  // Find the node by binding. Bindings are unique across the inventory, so all matches must agree.
-  const matches = new Map<string, NodeRecord>();
+  // Find the node by binding. Bindings are unique across the inventory, so the first match is the node; other
+  // presented EKs matter only if the node approves them (secrets are wrapped to approved EKs alone).
+  let found: NodeRecord | undefined;
   for (const ek of eks) {
-    const node = await ctx.inventory.findByEkBinding(ek.binding);
-    if (node) matches.set(node.name, node);
+    found = await ctx.inventory.findByEkBinding(ek.binding);
+    if (found) break;
   }
-  if (matches.size === 0) {
+  if (!found) {
     for (const ek of eks) {
       await ctx.store.recordPendingEk({ binding: ek.binding, serial: req.claims.serial, macs: req.claims.macs, sourceAddress }, now.getTime());
     }
@@ -71,10 +72,7 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
       { check: "ek.unknown", detail: `no node approves EK ${eks.map((e) => e.binding).join(", ")}; listed as pending for an operator` },
     ]);
   }
-  if (matches.size > 1) {
-    throw new Refused(403, "refused", [{ check: "ek.ambiguous", detail: `the presented EKs are approved by different nodes: ${[...matches.keys()].join(", ")}` }]);
-  }
-  const node = [...matches.values()][0] as NodeRecord;
+  const node: NodeRecord = found;
   const c = new Checks();
   c.check(node.tpm === "2.0", "node.tpm", `node ${node.name} is recorded with TPM ${node.tpm}; attestation needs TPM 2.0`);
   c.check(node.ekBindingsAttributed, "ek.attribution", `the EK bindings of ${node.name} were changed by someone other than the inventory apply account`);
