@@ -40,6 +40,7 @@ import {
   TPML_PCR_SELECTION,
   TPMS_ATTEST,
   TPMS_CREATION_DATA,
+  TPMS_SCHEME_HASH,
   TPMT_HA,
   TPMT_PUBLIC,
   TPMT_SIGNATURE,
@@ -197,7 +198,7 @@ export const TPMT_TK_AUTH = ticket("TPMT_TK_AUTH");
 /** TPM2B_TIMEOUT (§10.4.10, at most 8 bytes). */
 export const TPM2B_TIMEOUT = sizedBytes("TPM2B_TIMEOUT", 8);
 
-const hashScheme = struct("TPMS_SCHEME_HASH", { hashAlg: TPMI_ALG_HASH });
+const hashScheme = TPMS_SCHEME_HASH;
 /** TPMT_SIG_SCHEME (§11.2.1.5): NULL means "the key's own scheme". */
 export const TPMT_SIG_SCHEME = struct("TPMT_SIG_SCHEME", {
   scheme: oneOf(u16, "TPMI_ALG_SIG_SCHEME", [A.RSASSA, A.RSAPSS, A.ECDSA, A.NULL]),

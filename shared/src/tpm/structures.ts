@@ -88,7 +88,9 @@ export type TPMS_ID_OBJECT = Infer<typeof TPMS_ID_OBJECT>;
 
 // ---- Algorithm parameters and schemes (§11) ----
 
-const hashDetail = struct("TPMS_SCHEME_HASH", { hashAlg: TPMI_ALG_HASH });
+/** TPMS_SCHEME_HASH (§11.1.17): the detail of every hash-parameterised scheme. */
+export const TPMS_SCHEME_HASH = struct("TPMS_SCHEME_HASH", { hashAlg: TPMI_ALG_HASH });
+const hashDetail = TPMS_SCHEME_HASH;
 
 /** TPMT_SYM_DEF_OBJECT (§11.1.7). */
 export const TPMT_SYM_DEF_OBJECT = struct("TPMT_SYM_DEF_OBJECT", {
