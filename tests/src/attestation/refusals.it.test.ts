@@ -37,10 +37,12 @@ const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+
 const INSECURE = "worker-sb-off";
 /** A machine whose TPM another manufacturer made: its EK certificates chain to a CA the server does not trust. */
 const FOREIGN = "worker-foreign";
+/** The same kind of TPM on a node that approves its EKs with `chain: false`: the control for the chain case. */
+const UNCHAINED = "worker-unchained";
 
 let w: World;
 before(async () => {
-  w = await startWorld({ talosVersion: TALOS_VERSION, machines: { [INSECURE]: { boot: { secureBoot: 0 } }, [FOREIGN]: { manufacturer: "foreign" } } });
+  w = await startWorld({ talosVersion: TALOS_VERSION, machines: { [INSECURE]: { boot: { secureBoot: 0 } }, [FOREIGN]: { manufacturer: "foreign" }, [UNCHAINED]: { manufacturer: "foreign", chain: false } } });
 }, { timeout: 20 * 60_000 });
 after(async () => {
   await w?.stop();
@@ -185,6 +187,12 @@ test("a bad EK chain: a TPM whose EK certificates another manufacturer's CA issu
   const b = await baseline(FOREIGN);
   const r = await refusedRun(b, () => run(async (m) => (await honest(m, provision(FOREIGN))).code, FOREIGN));
   await assertRefusal(b, r, { step: "challenge", checks: ["ek.chain.signature"] });
+});
+
+test("control for the chain case: a foreign-made TPM on a node approving its EKs with chain: false passes", async () => {
+  const done = await run(async (m) => honest(m, machine(UNCHAINED).claims({ mode: "intake" })), UNCHAINED);
+  assert.equal(done.accepted.verdict, "pass");
+  assert.equal((await w.store.listIssued(UNCHAINED)).length, 2, "LDevID and LAK issued");
 });
 
 test("a replayed nonce: the same evidence sent again after it was accepted", async () => {
