@@ -3,9 +3,12 @@
  * fresh AK, answer the challenge by credential activation, quote bound to the session and claims, certify a new
  * LDevID and LAK with the AK, send the evidence, confirm with the LDevID, and unwrap the install code.
  *
- * A TPM may hold only three loaded objects (swtpm does), so each step loads what it needs and flushes it.
+ * Each step is an exported function (`attest` composes them in order); tests build misbehaving machines from the
+ * same steps. A TPM may hold only three loaded objects (swtpm does), so each step loads what it needs and
+ * flushes it.
  */
 import { createHash } from "node:crypto";
+import type { z } from "zod";
 import type { PcrSelection } from "../../attest/pcrs.js";
 import { bankName } from "../../attest/pcrs.js";
 import { encode } from "../../codec/codec.js";
@@ -16,19 +19,29 @@ import { TPM_ALG } from "../../tpm/constants.js";
 import { TPM2B_PUBLIC } from "../../tpm/structures.js";
 import { activateCredential } from "../../tpmclient/activate.js";
 import { certify, quote } from "../../tpmclient/attest.js";
-import type { TpmClient } from "../../tpmclient/client.js";
+import type { LoadedObject, TpmClient } from "../../tpmclient/client.js";
 import { createEk, readEkCertificates } from "../../tpmclient/ek.js";
 import { createAk, createLak, createLdevid, createSrk, load, type KeyBlobs } from "../../tpmclient/keys.js";
 import { pcrRead } from "../../tpmclient/pcr.js";
 import { sign } from "../../tpmclient/sign.js";
 import type { KeyAlg } from "../../tpmclient/templates.js";
-import { withTransients } from "../../tpmclient/transients.js";
+import { withTransients, type Transients } from "../../tpmclient/transients.js";
 import { certifyExtraData, claimsHash, confirmMessage, quoteExtraData } from "../bindings.js";
-import type { ChallengeResponse, Claims, ConfirmResponse, EvidenceResponse, Refusal } from "../messages.js";
+import type { ChallengeRequest, ChallengeResponse, Claims, Confirm, ConfirmResponse, Evidence, EvidenceResponse, Refusal } from "../messages.js";
 
 export interface ServerTransport {
   post(path: string, body: unknown): Promise<{ status: number; body: unknown }>;
 }
+
+export const ATTEST_PATHS = { challenge: "/v1/attest/challenge", evidence: "/v1/attest/evidence", confirm: "/v1/attest/confirm" } as const;
+export type AttestStep = keyof typeof ATTEST_PATHS;
+
+/** The messages as sent (binary fields base64): the input side of the server's schemas. */
+export type ChallengeWire = z.input<typeof ChallengeRequest>;
+export type EvidenceWire = z.input<typeof Evidence>;
+export type ConfirmWire = z.input<typeof Confirm>;
+export type PcrWire = EvidenceWire["quote"]["pcrs"][number];
+export type CertifiedKeyWire = EvidenceWire["ldevid"];
 
 export class AttestationRefused extends Error {
   override readonly name = "AttestationRefused";
@@ -64,24 +77,54 @@ export interface AttestResult {
   installCode?: string;
 }
 
-interface PresentedEk {
+/** An EK as the machine presents it: the profile template it was created from, its binding and public area. */
+export interface PresentedEk {
   templateId: EkTemplateId;
   binding: string;
   publicBytes: Uint8Array;
   certificate?: Uint8Array;
 }
 
+/** A key created and certified by the AK in this session: its blobs and the evidence fields. */
+export interface CertifiedKey {
+  blobs: KeyBlobs;
+  wire: CertifiedKeyWire;
+}
+
+/** SHA-256 PCRs 0–15: what `attest` quotes unless told otherwise. */
+export const DEFAULT_QUOTE_SELECTION: PcrSelection[] = [{ hash: TPM_ALG.SHA256, pcrs: Array.from({ length: 16 }, (_, i) => i) }];
+
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 const unb64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
 
-async function call<T>(server: ServerTransport, step: string, path: string, body: unknown): Promise<T> {
-  const res = await server.post(path, body);
+/** TPM2B_PUBLIC (size-prefixed) from TPMT_PUBLIC bytes. */
+export function tpm2b(publicBytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(publicBytes.length + 2);
+  out[0] = publicBytes.length >> 8;
+  out[1] = publicBytes.length & 0xff;
+  out.set(publicBytes, 2);
+  return out;
+}
+
+/** POSTs one protocol step; a non-200 answer is an AttestationRefused carrying the server's reasons. */
+export async function call<T>(server: ServerTransport, step: AttestStep, body: unknown): Promise<T> {
+  const res = await server.post(ATTEST_PATHS[step], body);
   if (res.status !== 200) throw new AttestationRefused(step, res.status, res.body as Refusal);
   return res.body as T;
 }
 
+/** One EK from a profile template (recreated, read, flushed). */
+export async function presentEk(tpm: TpmClient, templateId: EkTemplateId, certificate?: Uint8Array): Promise<PresentedEk> {
+  const ek = await createEk(tpm, templateId);
+  try {
+    return { templateId, binding: ekBindingFromTpmPublic(ek.public), publicBytes: ek.publicBytes, ...(certificate ? { certificate } : {}) };
+  } finally {
+    await tpm.flushContext(ek.handle);
+  }
+}
+
 /** Every EK the TPM can show: one per EK certificate in NV (its template from the index), else the RSA default. */
-async function gatherEks(tpm: TpmClient): Promise<PresentedEk[]> {
+export async function gatherEks(tpm: TpmClient): Promise<PresentedEk[]> {
   const certs = await readEkCertificates(tpm);
   const wanted: { templateId: EkTemplateId; certificate?: Uint8Array }[] = [];
   for (const c of certs) {
@@ -90,97 +133,131 @@ async function gatherEks(tpm: TpmClient): Promise<PresentedEk[]> {
   }
   if (wanted.length === 0) wanted.push({ templateId: "L-1" });
   const out: PresentedEk[] = [];
-  for (const w of wanted) {
-    const ek = await createEk(tpm, w.templateId);
-    try {
-      out.push({ templateId: w.templateId, binding: ekBindingFromTpmPublic(ek.public), publicBytes: ek.publicBytes, ...(w.certificate ? { certificate: w.certificate } : {}) });
-    } finally {
-      await tpm.flushContext(ek.handle);
-    }
-  }
+  for (const w of wanted) out.push(await presentEk(tpm, w.templateId, w.certificate));
   return out;
+}
+
+/** A fresh AK under the SRK, as blobs (reloaded by every later step that needs it). */
+export function createFreshAk(tpm: TpmClient, alg: KeyAlg): Promise<KeyBlobs> {
+  return withTransients(tpm, async (t) => createAk(tpm, t.keep(await createSrk(tpm, alg)), alg));
+}
+
+/** Step 1's body: the claims, every presented EK (TPM2B_PUBLIC + certificate), the AK's TPM2B_PUBLIC. */
+export function challengeBody(claims: Claims, eks: PresentedEk[], ak: KeyBlobs): ChallengeWire {
+  return {
+    claims,
+    eks: eks.map((e) => ({ public: b64(tpm2b(e.publicBytes)), ...(e.certificate ? { certificate: b64(e.certificate) } : {}) })),
+    akPublic: b64(tpm2b(ak.publicBytes)),
+  };
+}
+
+/** Loads blobs under a fresh SRK (flushed right away; the key stays in `t`). */
+export async function loadUnderSrk(tpm: TpmClient, t: Transients, alg: KeyAlg, blobs: KeyBlobs): Promise<LoadedObject> {
+  const srk = t.keep(await createSrk(tpm, alg));
+  const key = t.keep(await load(tpm, srk, blobs));
+  await t.flush(srk.handle);
+  return key;
+}
+
+/** ActivateCredential for each credential of the challenge, with the EK it names (base64 secrets, in order). */
+export async function activateCredentials(tpm: TpmClient, t: Transients, ak: LoadedObject, eks: PresentedEk[], credentials: ChallengeResponse["credentials"]): Promise<string[]> {
+  const secrets: string[] = [];
+  for (const cred of credentials) {
+    const e = eks.find((x) => x.binding === cred.ekBinding);
+    if (!e) throw new Error(`the server asked for EK ${cred.ekBinding}, which this TPM did not present`);
+    const ek = t.keep(await createEk(tpm, e.templateId));
+    secrets.push(b64(await activateCredential(tpm, ak, ek, unb64(cred.idObject), unb64(cred.encryptedSecret))));
+    await t.flush(ek.handle);
+  }
+  return secrets;
+}
+
+/** TPM2_Quote over `selection` with `extraData`, and the values of exactly those PCRs. */
+export async function quoteWithPcrs(tpm: TpmClient, ak: LoadedObject, selection: PcrSelection[], extraData: Uint8Array): Promise<EvidenceWire["quote"]> {
+  const q = await quote(tpm, ak, selection, extraData);
+  return { message: b64(q.attestBytes), signature: b64(q.signatureBytes), pcrs: await readPcrsWire(tpm, selection) };
+}
+
+/** PCR values as the evidence carries them. */
+export async function readPcrsWire(tpm: TpmClient, selection: PcrSelection[]): Promise<PcrWire[]> {
+  const values = (await pcrRead(tpm, selection)).values;
+  const pcrs: PcrWire[] = [];
+  for (const s of selection) {
+    for (const p of s.pcrs) pcrs.push({ bank: bankName(s.hash) as PcrWire["bank"], pcr: p, value: hex(values.get(s.hash)?.get(p) ?? new Uint8Array()) });
+  }
+  return pcrs;
+}
+
+/** Creates a key under the SRK (the LDevID or LAK template unless `create` says otherwise) and certifies it with the AK. */
+export async function certifiedKey(
+  tpm: TpmClient,
+  t: Transients,
+  alg: KeyAlg,
+  ak: LoadedObject,
+  kind: "ldevid" | "lak",
+  extraData: Uint8Array,
+  create: (tpm: TpmClient, srk: LoadedObject, alg: KeyAlg) => Promise<KeyBlobs> = kind === "ldevid" ? createLdevid : createLak,
+): Promise<CertifiedKey> {
+  const parent = t.keep(await createSrk(tpm, alg));
+  const blobs = await create(tpm, parent, alg);
+  const key = t.keep(await load(tpm, parent, blobs));
+  await t.flush(parent.handle);
+  const c = await certify(tpm, key, ak, extraData);
+  await t.flush(key.handle);
+  return { blobs, wire: { public: b64(blobs.publicBytes), private: b64(blobs.private), certifyInfo: b64(c.attestBytes), signature: b64(c.signatureBytes) } };
+}
+
+/** TPM2_Sign of the confirm digest with `key` (the LDevID just issued). Returns the TPMT_SIGNATURE bytes. */
+export function confirmSignature(tpm: TpmClient, alg: KeyAlg, key: KeyBlobs, sessionId: string, ldevidCert: Uint8Array, lakCert: Uint8Array): Promise<Uint8Array> {
+  return withTransients(tpm, async (t) => {
+    const loaded = await loadUnderSrk(tpm, t, alg, key);
+    const digest = new Uint8Array(createHash("sha256").update(confirmMessage(sessionId, ldevidCert, lakCert)).digest());
+    return (await sign(tpm, loaded, digest)).signatureBytes;
+  });
+}
+
+/** The install code: ActivateCredential of the wrapped 32 bytes with the AK and the first approved EK; lowercase hex. */
+export function unwrapInstallCode(tpm: TpmClient, alg: KeyAlg, ak: KeyBlobs, ek: PresentedEk, wrapped: NonNullable<ConfirmResponse["installCode"]>): Promise<string> {
+  return withTransients(tpm, async (t) => {
+    const loadedAk = await loadUnderSrk(tpm, t, alg, ak);
+    const loadedEk = t.keep(await createEk(tpm, ek.templateId));
+    return hex(await activateCredential(tpm, loadedAk, loadedEk, unb64(wrapped.idObject), unb64(wrapped.encryptedSecret)));
+  });
 }
 
 export async function attest(input: AttestInput): Promise<AttestResult> {
   const { tpm, server, claims } = input;
   const alg = input.keyAlg ?? "rsa";
-  const selection = input.pcrs ?? [{ hash: TPM_ALG.SHA256, pcrs: Array.from({ length: 16 }, (_, i) => i) }];
-  const tpm2b = (publicBytes: Uint8Array) => {
-    const out = new Uint8Array(publicBytes.length + 2);
-    out[0] = publicBytes.length >> 8;
-    out[1] = publicBytes.length & 0xff;
-    out.set(publicBytes, 2);
-    return out;
-  };
+  const selection = input.pcrs ?? DEFAULT_QUOTE_SELECTION;
 
   // 1. EKs and a fresh AK.
   const eks = await gatherEks(tpm);
-  const akBlobs = await withTransients(tpm, async (t) => createAk(tpm, t.keep(await createSrk(tpm, alg)), alg));
-  const ch = await call<ChallengeResponse>(server, "challenge", "/v1/attest/challenge", {
-    claims,
-    eks: eks.map((e) => ({ public: b64(tpm2b(e.publicBytes)), ...(e.certificate ? { certificate: b64(e.certificate) } : {}) })),
-    akPublic: b64(tpm2b(akBlobs.publicBytes)),
-  });
+  const akBlobs = await createFreshAk(tpm, alg);
+  const ch = await call<ChallengeResponse>(server, "challenge", challengeBody(claims, eks, akBlobs));
   const nonce = unb64(ch.nonce);
 
   // 2. Evidence: activation per approved EK, the quote, the certified LDevID and LAK.
   const evidence = await withTransients(tpm, async (t) => {
-    const srk = t.keep(await createSrk(tpm, alg));
-    const ak = t.keep(await load(tpm, srk, akBlobs));
-    await t.flush(srk.handle);
-    const secrets: string[] = [];
-    for (const cred of ch.credentials) {
-      const e = eks.find((x) => x.binding === cred.ekBinding);
-      if (!e) throw new Error(`the server asked for EK ${cred.ekBinding}, which this TPM did not present`);
-      const ek = t.keep(await createEk(tpm, e.templateId));
-      secrets.push(b64(await activateCredential(tpm, ak, ek, unb64(cred.idObject), unb64(cred.encryptedSecret))));
-      await t.flush(ek.handle);
-    }
-    const q = await quote(tpm, ak, selection, quoteExtraData(nonce, ch.sessionId, claimsHash(claims)));
-    const values = (await pcrRead(tpm, selection)).values;
-    const pcrs: { bank: string; pcr: number; value: string }[] = [];
-    for (const s of selection) for (const p of s.pcrs) pcrs.push({ bank: bankName(s.hash), pcr: p, value: hex(values.get(s.hash)?.get(p) ?? new Uint8Array()) });
-    const certified = async (kind: "ldevid" | "lak") => {
-      const parent = t.keep(await createSrk(tpm, alg));
-      const blobs = await (kind === "ldevid" ? createLdevid : createLak)(tpm, parent, alg);
-      const key = t.keep(await load(tpm, parent, blobs));
-      await t.flush(parent.handle);
-      const c = await certify(tpm, key, ak, certifyExtraData(kind, nonce, ch.sessionId));
-      await t.flush(key.handle);
-      return { blobs, wire: { public: b64(blobs.publicBytes), private: b64(blobs.private), certifyInfo: b64(c.attestBytes), signature: b64(c.signatureBytes) } };
-    };
-    const ldevid = await certified("ldevid");
-    const lak = await certified("lak");
-    return {
-      ldevid,
-      lak,
-      body: { sessionId: ch.sessionId, secrets, quote: { message: b64(q.attestBytes), signature: b64(q.signatureBytes), pcrs }, eventLog: b64(input.eventLog), ldevid: ldevid.wire, lak: lak.wire },
-    };
+    const ak = await loadUnderSrk(tpm, t, alg, akBlobs);
+    const secrets = await activateCredentials(tpm, t, ak, eks, ch.credentials);
+    const q = await quoteWithPcrs(tpm, ak, selection, quoteExtraData(nonce, ch.sessionId, claimsHash(claims)));
+    const ldevid = await certifiedKey(tpm, t, alg, ak, "ldevid", certifyExtraData("ldevid", nonce, ch.sessionId));
+    const lak = await certifiedKey(tpm, t, alg, ak, "lak", certifyExtraData("lak", nonce, ch.sessionId));
+    const body: EvidenceWire = { sessionId: ch.sessionId, secrets, quote: q, eventLog: b64(input.eventLog), ldevid: ldevid.wire, lak: lak.wire };
+    return { ldevid, lak, body };
   });
-  const ev = await call<EvidenceResponse>(server, "evidence", "/v1/attest/evidence", evidence.body);
+  const ev = await call<EvidenceResponse>(server, "evidence", evidence.body);
   const ldevidCert = unb64(ev.ldevidCertificate);
   const lakCert = unb64(ev.lakCertificate);
 
   // 3. Confirm with the new LDevID; in provision, unwrap the install code with the same AK.
-  const signature = await withTransients(tpm, async (t) => {
-    const srk = t.keep(await createSrk(tpm, alg));
-    const key = t.keep(await load(tpm, srk, evidence.ldevid.blobs));
-    const digest = new Uint8Array(createHash("sha256").update(confirmMessage(ch.sessionId, ldevidCert, lakCert)).digest());
-    return (await sign(tpm, key, digest)).signatureBytes;
-  });
-  const conf = await call<ConfirmResponse>(server, "confirm", "/v1/attest/confirm", { sessionId: ch.sessionId, signature: b64(signature) });
+  const signature = await confirmSignature(tpm, alg, evidence.ldevid.blobs, ch.sessionId, ldevidCert, lakCert);
+  const conf = await call<ConfirmResponse>(server, "confirm", { sessionId: ch.sessionId, signature: b64(signature) } satisfies ConfirmWire);
   let installCode: string | undefined;
   if (conf.installCode) {
-    const wrapped = conf.installCode;
     const first = eks.find((e) => e.binding === ch.credentials[0]?.ekBinding);
     if (!first) throw new Error("no approved EK to unwrap the install code with");
-    installCode = await withTransients(tpm, async (t) => {
-      const srk = t.keep(await createSrk(tpm, alg));
-      const ak = t.keep(await load(tpm, srk, akBlobs));
-      await t.flush(srk.handle);
-      const ek = t.keep(await createEk(tpm, first.templateId));
-      return hex(await activateCredential(tpm, ak, ek, unb64(wrapped.idObject), unb64(wrapped.encryptedSecret)));
-    });
+    installCode = await unwrapInstallCode(tpm, alg, akBlobs, first, conf.installCode);
   }
   return {
     mode: conf.mode,

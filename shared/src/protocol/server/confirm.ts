@@ -14,7 +14,7 @@ import { TPMT_PUBLIC, TPMT_SIGNATURE } from "../../tpm/structures.js";
 import { confirmMessage } from "../bindings.js";
 import type { Confirm, ConfirmResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
-import type { EvidenceSessionData } from "./evidence.js";
+import { checkGates, type EvidenceSessionData } from "./evidence.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
@@ -23,6 +23,11 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   const session = await ctx.store.getSession(req.sessionId);
   if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
   const data = session.data as unknown as EvidenceSessionData;
+  if (session.state === "confirmed") {
+    // A confirm for a confirmed session is a replay: say so (it used to be reported as "confirm.state", which
+    // hid the replay behind a generic state error; the refusals test expects the precise name).
+    throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed; a confirm is single use" }], session.node);
+  }
   if (session.state !== "evidenced" || !data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
     throw new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows accepted evidence, once` }], session.node);
   }
@@ -45,8 +50,13 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   if (!(await ctx.store.transitionSession(session.id, "evidenced", "confirmed", session.data, now.getTime()))) {
     throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired" }], session.node);
   }
+  // The gates again, on a fresh read: the install code (and admission) is released here, and an operator may
+  // have moved the device (e.g. to decommissioning) or changed desired_action since the evidence. Before this,
+  // only the node's existence was checked, so a device decommissioned between evidence and confirm still got
+  // its install code. The session is spent either way (the stricter choice).
   const node = await ctx.inventory.reread(session.node);
-  if (!node) throw new Refused(403, "refused", [{ check: "gate.node", detail: `${session.node} is no longer in the inventory` }], session.node);
+  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
+  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node);
 
   if (session.mode === "intake") {
     await ctx.admission.admit(node, { macs: data.claims.macs, uuid: data.claims.uuid });

@@ -148,7 +148,8 @@ function checkLdevidKey(c: Checks, pub: Public): void {
   }
 }
 
-function checkGates(ctx: ServerContext, node: NodeRecord | undefined, name: string, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
+/** The gates before anything is released (status, desired_action, EK set and its attribution, switch port); [] when all hold. */
+export function checkGates(ctx: ServerContext, node: NodeRecord | undefined, name: string, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
   const c = new Checks();
   if (!node) return [{ check: "gate.node", detail: `${name} is no longer in the inventory` }];
   const allowed = ctx.settings.gates[mode];

@@ -1,0 +1,181 @@
+/**
+ * Machines for the attestation tests, honest or not, built from the steps the real client uses
+ * (shared/src/protocol/client/attest.ts) on a real swtpm: challenge, evidence (activation, quote, certified
+ * LDevID and LAK), confirm, unwrap. Every step takes options that let a test make the machine misbehave in
+ * exactly one way — present other EKs or an old AK, quote over other claims or PCRs, send a tampered log,
+ * create the LDevID from the wrong template, reuse an earlier session's certify, sign the confirm with another
+ * key — while everything else stays what an honest machine sends.
+ */
+import type { PcrSelection } from "@fleetd/shared/attest/pcrs";
+import { parseEventLog, type TcgEvent } from "@fleetd/shared/eventlog/parse";
+import {
+  activateCredentials,
+  call,
+  certifiedKey,
+  challengeBody,
+  confirmSignature,
+  createFreshAk,
+  DEFAULT_QUOTE_SELECTION,
+  gatherEks,
+  loadUnderSrk,
+  presentEk,
+  quoteWithPcrs,
+  readPcrsWire,
+  unwrapInstallCode,
+  type CertifiedKey,
+  type ConfirmWire,
+  type EvidenceWire,
+  type PresentedEk,
+  type ServerTransport,
+} from "@fleetd/shared/protocol/client/attest";
+import { certifyExtraData, claimsHash, quoteExtraData } from "@fleetd/shared/protocol/bindings";
+import type { ChallengeResponse, Claims, ConfirmResponse, EvidenceResponse } from "@fleetd/shared/protocol/messages";
+import type { TpmClient } from "@fleetd/shared/tpmclient/client";
+import { createLdevid, createSrk, type KeyBlobs } from "@fleetd/shared/tpmclient/keys";
+import type { KeyAlg } from "@fleetd/shared/tpmclient/templates";
+import { withTransients } from "@fleetd/shared/tpmclient/transients";
+import type { WorldMachine } from "./world.js";
+
+export interface Machine {
+  tpm: TpmClient;
+  server: ServerTransport;
+  alg: KeyAlg;
+  /** The log of the boot its TPM measured. */
+  eventLog: Uint8Array;
+}
+
+const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
+const unb64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
+
+/** Runs `fn` with a connection to the machine's TPM, closed afterwards. */
+export async function withMachine<T>(wm: WorldMachine, server: ServerTransport, fn: (m: Machine) => Promise<T>): Promise<T> {
+  const tpm = wm.client();
+  try {
+    return await fn({ tpm, server, alg: "rsa", eventLog: wm.eventLog });
+  } finally {
+    await tpm.close();
+  }
+}
+
+/** A challenged session, as the machine remembers it. */
+export interface Challenged {
+  claims: Claims;
+  /** The EKs the machine can activate with (all it has, whatever it presented). */
+  eks: PresentedEk[];
+  ak: KeyBlobs;
+  response: ChallengeResponse;
+  nonce: Uint8Array;
+}
+
+export interface ChallengeOptions {
+  /** The EKs to present (default: every EK with a certificate in NV, as the honest client does). */
+  present?: PresentedEk[];
+  /** The AK to present (default: a fresh one). */
+  ak?: KeyBlobs;
+}
+
+/** Step 1. Throws AttestationRefused when the server refuses. */
+export async function challenge(m: Machine, claims: Claims, o: ChallengeOptions = {}): Promise<Challenged> {
+  const eks = await gatherEks(m.tpm);
+  const present = o.present ?? eks;
+  const ak = o.ak ?? (await createFreshAk(m.tpm, m.alg));
+  const response = await call<ChallengeResponse>(m.server, "challenge", challengeBody(claims, present, ak));
+  return { claims, eks: [...eks, ...present.filter((p) => !eks.some((e) => e.binding === p.binding))], ak, response, nonce: unb64(response.nonce) };
+}
+
+/** An EK of this TPM from a profile template, presented without a certificate (e.g. "L-2": the P-256 EK). */
+export function ekFromTemplate(m: Machine, templateId: PresentedEk["templateId"]): Promise<PresentedEk> {
+  return presentEk(m.tpm, templateId);
+}
+
+export interface EvidenceOptions {
+  /** Claims the quote's extraData is computed over (default: the claims of the challenge). */
+  quoteClaims?: Claims;
+  /** PCRs the TPM quotes (default: SHA-256 0–15). */
+  quoteSelection?: PcrSelection[];
+  /** PCRs whose values are sent (default: the quoted ones). */
+  sendPcrs?: PcrSelection[];
+  /** The event log sent (default: the machine's own). */
+  eventLog?: Uint8Array;
+  /** Create the "LDevID" with another function (e.g. createAk: a restricted key). */
+  createLdevidWith?: Parameters<typeof certifiedKey>[6];
+  /** Send this LDevID, certify included, instead of making one (e.g. one from an earlier session). */
+  ldevid?: CertifiedKey;
+}
+
+/** The evidence of a challenged session and the keys it certifies; not sent yet. */
+export interface Evidenced {
+  body: EvidenceWire;
+  ldevid: CertifiedKey;
+  lak: CertifiedKey;
+}
+
+/** Step 2, built: activation, quote, PCR values, the log, a certified LDevID and LAK. */
+export function evidence(m: Machine, s: Challenged, o: EvidenceOptions = {}): Promise<Evidenced> {
+  const { tpm, alg } = m;
+  const sessionId = s.response.sessionId;
+  return withTransients(tpm, async (t) => {
+    const ak = await loadUnderSrk(tpm, t, alg, s.ak);
+    const secrets = await activateCredentials(tpm, t, ak, s.eks, s.response.credentials);
+    const quote = await quoteWithPcrs(tpm, ak, o.quoteSelection ?? DEFAULT_QUOTE_SELECTION, quoteExtraData(s.nonce, sessionId, claimsHash(o.quoteClaims ?? s.claims)));
+    if (o.sendPcrs) quote.pcrs = await readPcrsWire(tpm, o.sendPcrs);
+    const ldevid = o.ldevid ?? (await certifiedKey(tpm, t, alg, ak, "ldevid", certifyExtraData("ldevid", s.nonce, sessionId), o.createLdevidWith));
+    const lak = await certifiedKey(tpm, t, alg, ak, "lak", certifyExtraData("lak", s.nonce, sessionId));
+    const body: EvidenceWire = { sessionId, secrets, quote, eventLog: b64(o.eventLog ?? m.eventLog), ldevid: ldevid.wire, lak: lak.wire };
+    return { body, ldevid, lak };
+  });
+}
+
+export function sendEvidence(m: Machine, body: EvidenceWire): Promise<EvidenceResponse> {
+  return call<EvidenceResponse>(m.server, "evidence", body);
+}
+
+/** Step 3's body: the confirm digest signed by `signer` (default: the LDevID the evidence certified). */
+export async function confirmBody(m: Machine, s: Challenged, ev: Evidenced, accepted: EvidenceResponse, signer: KeyBlobs = ev.ldevid.blobs): Promise<ConfirmWire> {
+  const signature = await confirmSignature(m.tpm, m.alg, signer, s.response.sessionId, unb64(accepted.ldevidCertificate), unb64(accepted.lakCertificate));
+  return { sessionId: s.response.sessionId, signature: b64(signature) };
+}
+
+export function sendConfirm(m: Machine, body: ConfirmWire): Promise<ConfirmResponse> {
+  return call<ConfirmResponse>(m.server, "confirm", body);
+}
+
+/** The install code of a provision confirm, unwrapped by the TPM (undefined when the reply carries none). */
+export async function unwrap(m: Machine, s: Challenged, conf: ConfirmResponse): Promise<string | undefined> {
+  if (!conf.installCode) return undefined;
+  const first = s.eks.find((e) => e.binding === s.response.credentials[0]?.ekBinding);
+  if (!first) throw new Error("no approved EK to unwrap the install code with");
+  return unwrapInstallCode(m.tpm, m.alg, s.ak, first, conf.installCode);
+}
+
+/** A signing key shaped like an LDevID that no AK certified and no CA signed. */
+export function uncertifiedKey(m: Machine): Promise<KeyBlobs> {
+  return withTransients(m.tpm, async (t) => createLdevid(m.tpm, t.keep(await createSrk(m.tpm, m.alg)), m.alg));
+}
+
+/** The whole honest run, step by step; returns the session, the evidence, and the install code if any. */
+export async function honest(m: Machine, claims: Claims): Promise<{ session: Challenged; evidence: Evidenced; accepted: EvidenceResponse; confirm: ConfirmWire; code?: string }> {
+  const session = await challenge(m, claims);
+  const ev = await evidence(m, session);
+  const accepted = await sendEvidence(m, ev.body);
+  const confirm = await confirmBody(m, session, ev, accepted);
+  const code = await unwrap(m, session, await sendConfirm(m, confirm));
+  return { session, evidence: ev, accepted, confirm, ...(code ? { code } : {}) };
+}
+
+/**
+ * The log with one byte of one event's data flipped (the first event `pick` selects): the record still parses,
+ * but its digests no longer vouch for its data. Throws if no event matches or it carries no data.
+ */
+export function flipEventDataByte(log: Uint8Array, pick: (ev: TcgEvent) => boolean): { log: Uint8Array; event: TcgEvent } {
+  const parsed = parseEventLog(log);
+  const i = parsed.events.findIndex(pick);
+  const ev = parsed.events[i];
+  if (!ev || ev.data.length === 0) throw new Error("no event with data to tamper with");
+  // The data is the last part of the record, which ends where the next one starts.
+  const end = parsed.events[i + 1]?.offset ?? parsed.byteLength;
+  const at = end - ev.data.length + Math.floor(ev.data.length / 2);
+  const out = new Uint8Array(log);
+  out[at] = (out[at] as number) ^ 0x01;
+  return { log: out, event: ev };
+}
