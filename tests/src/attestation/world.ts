@@ -51,6 +51,10 @@ export interface World {
   transport: ServerTransport;
   eventLog: Uint8Array;
   dir: string;
+  /** The CA certificate (PEM) whose key is on the SoftHSM token "fleetd-ca", key "ca". */
+  caPem: string;
+  /** Site Secure Boot authorities of the HookOS boot (the policy's `site:` sets). */
+  siteAuthoritiesDir: string;
   stop(): Promise<void>;
 }
 
@@ -157,6 +161,8 @@ export async function startWorld(opts: { talosVersion: string }): Promise<World>
     transport,
     eventLog: boot.bytes(),
     dir,
+    caPem: ca.pem,
+    siteAuthoritiesDir: site,
     async stop() {
       await new Promise<void>((res) => server.close(() => res()));
       await signer.close();
