@@ -1,10 +1,10 @@
 /** The server's configuration: defaults, environment overrides, and every refusal naming its field. */
 import { strict as assert } from "node:assert";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { stringify } from "yaml";
+import { parse as parseYaml, stringify } from "yaml";
 import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
 import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
 import { ConfigError, loadServerConfig, toServerConfig } from "./config.js";
@@ -113,4 +113,18 @@ test("loadServerConfig reads --config or FLEETD_CONFIG", () => {
   refused(() => loadServerConfig(undefined, ENV), /no configuration: pass --config FILE or set FLEETD_CONFIG/);
   writeFileSync(join(dir, "broken.yaml"), "server: [\n");
   refused(() => loadServerConfig(join(dir, "broken.yaml"), ENV), /broken\.yaml is not valid YAML/);
+});
+
+test("the commented example configuration is valid (with a real Talos site file in place of its path)", () => {
+  const example = parseYaml(readFileSync(new URL("../examples/config.yaml", import.meta.url), "utf8")) as Record<string, unknown>;
+  const tokenFile = join(dir, "example-token");
+  writeFileSync(tokenFile, `${TOKEN}\n`);
+  (example["netbox"] as Record<string, unknown>)["tokenFile"] = tokenFile;
+  ((example["server"] as Record<string, unknown>)["talos"] as Record<string, unknown>)["siteFile"] = siteFile;
+  const c = toServerConfig("examples/config.yaml", example, {});
+  assert.equal(c.server.mode, "production");
+  assert.ok(c.server.tls);
+  assert.deepEqual(c.gates, DEFAULT_MODE_GATES, "the example shows the default gates");
+  assert.deepEqual(c.server.ca.signer.pin, { env: "FLEETD_CA_PIN" });
+  assert.equal(c.site.netbox.token, TOKEN);
 });
