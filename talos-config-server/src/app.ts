@@ -3,6 +3,7 @@
  * Talos config. No state-changing GET exists besides the config fetch, whose one effect (consuming the code)
  * is the point of the design.
  */
+import { readFileSync } from "node:fs";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
@@ -17,7 +18,11 @@ export interface AppDeps extends ConfigFetchDeps {
   bodyLimit: string;
 }
 
+/** The API's OpenAPI 3.1 document (talos-config-server/openapi.yaml), served at GET /openapi.yaml. */
+export const OPENAPI_PATH = new URL("../openapi.yaml", import.meta.url);
+
 export function createApp(deps: AppDeps): Express {
+  const openapi = readFileSync(OPENAPI_PATH, "utf8");
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -48,6 +53,9 @@ export function createApp(deps: AppDeps): Express {
   app.get("/metrics", async (_req, res) => {
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
+  app.get("/openapi.yaml", (_req, res) => {
+    res.type("application/yaml").send(openapi);
+  });
 
   // Body parser and other errors: a clear JSON error, never a stack trace.
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
@@ -58,6 +66,15 @@ export function createApp(deps: AppDeps): Express {
     }
     if (e.type === "entity.parse.failed") {
       res.status(400).json({ error: "bad-request", reasons: [{ check: "request.json", detail: "body is not valid JSON" }] });
+      return;
+    }
+    if (e.type === "charset.unsupported" || e.type === "encoding.unsupported") {
+      res.status(415).json({ error: "bad-request", reasons: [{ check: "request.encoding", detail: "send the body as UTF-8 JSON without content encoding" }] });
+      return;
+    }
+    if (typeof e.status === "number" && e.status >= 400 && e.status < 500) {
+      // the body parser's other refusals (aborted, bad length, …): the client's fault, never an internal error
+      res.status(400).json({ error: "bad-request", reasons: [{ check: "request.body", detail: e.type ? `the body could not be read (${e.type})` : "the body could not be read" }] });
       return;
     }
     deps.log.error({ err }, "internal error");

@@ -1,8 +1,24 @@
 /** prom-client metrics of the config server (a registry per app, so tests can run several). */
-import { Counter, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
-export function createMetrics() {
+export interface MetricSources {
+  /** How many unknown EKs wait for an operator (`fleetd pending`), read at each scrape. */
+  pendingEks?: () => Promise<number>;
+}
+
+export function createMetrics(sources: MetricSources = {}) {
   const registry = new Registry();
+  const pending = sources.pendingEks;
+  if (pending) {
+    new Gauge({
+      name: "fleetd_pending_eks",
+      help: "Unknown EKs recorded by challenges and not yet approved (fleetd pending)",
+      registers: [registry],
+      async collect() {
+        this.set(await pending());
+      },
+    });
+  }
   return {
     registry,
     attestations: new Counter({ name: "fleetd_attestation_steps_total", help: "Attestation protocol steps by outcome", labelNames: ["step", "outcome"], registers: [registry] }),

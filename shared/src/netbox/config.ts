@@ -36,6 +36,8 @@ export const NetBoxSiteConfig = z.strictObject({
     .optional(),
   /** netbox-script's own section (listen address, state directory, ...), validated by netbox-script. */
   handler: z.record(z.string(), z.unknown()).optional(),
+  /** talos-config-server's own section (TLS, state DB, CA, ...), validated by talos-config-server. */
+  server: z.record(z.string(), z.unknown()).optional(),
   features: z
     .strictObject({
       /** Control-plane installation (off by default). */
@@ -50,16 +52,39 @@ export class ConfigError extends Error {
   readonly code = "config_invalid";
 }
 
-/** Environment overrides: FLEETD_NETBOX_URL, FLEETD_NETBOX_TOKEN, FLEETD_WEBHOOK_SECRET. */
+/**
+ * Environment overrides: FLEETD_NETBOX_URL, FLEETD_NETBOX_TOKEN, FLEETD_WEBHOOK_SECRET. The token may also be a
+ * file reference, `netbox.tokenFile` (a mounted secret; one trailing newline dropped), read here.
+ */
 function applyEnv(raw: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const out = structuredClone(raw);
   const nb = (out["netbox"] ??= {}) as Record<string, unknown>;
   if (env["FLEETD_NETBOX_URL"]) nb["url"] = env["FLEETD_NETBOX_URL"];
+  if (typeof nb["tokenFile"] === "string") {
+    if (nb["token"] !== undefined) throw new ConfigError("netbox: give token or tokenFile, not both");
+    nb["token"] = readSecretFile(nb["tokenFile"], "netbox.tokenFile");
+    delete nb["tokenFile"];
+  } else if (nb["tokenFile"] !== undefined) {
+    throw new ConfigError("netbox.tokenFile: must be a file path");
+  }
   if (env["FLEETD_NETBOX_TOKEN"]) nb["token"] = env["FLEETD_NETBOX_TOKEN"];
   if (env["FLEETD_WEBHOOK_SECRET"] && out["webhook"] && typeof out["webhook"] === "object") {
     (out["webhook"] as Record<string, unknown>)["secret"] = env["FLEETD_WEBHOOK_SECRET"];
   }
   return out;
+}
+
+/** A secret kept in a file: its text without one trailing newline; errors name the file, never the content. */
+export function readSecretFile(path: string, what: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new ConfigError(`${what}: cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}`);
+  }
+  const value = text.replace(/\r?\n$/, "");
+  if (value.length === 0 || /[\r\n\0]/.test(value)) throw new ConfigError(`${what}: ${path} must hold one non-empty line`);
+  return value;
 }
 
 export function parseSiteConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): NetBoxSiteConfig {
@@ -73,6 +98,11 @@ export function parseSiteConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): NetB
 }
 
 export function loadSiteConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): NetBoxSiteConfig {
+  return parseSiteConfig(readConfigFile(path, env).raw, env);
+}
+
+/** The configuration file (--config or FLEETD_CONFIG) as parsed YAML, before any validation. */
+export function readConfigFile(path: string | undefined, env: NodeJS.ProcessEnv = process.env): { path: string; raw: unknown } {
   const p = path ?? env["FLEETD_CONFIG"];
   if (!p) throw new ConfigError("no configuration: pass --config FILE or set FLEETD_CONFIG");
   let text: string;
@@ -87,5 +117,5 @@ export function loadSiteConfig(path: string | undefined, env: NodeJS.ProcessEnv 
   } catch (e) {
     throw new ConfigError(`configuration ${p} is not valid YAML: ${(e as Error).message}`);
   }
-  return parseSiteConfig(raw, env);
+  return { path: p, raw };
 }

@@ -95,6 +95,10 @@ export interface World {
   /** Install codes the server has stored since the world started. */
   installCodesIssued: () => number;
   lab: LabKeys;
+  /** The CA certificate (PEM) whose key is on the SoftHSM token "fleetd-ca", key "ca". */
+  caPem: string;
+  /** Site Secure Boot authorities of the HookOS boot (the policy's `site:` sets). */
+  siteAuthoritiesDir: string;
   stop(): Promise<void>;
 }
 
@@ -277,6 +281,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     signatures: () => signatures,
     installCodesIssued: () => store.installCodes,
     lab: keys,
+    caPem: ca.pem,
+    siteAuthoritiesDir: site,
     async stop() {
       await new Promise<void>((res) => server.close(() => res()));
       await signer.close();

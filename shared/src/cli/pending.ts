@@ -1,0 +1,75 @@
+/**
+ * `fleetd pending [--config FILE] [--json]` — machines whose EKs no node approves: what their challenges
+ * claimed (serial, MACs), where they came from, when and how often. Read from talos-config-server's state
+ * database (`server.stateDb` of the same configuration file). Claims are unproven; approve an EK by putting
+ * its binding into the nodes file and running `inventory apply`, never from this list alone.
+ */
+import { existsSync } from "node:fs";
+import { z } from "zod";
+import { ConfigError, readConfigFile } from "../netbox/config.js";
+import { SqliteAttestationStore } from "../state/sqliteStore.js";
+import type { PendingEk } from "../state/store.js";
+import { type CliCommand, parseOptions, printJson } from "./common.js";
+
+/** Only the state database's path; the rest of the `server` section is talos-config-server's to validate. */
+const StatePath = z.object({ server: z.object({ stateDb: z.string().min(1, "must be a path") }).loose() }).loose();
+
+export interface PendingRow {
+  ekBinding: string;
+  serial: string;
+  macs: string[];
+  sourceAddress: string;
+  firstSeen: string;
+  lastSeen: string;
+  count: number;
+}
+
+export function stateDbPath(path: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const f = readConfigFile(path, env);
+  const r = StatePath.safeParse(f.raw);
+  if (!r.success) {
+    const i = r.error.issues[0];
+    throw new ConfigError(`${f.path}: ${i ? `${i.path.map(String).join(".") || "(root)"}: ${i.message}` : "invalid"} (the state database of talos-config-server)`);
+  }
+  return r.data.server.stateDb;
+}
+
+export async function listPending(db: string): Promise<PendingRow[]> {
+  if (!existsSync(db)) throw new ConfigError(`no state database at ${db} (has talos-config-server run with this configuration?)`);
+  const store = new SqliteAttestationStore(db);
+  try {
+    return (await store.listPendingEks()).map(toRow);
+  } finally {
+    await store.close();
+  }
+}
+
+const toRow = (p: PendingEk): PendingRow => ({
+  ekBinding: p.binding,
+  serial: p.serial,
+  macs: p.macs,
+  sourceAddress: p.sourceAddress,
+  firstSeen: new Date(p.firstSeen).toISOString(),
+  lastSeen: new Date(p.lastSeen).toISOString(),
+  count: p.count,
+});
+
+export function renderPending(rows: PendingRow[]): string {
+  if (rows.length === 0) return "no pending EKs";
+  const head = ["EK BINDING", "CLAIMED SERIAL", "CLAIMED MACS", "SOURCE", "FIRST SEEN", "LAST SEEN", "COUNT"];
+  const body = rows.map((r) => [r.ekBinding, r.serial, r.macs.join(","), r.sourceAddress, r.firstSeen, r.lastSeen, String(r.count)]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] ?? "").length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ");
+  return [line(head), ...body.map(line), `${rows.length} pending EK${rows.length === 1 ? "" : "s"} (claims are unproven)`].join("\n");
+}
+
+export const command: CliCommand = {
+  usage: "[--config FLEETD_CONFIG] [--json]",
+  async run(args) {
+    const { values } = parseOptions(args, { config: { type: "string" }, json: { type: "boolean" } });
+    const rows = await listPending(stateDbPath(typeof values["config"] === "string" ? values["config"] : undefined));
+    if (values["json"] === true) printJson({ pending: rows });
+    else process.stdout.write(`${renderPending(rows)}\n`);
+    return 0;
+  },
+};

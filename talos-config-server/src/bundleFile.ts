@@ -1,0 +1,51 @@
+/**
+ * The CA bundle state file on disk: read and checked at start (shared/src/pki/bundleState.ts), rewritten
+ * atomically after every issuance — a temporary file in the same directory, fsync, rename, fsync of the
+ * directory — so a crash leaves either the old or the new state, never half a file. The issuer records an
+ * issuance here before the certificate is released (shared/src/pki/bundle.ts).
+ */
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { parseBundleState, serializeBundleState, type BundleState } from "@fleetd/shared/pki/bundleState";
+import { ConfigError } from "@fleetd/shared/netbox/config";
+
+export function loadBundleStateFile(path: string): BundleState {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? "unreadable";
+    throw new ConfigError(
+      `server.ca.bundleStateFile: cannot read ${path}: ${code}${code === "ENOENT" ? " (create the CA and its bundle state first: shared/src/pki/README.md)" : ""}`,
+    );
+  }
+  return parseBundleState(text, `CA bundle state ${path}`);
+}
+
+export function saveBundleStateFile(path: string, state: BundleState): void {
+  const dir = dirname(path);
+  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const fd = openSync(tmp, "wx", 0o600);
+  try {
+    writeSync(fd, serializeBundleState(state));
+    fsyncSync(fd);
+  } catch (e) {
+    closeSync(fd);
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  closeSync(fd);
+  try {
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  const dfd = openSync(dir, "r");
+  try {
+    fsyncSync(dfd);
+  } finally {
+    closeSync(dfd);
+  }
+}

@@ -1,0 +1,130 @@
+/** The server's configuration: defaults, environment overrides, and every refusal naming its field. */
+import { strict as assert } from "node:assert";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { parse as parseYaml, stringify } from "yaml";
+import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
+import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
+import { ConfigError, loadServerConfig, toServerConfig } from "./config.js";
+
+const dir = mkdtempSync(join(tmpdir(), "fleetd-server-config-"));
+const siteFile = join(dir, "talos-site.yaml");
+writeFileSync(siteFile, stringify(siteConfigFixture("v1.13.9")));
+const TOKEN = "nbt_abcdefghijkl.0123456789012345678901234567890123456789";
+const ENV = { FLEETD_NETBOX_TOKEN: TOKEN };
+
+function raw(server: Record<string, unknown> = {}, top: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    netbox: { url: "https://netbox.example.org" },
+    accounts: { apply: "fleetd-apply", handler: "fleetd-handler" },
+    authorizedGroup: "fleetd-operators",
+    server: {
+      tls: { certFile: "/etc/fleetd/tls.crt", keyFile: "/etc/fleetd/tls.key" },
+      stateDb: "/var/lib/fleetd/server/state.db",
+      ekRootsDir: "/etc/fleetd/ek-roots",
+      ca: { signer: { module: "/usr/lib/softhsm/libsofthsm2.so", token: { label: "fleetd-ca" }, key: { id: "02" }, pin: { env: "FLEETD_CA_PIN" } }, bundleStateFile: "/var/lib/fleetd/server/ca-bundle.json" },
+      talos: { siteFile },
+      ...server,
+    },
+    ...top,
+  };
+}
+
+function refused(fn: () => unknown, message: RegExp): void {
+  assert.throws(fn, (e: unknown) => {
+    assert.ok(e instanceof ConfigError, String(e));
+    assert.match(e.message, message);
+    assert.ok(!e.message.includes(TOKEN), "the token never appears in a message");
+    return true;
+  });
+}
+
+test("a minimal configuration gets the documented defaults", () => {
+  const c = toServerConfig("f.yaml", raw(), ENV);
+  assert.equal(c.server.mode, "production");
+  assert.deepEqual(c.server.listen, { host: "0.0.0.0", port: 8443 });
+  assert.deepEqual(c.server.ttl, { sessionSeconds: 300, installCodeSeconds: 7200, staleClaimSeconds: 60 });
+  assert.deepEqual(c.server.rateLimit, { maxFailures: 5, windowSeconds: 60, maxAddresses: 10_000 });
+  assert.deepEqual(c.server.roleSlugs, { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" });
+  assert.equal(c.server.ca.ldevidLifetimeDays, 30);
+  assert.equal(c.server.ca.signer.rsaMechanism, "auto");
+  assert.equal(c.server.provisioningProfile, "hookos");
+  assert.equal(c.server.bodyLimitBytes, 2 * 1024 * 1024);
+  assert.deepEqual(c.gates, DEFAULT_MODE_GATES);
+  assert.equal(c.site.netbox.token, TOKEN);
+  assert.equal(c.talos.cluster.name, "lab");
+});
+
+test("mode gates: a mode given replaces its default, the others keep theirs", () => {
+  const c = toServerConfig("f.yaml", raw({ gates: { provision: ["staged"] } }), ENV);
+  assert.deepEqual(c.gates, { ...DEFAULT_MODE_GATES, provision: ["staged"] });
+  refused(() => toServerConfig("f.yaml", raw({ gates: { provision: ["Not A Slug"] } }), ENV), /server\.gates\.provision\.0: must be a NetBox slug/);
+  refused(() => toServerConfig("f.yaml", raw({ gates: { decommission: [] } }), ENV), /server\.gates: .*decommission/);
+});
+
+test("environment overrides: listen host/port and log level", () => {
+  const c = toServerConfig("f.yaml", raw({ listen: { host: "127.0.0.1", port: 1 } }), { ...ENV, FLEETD_SERVER_PORT: "9443", FLEETD_LOG_LEVEL: "debug" });
+  assert.deepEqual(c.server.listen, { host: "127.0.0.1", port: 9443 });
+  assert.equal(c.server.logLevel, "debug");
+  refused(() => toServerConfig("f.yaml", raw(), { ...ENV, FLEETD_SERVER_PORT: "https" }), /FLEETD_SERVER_PORT: "https" is not a port number/);
+  refused(() => toServerConfig("f.yaml", raw(), { ...ENV, FLEETD_SERVER_PORT: "70000" }), /server\.listen\.port: /);
+});
+
+test("plain HTTP only in the lab", () => {
+  const noTls = raw();
+  delete (noTls["server"] as Record<string, unknown>)["tls"];
+  refused(() => toServerConfig("f.yaml", noTls, ENV), /server\.tls: required: plain HTTP is allowed only with server\.mode: lab/);
+  (noTls["server"] as Record<string, unknown>)["mode"] = "lab";
+  assert.equal(toServerConfig("f.yaml", noTls, ENV).server.tls, undefined);
+});
+
+test("secrets: the NetBox token from the environment or a file, never from the configuration outside the lab", () => {
+  const inline = raw({}, { netbox: { url: "https://netbox.example.org", token: TOKEN } });
+  refused(() => toServerConfig("f.yaml", inline, {}), /netbox\.token: talos-config-server takes the NetBox token only from FLEETD_NETBOX_TOKEN or netbox\.tokenFile/);
+  refused(() => toServerConfig("f.yaml", inline, ENV), /netbox\.token: /);
+  assert.equal(toServerConfig("f.yaml", raw({ mode: "lab" }, { netbox: { url: "https://netbox.example.org", token: TOKEN } }), {}).site.netbox.token, TOKEN);
+  const tokenFile = join(dir, "token");
+  writeFileSync(tokenFile, `${TOKEN}\n`);
+  assert.equal(toServerConfig("f.yaml", raw({}, { netbox: { url: "https://netbox.example.org", tokenFile } }), {}).site.netbox.token, TOKEN);
+  refused(() => toServerConfig("f.yaml", raw({}, { netbox: { url: "https://netbox.example.org", tokenFile: join(dir, "none") } }), {}), /netbox\.tokenFile: cannot read .*none: ENOENT/);
+  refused(() => toServerConfig("f.yaml", raw(), {}), /netbox\.token: /);
+  refused(() => toServerConfig("f.yaml", raw({ ca: { ...(raw()["server"] as { ca: Record<string, unknown> }).ca, signer: { module: "/x.so", token: { label: "t" }, key: { id: "02" }, pin: "123456" } } }), ENV), /server\.ca\.signer\.pin: /);
+});
+
+test("bounds and shapes are refused with the field's path", () => {
+  const ca = (raw()["server"] as { ca: Record<string, unknown> }).ca;
+  refused(() => toServerConfig("f.yaml", raw({ ca: { ...ca, ldevidLifetimeDays: 31 } }), ENV), /server\.ca\.ldevidLifetimeDays: .*30/);
+  refused(() => toServerConfig("f.yaml", raw({ ttl: { sessionSeconds: 5 } }), ENV), /server\.ttl\.sessionSeconds: /);
+  refused(() => toServerConfig("f.yaml", raw({ rateLimit: { maxFailures: 0 } }), ENV), /server\.rateLimit\.maxFailures: /);
+  refused(() => toServerConfig("f.yaml", raw({ stateDb: "" }), ENV), /server\.stateDb: must be a path/);
+  refused(() => toServerConfig("f.yaml", { netbox: {} }, ENV), /server: required/);
+  refused(() => toServerConfig("f.yaml", raw({ talos: { siteFile: join(dir, "missing.yaml") } }), ENV), /server\.talos\.siteFile: cannot read .*missing\.yaml: ENOENT/);
+  const badSite = join(dir, "bad-site.yaml");
+  writeFileSync(badSite, stringify({ ...siteConfigFixture("v1.13.9"), network: { nameservers: [] } }));
+  refused(() => toServerConfig("f.yaml", raw({ talos: { siteFile: badSite } }), ENV), /invalid Talos site file .*bad-site\.yaml: network\.nameservers: /);
+});
+
+test("loadServerConfig reads --config or FLEETD_CONFIG", () => {
+  const file = join(dir, "fleetd.yaml");
+  writeFileSync(file, stringify(raw()));
+  assert.equal(loadServerConfig(undefined, { ...ENV, FLEETD_CONFIG: file }).path, file);
+  refused(() => loadServerConfig(undefined, ENV), /no configuration: pass --config FILE or set FLEETD_CONFIG/);
+  writeFileSync(join(dir, "broken.yaml"), "server: [\n");
+  refused(() => loadServerConfig(join(dir, "broken.yaml"), ENV), /broken\.yaml is not valid YAML/);
+});
+
+test("the commented example configuration is valid (with a real Talos site file in place of its path)", () => {
+  const example = parseYaml(readFileSync(new URL("../examples/config.yaml", import.meta.url), "utf8")) as Record<string, unknown>;
+  const tokenFile = join(dir, "example-token");
+  writeFileSync(tokenFile, `${TOKEN}\n`);
+  (example["netbox"] as Record<string, unknown>)["tokenFile"] = tokenFile;
+  ((example["server"] as Record<string, unknown>)["talos"] as Record<string, unknown>)["siteFile"] = siteFile;
+  const c = toServerConfig("examples/config.yaml", example, {});
+  assert.equal(c.server.mode, "production");
+  assert.ok(c.server.tls);
+  assert.deepEqual(c.gates, DEFAULT_MODE_GATES, "the example shows the default gates");
+  assert.deepEqual(c.server.ca.signer.pin, { env: "FLEETD_CA_PIN" });
+  assert.equal(c.site.netbox.token, TOKEN);
+});

@@ -1,0 +1,176 @@
+/**
+ * talos-config-server's configuration: fleetd's site configuration file (netbox, accounts, …) plus the `server`
+ * section, zod-validated, like netbox-script's `handler` section. Environment overrides: FLEETD_CONFIG (the
+ * file), FLEETD_NETBOX_URL, FLEETD_NETBOX_TOKEN, FLEETD_SERVER_HOST, FLEETD_SERVER_PORT, FLEETD_LOG_LEVEL.
+ *
+ * Secrets come only from the environment or from files the configuration names: the NetBox token
+ * (FLEETD_NETBOX_TOKEN or `netbox.tokenFile`), the PKCS#11 PIN (`server.ca.signer.pin: {env}|{file}`), the TLS
+ * key (`server.tls.keyFile`) and the Talos cluster secrets (`server.talos.siteFile`). A NetBox token written
+ * into the file is refused outside `mode: lab`. Nothing here is ever logged.
+ *
+ * Plain HTTP only with `mode: lab`: at fetch time the install code is a bearer token.
+ */
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
+import { Pkcs11SignerConfig } from "@fleetd/shared/pki/pkcs11Config";
+import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/shared/pki/profiles";
+import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/shared/protocol/server/deps";
+import { TalosSiteConfig } from "@fleetd/shared/talos/config/schemas";
+
+const Path = z.string().min(1, "must be a path");
+const Slug = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, "must be a NetBox slug");
+const Statuses = z.array(Slug).max(16);
+const seconds = (min: number, max: number, def: number) => z.number().int().min(min).max(max).default(def);
+
+export const ServerSection = z
+  .strictObject({
+    /** `production` (default) or `lab`: only the lab may serve plain HTTP or keep the NetBox token in this file. */
+    mode: z.enum(["production", "lab"]).default("production"),
+    listen: z
+      .strictObject({ host: z.string().min(1).default("0.0.0.0"), port: z.number().int().min(0).max(65535).default(8443) })
+      .prefault({}),
+    /** PEM certificate (chain) and private key served by HTTPS. Required unless `mode: lab`. */
+    tls: z.strictObject({ certFile: Path, keyFile: Path }).optional(),
+    /** SQLite file: sessions, AK Names, pending EKs (`fleetd pending`), install codes, issued serials. */
+    stateDb: Path,
+    /** NetBox device-role slugs of the nodes file's roles (defaults as the nodes file's). */
+    roleSlugs: z
+      .strictObject({ worker: Slug.default("fleetd-worker"), "control-plane": Slug.default("fleetd-control-plane") })
+      .prefault({}),
+    /** Directory of TPM manufacturer CA certificates (PEM or DER) EK certificates must chain to. */
+    ekRootsDir: Path,
+    /** Site Secure Boot authorities (`site:<name>` in policy profiles): `<dir>/<name>.pem`. */
+    siteAuthoritiesDir: Path.optional(),
+    /** Policy profiles (hookos.yaml, …); default: the repository's policy/. */
+    policyDir: Path.optional(),
+    /** The profile every attestation from the provisioning OS is judged by. */
+    provisioningProfile: z.string().regex(/^[a-z0-9][a-z0-9-]*$/).default("hookos"),
+    /** Accept EK certificates past notAfter (long-lived identity documents). */
+    allowExpiredEkCertificates: z.boolean().default(false),
+    ca: z.strictObject({
+      /** The CA key on a PKCS#11 token (YubiKey PIV; SoftHSM2 in tests). The PIN: `{ env: NAME }` or `{ file: PATH }`. */
+      signer: Pkcs11SignerConfig,
+      /** The CA bundle state (shared/src/pki/bundleState.ts), rewritten atomically after each issuance. */
+      bundleStateFile: Path,
+      /** LDevID and LAK lifetime, at most 30 days. */
+      ldevidLifetimeDays: z.number().int().min(1).max(MAX_LEAF_LIFETIME_DAYS).default(MAX_LEAF_LIFETIME_DAYS),
+    }),
+    talos: z.strictObject({
+      /** YAML file with the Talos site configuration (talos, cluster, network); holds cluster secrets. */
+      siteFile: Path,
+      /** Lifetime of the per-node bootstrap token the rendered config carries. */
+      bootstrapTokenTtlSeconds: seconds(600, 7 * 86_400, 86_400),
+    }),
+    ttl: z
+      .strictObject({
+        /** Session and nonce lifetime. */
+        sessionSeconds: seconds(30, 3600, 300),
+        /** Install code (and its one-time config) lifetime. */
+        installCodeSeconds: seconds(300, 86_400, 7200),
+        /** A config-fetch claim older than this is abandoned (the process sending it died). */
+        staleClaimSeconds: seconds(5, 3600, 60),
+      })
+      .prefault({}),
+    /** NetBox statuses that allow each mode; a mode not given keeps its default. */
+    gates: z
+      .strictObject({ intake: Statuses.optional(), provision: Statuses.optional(), attest: Statuses.optional(), wipe: Statuses.optional() })
+      .prefault({}),
+    /** Wrong install codes per source address (never per UUID: a UUID is public). */
+    rateLimit: z
+      .strictObject({
+        maxFailures: z.number().int().min(1).max(1000).default(5),
+        windowSeconds: seconds(1, 86_400, 60),
+        maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
+      })
+      .prefault({}),
+    /** Largest JSON body; evidence carries an event log of up to 1 MiB as base64. */
+    bodyLimitBytes: z.number().int().min(64 * 1024).max(16 * 1024 * 1024).default(2 * 1024 * 1024),
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  })
+  .superRefine((s, ctx) => {
+    if (s.mode !== "lab" && !s.tls) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["tls"],
+        message: "required: plain HTTP is allowed only with server.mode: lab (at fetch time the install code is a bearer token); give tls.certFile and tls.keyFile",
+      });
+    }
+  });
+export type ServerSection = z.infer<typeof ServerSection>;
+
+export interface ServerConfig {
+  /** The file it came from. */
+  path: string;
+  site: NetBoxSiteConfig;
+  server: ServerSection;
+  gates: ModeGates;
+  talos: TalosSiteConfig;
+}
+
+const issues = (prefix: string, e: z.ZodError): string =>
+  e.issues.map((i) => `${[prefix, ...i.path.map(String)].filter(Boolean).join(".") || "(root)"}: ${i.message}`).join("; ");
+
+/** FLEETD_SERVER_HOST, FLEETD_SERVER_PORT, FLEETD_LOG_LEVEL over the file's `server` section. */
+function applyServerEnv(section: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
+  const out = structuredClone(section);
+  const host = env["FLEETD_SERVER_HOST"];
+  const port = env["FLEETD_SERVER_PORT"];
+  if (host || port) {
+    const listen = (typeof out["listen"] === "object" && out["listen"] !== null ? out["listen"] : {}) as Record<string, unknown>;
+    if (host) listen["host"] = host;
+    if (port) {
+      if (!/^\d{1,5}$/.test(port)) throw new ConfigError(`FLEETD_SERVER_PORT: "${port}" is not a port number`);
+      listen["port"] = Number(port);
+    }
+    out["listen"] = listen;
+  }
+  if (env["FLEETD_LOG_LEVEL"]) out["logLevel"] = env["FLEETD_LOG_LEVEL"];
+  return out;
+}
+
+export function loadTalosSite(path: string): TalosSiteConfig {
+  let raw: unknown;
+  try {
+    raw = parseYaml(readFileSync(path, "utf8"), { maxAliasCount: 100 });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ConfigError(`server.talos.siteFile: ${code ? `cannot read ${path}: ${code}` : `${path} is not valid YAML: ${(e as Error).message}`}`);
+  }
+  const r = TalosSiteConfig.safeParse(raw);
+  if (!r.success) throw new ConfigError(`invalid Talos site file ${path}: ${issues("", r.error)}`);
+  return r.data;
+}
+
+/** Validate a parsed configuration file (the YAML as read) with the environment's overrides. */
+export function toServerConfig(path: string, raw: unknown, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`configuration ${path} must be a mapping`);
+  const file = raw as Record<string, unknown>;
+  const sectionRaw = file["server"];
+  if (sectionRaw === undefined) throw new ConfigError("server: required: talos-config-server needs its `server` section");
+  if (typeof sectionRaw !== "object" || sectionRaw === null || Array.isArray(sectionRaw)) throw new ConfigError("server: must be a mapping");
+  const parsed = ServerSection.safeParse(applyServerEnv(sectionRaw as Record<string, unknown>, env));
+  if (!parsed.success) throw new ConfigError(`invalid talos-config-server configuration: ${issues("server", parsed.error)}`);
+  const server = parsed.data;
+  const nb = file["netbox"];
+  if (server.mode !== "lab" && nb && typeof nb === "object" && (nb as Record<string, unknown>)["token"] !== undefined) {
+    throw new ConfigError("netbox.token: talos-config-server takes the NetBox token only from FLEETD_NETBOX_TOKEN or netbox.tokenFile, never from the configuration file (allowed only with server.mode: lab)");
+  }
+  const site = parseSiteConfig(raw, env);
+  const gates: ModeGates = {
+    intake: server.gates.intake ?? DEFAULT_MODE_GATES.intake,
+    provision: server.gates.provision ?? DEFAULT_MODE_GATES.provision,
+    attest: server.gates.attest ?? DEFAULT_MODE_GATES.attest,
+    wipe: server.gates.wipe ?? DEFAULT_MODE_GATES.wipe,
+  };
+  return { path, site, server, gates, talos: loadTalosSite(server.talos.siteFile) };
+}
+
+/** `--config FILE` or FLEETD_CONFIG. */
+export function loadServerConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const f = readConfigFile(path, env);
+  return toServerConfig(f.path, f.raw, env);
+}
+
+export { ConfigError };

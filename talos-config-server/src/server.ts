@@ -1,0 +1,194 @@
+/**
+ * Wiring from configuration to shared/: the PKCS#11 CA and its bundle state file, the SQLite state, NetBox as
+ * inventory and journal, the policy engine, the Talos renderer, the attestation service, and the HTTPS (or, in
+ * the lab, HTTP) listener. `stop()` stops accepting, lets requests in flight finish (bounded), closes the
+ * PKCS#11 session and the store.
+ */
+import { createServer as createHttpServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import { readFileSync } from "node:fs";
+import { createSecureContext } from "node:tls";
+import { randomBytes } from "node:crypto";
+import type { Logger } from "pino";
+import { loadCaStore } from "@fleetd/shared/ek/store";
+import { ConfigError } from "@fleetd/shared/netbox/config";
+import { createNetBox } from "@fleetd/shared/netbox/client";
+import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
+import { currentCa } from "@fleetd/shared/pki/bundle";
+import type { BundleState } from "@fleetd/shared/pki/bundleState";
+import { parseIssuedCertificate } from "@fleetd/shared/pki/parseCertificate";
+import { openPkcs11Signer, type Pkcs11Signer } from "@fleetd/shared/pki/pkcs11Signer";
+import { SerialQueue } from "@fleetd/shared/pki/serialQueue";
+import { defaultPolicyDir, loadProfile } from "@fleetd/shared/policy/load";
+import { PkiIssuer } from "@fleetd/shared/protocol/server/adapters/issuer";
+import { PolicyMeasuredBoot } from "@fleetd/shared/protocol/server/adapters/measuredBoot";
+import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer";
+import type { Admission, Issuer } from "@fleetd/shared/protocol/server/deps";
+import { AttestationService } from "@fleetd/shared/protocol/server/service";
+import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
+import { createApp } from "./app.js";
+import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
+import type { ServerConfig } from "./config.js";
+import { createMetrics } from "./metrics.js";
+import { FailureLimiter } from "./rateLimit.js";
+
+export interface RunningServer {
+  /** e.g. https://127.0.0.1:8443 */
+  url: string;
+  server: Server;
+  stop(): Promise<void>;
+}
+
+/** In-flight requests get this long after SIGTERM; then their connections are closed. */
+const DRAIN_MS = 10_000;
+
+function readTls(cfg: NonNullable<ServerConfig["server"]["tls"]>): { cert: Buffer; key: Buffer } {
+  const read = (path: string, what: string): Buffer => {
+    try {
+      return readFileSync(path);
+    } catch (e) {
+      throw new ConfigError(`server.tls.${what}: cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}`);
+    }
+  };
+  const tls = { cert: read(cfg.certFile, "certFile"), key: read(cfg.keyFile, "keyFile") };
+  try {
+    createSecureContext(tls);
+  } catch (e) {
+    // OpenSSL's reason (e.g. "key values mismatch"), never the key
+    throw new ConfigError(`server.tls: ${cfg.certFile} and ${cfg.keyFile} do not make a TLS identity: ${(e as Error).message}`);
+  }
+  return tls;
+}
+
+/** The signer's key must be the issuing CA's, or every certificate would fail to chain. */
+function checkSignerIsCurrentCa(signer: Pkcs11Signer, state: BundleState, path: string): void {
+  const ca = currentCa(state, new Date());
+  const info = parseIssuedCertificate(ca.certificatePem, `current CA in ${path}`);
+  if (!Buffer.from(info.spki).equals(Buffer.from(signer.publicKey.spki))) {
+    throw new ConfigError(`server.ca: the token key (${signer.description}) is not the key of the current CA "${info.subjectCn}" in ${path}`);
+  }
+}
+
+export async function startServer(cfg: ServerConfig, log: Logger): Promise<RunningServer> {
+  const s = cfg.server;
+  const now = () => new Date();
+  // Everything that can be checked without side effects first.
+  const tls = s.tls ? readTls(s.tls) : undefined;
+  if (!tls) log.warn({ mode: s.mode }, "lab mode: serving plain HTTP; install codes cross the network in clear");
+  const policyDir = s.policyDir ?? defaultPolicyDir();
+  loadProfile(s.provisioningProfile, policyDir); // a missing or invalid profile stops the start, not the first machine
+  const ekRoots = loadCaStore(s.ekRootsDir);
+  if (ekRoots.certs.length === 0) log.warn({ dir: s.ekRootsDir }, "no manufacturer CA certificates: every EK that must chain will be refused");
+  for (const k of ekRoots.skipped) log.warn({ file: k.source, reason: k.reason }, "EK roots: file skipped");
+  let bundle = loadBundleStateFile(s.ca.bundleStateFile);
+
+  const signer = await openPkcs11Signer(s.ca.signer);
+  let store: SqliteAttestationStore | undefined;
+  try {
+    checkSignerIsCurrentCa(signer, bundle, s.ca.bundleStateFile);
+    store = new SqliteAttestationStore(s.stateDb);
+  } catch (e) {
+    await signer.close();
+    throw e;
+  }
+  const db = store;
+  log.info({ signer: signer.description, bundle: s.ca.bundleStateFile, stateDb: s.stateDb }, "CA signer open");
+
+  const nb = createNetBox(cfg.site.netbox);
+  const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, roleSlugs: s.roleSlugs });
+  const pki = new PkiIssuer({
+    signer,
+    state: () => bundle,
+    save: async (next) => {
+      saveBundleStateFile(s.ca.bundleStateFile, next);
+      bundle = next;
+    },
+    lifetimeDays: s.ca.ldevidLifetimeDays,
+    now,
+  });
+  // One issuance at a time: each reads the bundle state, records itself and saves before the next starts.
+  const issuing = new SerialQueue();
+  const issuer: Issuer = { issue: (req) => issuing.run(() => pki.issue(req)) };
+  // Admission (Hardware + provision Workflow in Tinkerbell) is the Kubernetes side, not wired into this server yet.
+  const admission: Admission = {
+    async admit(node) {
+      log.warn({ node: node.name }, "intake confirmed; admission is not wired to Tinkerbell here: set desired_action provision in NetBox");
+      await inventory.record(node.name, { kind: "info", summary: "admission is not automated by this server yet: set desired_action to provision to install Talos" });
+    },
+  };
+  const service = new AttestationService({
+    store: db,
+    inventory,
+    journal: inventory,
+    measuredBoot: new PolicyMeasuredBoot(s.siteAuthoritiesDir, policyDir),
+    issuer,
+    renderer: new TalosRenderer(cfg.talos, s.talos.bootstrapTokenTtlSeconds * 1000, now),
+    admission,
+    ekRoots,
+    settings: {
+      sessionTtlMs: s.ttl.sessionSeconds * 1000,
+      installCodeTtlMs: s.ttl.installCodeSeconds * 1000,
+      provisioningProfile: s.provisioningProfile,
+      gates: cfg.gates,
+      allowExpiredEkCertificates: s.allowExpiredEkCertificates,
+    },
+    now,
+    random: (n) => new Uint8Array(randomBytes(n)),
+  });
+  const metrics = createMetrics({ pendingEks: async () => (await db.listPendingEks()).length });
+  const app = createApp({
+    service,
+    store: db,
+    limiter: new FailureLimiter(s.rateLimit.maxFailures, s.rateLimit.windowSeconds * 1000, s.rateLimit.maxAddresses),
+    log,
+    metrics,
+    delivered: (node) => inventory.markActive(node),
+    now: () => Date.now(),
+    staleClaimMs: s.ttl.staleClaimSeconds * 1000,
+    bodyLimit: `${s.bodyLimitBytes}b`,
+  });
+  const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2" }, app) : createHttpServer(app);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(s.listen.port, s.listen.host, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  } catch (e) {
+    await signer.close();
+    await db.close();
+    throw new ConfigError(`cannot listen on ${s.listen.host}:${s.listen.port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  const addr = server.address();
+  const port = addr && typeof addr === "object" ? addr.port : s.listen.port;
+  const host = s.listen.host.includes(":") ? `[${s.listen.host}]` : s.listen.host;
+  const url = `${tls ? "https" : "http"}://${host}:${port}`;
+  log.info({ url, mode: s.mode }, "talos-config-server listening");
+
+  const sweeper = setInterval(() => {
+    db.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
+  }, 60_000);
+  sweeper.unref();
+
+  let stopping: Promise<void> | undefined;
+  return {
+    url,
+    server,
+    stop() {
+      stopping ??= (async () => {
+        clearInterval(sweeper);
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        const force = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
+        await closed;
+        clearTimeout(force);
+        await signer.close();
+        await db.close();
+        log.info("talos-config-server stopped: listener closed, PKCS#11 session closed, state closed");
+      })();
+      return stopping;
+    },
+  };
+}
