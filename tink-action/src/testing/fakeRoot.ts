@@ -3,7 +3,7 @@
  * /sys/class/net links into /sys/devices, /proc/net/route, the securityfs event log). It is the attest step's
  * input in tests (FLEETD_ROOT), not a stand-in for a platform API: the step reads files either way.
  */
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 export interface FakeNic {
@@ -37,6 +37,7 @@ export function writeFakeRoot(root: string, spec: FakeRoot): string {
     const rel = n.virtual ? `devices/virtual/net/${n.name}` : `devices/pci0000:00/0000:00:${(i + 3).toString(16).padStart(2, "0")}.0/net/${n.name}`;
     write(join(root, "sys", rel, "address"), n.mac + "\n");
     write(join(root, "sys", rel, "operstate"), (n.up ?? true ? "up" : "down") + "\n");
+    rmSync(join(root, "sys/class/net", n.name), { force: true });
     symlinkSync(`../../${rel}`, join(root, "sys/class/net", n.name));
   });
   const route = ["Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"];
