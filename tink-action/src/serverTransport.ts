@@ -95,17 +95,22 @@ export function serverTransport(base: URL, opts: TransportOptions = {}): ServerT
           (res: IncomingMessage) => {
             const chunks: Buffer[] = [];
             let size = 0;
+            let tooLarge = false;
             res.on("data", (c: Buffer) => {
               size += c.length;
+              if (tooLarge) return;
               if (size > max) {
-                req.destroy(new ServerTransportError("too-large", `${url.pathname}: answer larger than ${max} bytes`));
+                tooLarge = true;
+                chunks.length = 0;
+                reject(new ServerTransportError("too-large", `${url.pathname}: answer larger than ${max} bytes`));
+                res.destroy();
                 return;
               }
               chunks.push(c);
             });
-            res.on("error", (e) => reject(classify(e, url)));
+            res.on("error", (e) => reject(e instanceof ServerTransportError ? e : classify(e, url)));
             res.on("end", () => {
-              if (size > max) return;
+              if (tooLarge) return;
               const status = res.statusCode ?? 0;
               let json: unknown;
               try {
