@@ -27,7 +27,8 @@ async function ip(args: string[]): Promise<void> {
   if (r.code !== 0) throw new Error(`ip ${args.join(" ")} exited ${r.code}: ${r.stderr.toString().trim()}`);
 }
 
-export async function startLldpSwitchPort(opts: { device: string; port: string; txIntervalSeconds?: number }): Promise<LldpSwitchPort> {
+/** `silent: true` leaves the far end without lldpd: a port whose switch sends no LLDP. */
+export async function startLldpSwitchPort(opts: { device: string; port: string; txIntervalSeconds?: number; silent?: boolean }): Promise<LldpSwitchPort> {
   const id = randomBytes(3).toString("hex");
   const netns = `fleetd-sw-${id}`;
   const iface = `fl${id}m`;
@@ -61,6 +62,7 @@ export async function startLldpSwitchPort(opts: { device: string; port: string; 
     await ip(["link", "set", iface, "up"]);
     await ip(["-n", netns, "link", "set", "swp1", "up"]);
     await ip(["-n", netns, "link", "set", "lo", "up"]);
+    if (opts.silent) return { iface, netns, socket, stop };
     daemon = startDaemon("lldpd (switch)", "ip", ["netns", "exec", netns, "lldpd", "-d", "-u", socket, "-O", conf, "-I", "swp1"]);
     const d = daemon;
     await waitFor(
