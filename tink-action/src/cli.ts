@@ -1,13 +1,23 @@
 #!/usr/bin/env node
 /**
  * `fleetd-tink-action` — the commands the HookOS action container runs, one per workflow step:
+ *   fleetd-tink-action attest --mode intake|provision|attest|wipe      (FLEETD_* environment; see attest.ts)
  *   fleetd-tink-action write-meta --disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size N]
- * Exit codes: 0 done, 1 refused (the disk is left unchanged; stderr says why, with a stable code),
- * 2 usage or input error.
+ *   fleetd-tink-action lldp [--interface IF] [--wait S]               (what attest would claim about the switch port)
+ * Exit codes: 0 done; write-meta: 1 refused (the disk is left unchanged), 2 usage or input error;
+ * attest: 1 unexpected, 2 configuration or local input, 3 refused, 4 TPM/transport, 5 still pending at the timeout.
  */
 import { type CliCommand, CliUsageError, printError } from "@fleetd/shared/cli/common";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
+  attest: {
+    summary: "attest this machine's TPM to the fleetd server and leave the results (and, in provision, the install code) on the shared volume",
+    load: () => import("./attest.js"),
+  },
+  lldp: {
+    summary: "show the boot interface and the LLDP neighbour the attest step would claim",
+    load: () => import("./lldpCommand.js"),
+  },
   "write-meta": {
     summary: "write the install code into META key 0x0b of a Talos disk (or image), keeping the other keys",
     load: () => import("./writeMeta.js"),

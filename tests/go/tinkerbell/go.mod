@@ -1,0 +1,3 @@
+module fleetd/tests/go/tinkerbell
+
+go 1.22

@@ -1,0 +1,31 @@
+// Bundles the compiled action (dist/cli.js and what it imports from @fleetd/shared, zod, pino) into one ES
+// module for the image: no node_modules, no native addons at run time (the server-side modules of shared that
+// need better-sqlite3 or pkcs11js are not reachable from the action's commands).
+//   node scripts/bundle.mjs [OUTFILE]     default dist/bundle/fleetd-tink-action.mjs (run after `tsc -b`)
+import { build } from "esbuild";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const pkg = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const outfile = resolve(process.argv[2] ?? join(pkg, "dist/bundle/fleetd-tink-action.mjs"));
+const result = await build({
+  entryPoints: [join(pkg, "dist/cli.js")],
+  outfile,
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  // pino is CommonJS and calls require() for Node's modules; an ES module bundle has to provide it.
+  banner: { js: 'import { createRequire as __fleetdCreateRequire } from "node:module"; const require = __fleetdCreateRequire(import.meta.url);' },
+  external: ["better-sqlite3", "pkcs11js"],
+  legalComments: "none",
+  logLevel: "warning",
+  metafile: true,
+});
+const inputs = Object.keys(result.metafile.inputs);
+const native = inputs.filter((i) => /better-sqlite3|pkcs11js/.test(i));
+if (native.length) {
+  console.error(`bundle: native modules reached from the action: ${native.join(", ")}`);
+  process.exit(1);
+}
+console.log(outfile);

@@ -1,0 +1,175 @@
+/**
+ * `fleetd-tink-action attest --mode intake|provision|attest|wipe` — the first action of every fleetd workflow.
+ * Collects the claims (SMBIOS serial and UUID, MACs, LLDP on the boot interface), the event log, runs the
+ * attestation protocol (shared/src/protocol/client/attest.ts) against the server with the TPM, and leaves
+ * the results on the shared volume (outputs.ts). Thin: each step is its own module.
+ *
+ * Exit codes (Tinkerbell stops the workflow at the first non-zero action, so a refused machine keeps its disk):
+ *   0 attested; 1 unexpected failure (or the shared volume could not be written); 2 configuration or local
+ *   input (environment, sysfs claims, event log); 3 refused by the server; 4 TPM or transport failure
+ *   (TPM, network, TLS, a malformed answer); 5 still pending when FLEETD_TIMEOUT_SECONDS ran out.
+ */
+import pino, { type Logger } from "pino";
+import { parseOptions, str } from "@fleetd/shared/cli/common";
+import type { CliCommand } from "@fleetd/shared/cli/common";
+import { ParseError } from "@fleetd/shared/codec/codec";
+import { attest, AttestationRefused, type AttestResult } from "@fleetd/shared/protocol/client/attest";
+import { Claims, type Mode } from "@fleetd/shared/protocol/messages";
+import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/shared/tpmclient/index";
+import { backoffDelayMs } from "./backoff.js";
+import { bootInterface, ClaimsError, collectHostClaims } from "./claims.js";
+import { ConfigError, loadConfig, type AttestConfig } from "./config.js";
+import { EventLogError, readEventLog } from "./eventLog.js";
+import type { LldpReading } from "./lldp/json0.js";
+import { readLldp } from "./lldp/lldpd.js";
+import { clearOutputs, writeFailure, writeSuccess } from "./outputs.js";
+import { ServerTransportError, serverTransport } from "./serverTransport.js";
+import { describeTpm, openTpm } from "./tpm.js";
+
+export const EXIT = { ok: 0, internal: 1, input: 2, refused: 3, transport: 4, pending: 5 } as const;
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function logger(level: string): Logger {
+  return pino({ level, base: { action: "fleetd-attest" }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ fd: 2, sync: true }));
+}
+
+const isTransport = (e: unknown) => e instanceof TpmError || e instanceof TpmTransportError || e instanceof TpmClientError || e instanceof ServerTransportError || e instanceof ParseError;
+
+async function lldpClaim(cfg: AttestConfig, log: Logger, boot: ReturnType<typeof bootInterface>): Promise<LldpReading> {
+  if (cfg.lldp === "off") return { lldp: null, reason: "LLDP disabled (FLEETD_LLDP=off)" };
+  if (!boot) return { lldp: null, reason: "no boot interface found (set FLEETD_BOOT_INTERFACE)" };
+  return readLldp({ iface: boot.name, waitMs: cfg.lldpWaitSeconds * 1000, onProgress: (m) => log.info(m) });
+}
+
+export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Promise<number> {
+  let log = logger(env["FLEETD_LOG_LEVEL"] && /^(fatal|error|warn|info|debug|trace|silent)$/.test(env["FLEETD_LOG_LEVEL"]) ? env["FLEETD_LOG_LEVEL"] : "info");
+  let cfg: AttestConfig;
+  try {
+    if (modeFlag !== undefined && env["FLEETD_MODE"] && env["FLEETD_MODE"] !== modeFlag) {
+      throw new ConfigError([`--mode ${modeFlag} contradicts FLEETD_MODE=${env["FLEETD_MODE"]}`]);
+    }
+    cfg = loadConfig({ ...env, ...(modeFlag !== undefined ? { FLEETD_MODE: modeFlag } : {}) });
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      log.error({ code: "config", issues: e.issues }, e.message);
+      return EXIT.input;
+    }
+    throw e;
+  }
+  log = logger(cfg.logLevel);
+  const mode: Mode = cfg.mode;
+  const fail = (verdict: "fail" | "pending" | "error", step: string, error: string, reasons: { check: string; detail: string }[] = [], attempts = 0) =>
+    writeFailure(cfg.out, { mode, verdict, workflow: cfg.workflow, step, error, reasons, attempts });
+
+  try {
+    clearOutputs(cfg.out);
+  } catch (e) {
+    log.error({ code: "output", dir: cfg.out, err: (e as Error).message }, "cannot prepare the output directory");
+    return EXIT.internal;
+  }
+  log.info({ mode, workflow: cfg.workflow, server: cfg.server.origin, tpm: describeTpm(cfg.tpm), out: cfg.out, timeoutSeconds: cfg.timeoutSeconds }, "attest: starting");
+
+  // Claims and the event log: local input, read once.
+  let claims: Claims;
+  let eventLog: Uint8Array;
+  try {
+    const host = collectHostClaims(cfg.root);
+    const boot = bootInterface(cfg.root, host.interfaces, cfg.bootInterface);
+    const log0 = await readEventLog(cfg.root);
+    eventLog = log0.bytes;
+    if (log0.mounted) log.info({ path: log0.path }, "mounted securityfs for the event log");
+    const lldp = await lldpClaim(cfg, log, boot);
+    log.info({ bootInterface: boot ?? null, lldp: lldp.lldp }, lldp.reason);
+    const parsed = Claims.safeParse({ serial: host.serial, uuid: host.uuid, macs: host.macs.slice(0, 32), lldp: lldp.lldp, mode, workflow: cfg.workflow });
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+      log.error({ code: "claims", issues }, "the machine's claims are not valid");
+      fail("error", "claims", issues.join("; "));
+      return EXIT.input;
+    }
+    claims = parsed.data;
+    log.info({ claims: { serial: claims.serial, uuid: claims.uuid, macs: claims.macs, lldp: claims.lldp }, eventLogBytes: eventLog.length }, "claims collected");
+  } catch (e) {
+    if (e instanceof ClaimsError || e instanceof EventLogError) {
+      log.error({ code: e.code, path: e.path }, e.message);
+      fail("error", e instanceof ClaimsError ? "claims" : "event-log", `${e.code}: ${e.message}`);
+      return EXIT.input;
+    }
+    throw e;
+  }
+
+  // The protocol, retried while the server lists this machine as pending.
+  const server = serverTransport(cfg.server, cfg.ca ? { ca: cfg.ca } : {});
+  const deadline = Date.now() + cfg.timeoutSeconds * 1000;
+  for (let attempt = 1; ; attempt++) {
+    let result: AttestResult | undefined;
+    let wait = 0;
+    const tpm = openTpm(cfg.tpm);
+    try {
+      result = await attest({ tpm, server, claims, eventLog });
+    } catch (e) {
+      if (e instanceof AttestationRefused) {
+        const reasons = e.refusal.reasons;
+        if (e.pending) {
+          wait = backoffDelayMs(attempt, Math.random());
+          if (Date.now() + wait < deadline) {
+            log.warn({ attempt, status: e.status, reasons, retryInSeconds: Math.round(wait / 100) / 10 }, "pending: the server does not know this machine's TPM yet (an operator approves it with `fleetd pending`); retrying");
+          } else {
+            log.error({ code: "pending-timeout", attempt, reasons }, `still pending after ${cfg.timeoutSeconds} s (FLEETD_TIMEOUT_SECONDS); giving up`);
+            fail("pending", e.step, e.message, reasons, attempt);
+            return EXIT.pending;
+          }
+        } else {
+          log.error({ code: "refused", step: e.step, status: e.status, error: e.refusal.error, reasons }, `refused at ${e.step}: ${reasons.map((r) => `${r.check}: ${r.detail}`).join("; ")}`);
+          fail("fail", e.step, e.message, reasons, attempt);
+          return EXIT.refused;
+        }
+      } else if (isTransport(e)) {
+        const err = e as Error & { code?: unknown };
+        log.error({ code: "transport", kind: err.name, detail: err.message }, `${err.name}: ${err.message}`);
+        fail("error", "transport", `${err.name}: ${err.message}`, [], attempt);
+        return EXIT.transport;
+      } else {
+        log.error({ code: "internal", err: e instanceof Error ? { name: e.name, message: e.message, stack: e.stack } : String(e) }, "unexpected failure");
+        fail("error", "internal", e instanceof Error ? e.message : String(e), [], attempt);
+        return EXIT.internal;
+      }
+    } finally {
+      await tpm.close().catch(() => undefined);
+    }
+    if (result === undefined) {
+      await sleep(wait);
+      continue;
+    }
+
+    if (result.mode !== mode) {
+      log.error({ code: "mode", asked: mode, answered: result.mode }, "the server confirmed another mode");
+      fail("fail", "confirm", `asked for ${mode}, the server confirmed ${result.mode}`, [], attempt);
+      return EXIT.refused;
+    }
+    if (mode === "provision" && result.installCode === undefined) {
+      log.error({ code: "no-install-code" }, "provision confirmed without an install code");
+      fail("fail", "confirm", "provision confirmed without an install code", [], attempt);
+      return EXIT.refused;
+    }
+    if (mode !== "provision") delete result.installCode;
+    try {
+      const report = writeSuccess(cfg.out, result, { workflow: cfg.workflow, claims, attempts: attempt, tpm: describeTpm(cfg.tpm) });
+      log.info({ node: report.node, generation: report.generation, ldevidSerial: report.ldevid.serial, lakSerial: report.lak.serial, installCode: report.installCode, out: cfg.out }, `attested (${mode})`);
+      process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+      return EXIT.ok;
+    } catch (e) {
+      log.error({ code: "output", dir: cfg.out, err: (e as Error).message }, "cannot write the results");
+      return EXIT.internal;
+    }
+  }
+}
+
+export const command: CliCommand = {
+  usage: "[--mode intake|provision|attest|wipe]   (settings from FLEETD_* environment variables; see the README)",
+  async run(args) {
+    const { values } = parseOptions(args, { mode: { type: "string" } });
+    return runAttest(process.env, values["mode"] !== undefined ? str(values, "mode") : undefined);
+  },
+};

@@ -1,0 +1,147 @@
+/**
+ * The attest step's configuration, from the environment (Tinkerbell passes the action's `environment:`), checked
+ * with zod: a wrong or missing value stops the action before it touches the TPM or the network.
+ */
+import { X509Certificate } from "node:crypto";
+import { readFileSync, statSync } from "node:fs";
+import { isAbsolute } from "node:path";
+import { z } from "zod";
+import { MODES, type Mode } from "@fleetd/shared/protocol/messages";
+
+/** Where the attest step leaves its results for the following actions (the Template mounts `/worker:/worker`). */
+export const DEFAULT_OUT = "/worker/fleetd";
+export const DEFAULT_TPM = "/dev/tpmrm0";
+export const DEFAULT_TIMEOUT_SECONDS = 600;
+export const DEFAULT_LLDP_WAIT_SECONDS = 35;
+
+export type TpmSpec = { kind: "device"; path: string } | { kind: "tcp"; host: string; port: number } | { kind: "unix"; path: string };
+
+export interface AttestConfig {
+  server: URL;
+  /** PEM certificates the server's chain must end in; nothing else is trusted (no system roots). */
+  ca?: string;
+  mode: Mode;
+  workflow: string;
+  tpm: TpmSpec;
+  out: string;
+  timeoutSeconds: number;
+  bootInterface?: string;
+  /** Where `/sys` and `/proc` are read (tests point it at a tree of their own). */
+  root: string;
+  lldp: "lldpd" | "off";
+  lldpWaitSeconds: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  constructor(readonly issues: string[]) {
+    super(`configuration refused: ${issues.join("; ")}`);
+  }
+}
+
+/** Linux interface names: at most 15 bytes, no '/', whitespace or glob characters (lldpd -I takes patterns). */
+export const IFNAME = /^[A-Za-z0-9_.:@-]{1,15}$/;
+
+const intIn = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const Env = z.object({
+  FLEETD_SERVER: z.url({ protocol: /^https?$/, error: "must be an https:// URL" }),
+  FLEETD_SERVER_CA: z.string().min(1).optional(),
+  FLEETD_MODE: z.enum(MODES, { error: `must be one of ${MODES.join(", ")}` }),
+  FLEETD_WORKFLOW: z.string().min(1).max(253),
+  FLEETD_TPM: z.string().min(1).default(DEFAULT_TPM),
+  FLEETD_OUT: z.string().refine(isAbsolute, "must be an absolute path").default(DEFAULT_OUT),
+  FLEETD_TIMEOUT_SECONDS: intIn(1, 86_400).default(DEFAULT_TIMEOUT_SECONDS),
+  FLEETD_BOOT_INTERFACE: z.string().regex(IFNAME, "must be a network interface name").optional(),
+  FLEETD_ROOT: z.string().refine(isAbsolute, "must be an absolute path").default("/"),
+  FLEETD_LLDP: z.enum(["lldpd", "off"]).default("lldpd"),
+  FLEETD_LLDP_WAIT_SECONDS: intIn(0, 600).default(DEFAULT_LLDP_WAIT_SECONDS),
+  FLEETD_ALLOW_HTTP: z.literal("lab", { error: 'only "lab" is accepted (plain HTTP is for loopback tests)' }).optional(),
+  FLEETD_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+/** `/dev/tpmrm0` (or any absolute device path), `swtpm:HOST:PORT` (swtpm's TCP command port), `unix:PATH`. */
+export function parseTpmSpec(s: string): TpmSpec {
+  if (s.startsWith("unix:")) {
+    const path = s.slice(5);
+    if (!isAbsolute(path)) throw new ConfigError([`FLEETD_TPM: unix:PATH needs an absolute path (got ${JSON.stringify(s)})`]);
+    return { kind: "unix", path };
+  }
+  const tcp = /^swtpm:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(s);
+  if (tcp) {
+    const port = Number(tcp[2]);
+    if (port < 1 || port > 65535) throw new ConfigError([`FLEETD_TPM: port ${port} is out of range`]);
+    return { kind: "tcp", host: (tcp[1] ?? "").replace(/^\[|\]$/g, ""), port };
+  }
+  if (s.startsWith("swtpm:")) throw new ConfigError([`FLEETD_TPM: expected swtpm:HOST:PORT (got ${JSON.stringify(s)})`]);
+  if (!isAbsolute(s)) throw new ConfigError([`FLEETD_TPM: expected a device path, swtpm:HOST:PORT or unix:PATH (got ${JSON.stringify(s)})`]);
+  return { kind: "device", path: s };
+}
+
+const PEM_CERT = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----/g;
+
+/**
+ * The pinned CA: inline PEM, or the path of a PEM file. Every block must be a certificate that parses; at least
+ * one is required. Returns the PEM text as given (normalised to the certificate blocks).
+ */
+export function loadCa(value: string): string {
+  let text = value;
+  if (!value.includes("-----BEGIN")) {
+    if (!isAbsolute(value)) throw new ConfigError(["FLEETD_SERVER_CA: neither PEM nor an absolute file path"]);
+    try {
+      if (statSync(value).size > 1 << 20) throw new ConfigError([`FLEETD_SERVER_CA: ${value} is larger than 1 MiB`]);
+      text = readFileSync(value, "utf8");
+    } catch (e) {
+      if (e instanceof ConfigError) throw e;
+      throw new ConfigError([`FLEETD_SERVER_CA: cannot read ${value}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
+    }
+  }
+  const blocks = text.match(PEM_CERT) ?? [];
+  if (blocks.length === 0) throw new ConfigError(["FLEETD_SERVER_CA: no PEM certificate found"]);
+  blocks.forEach((b, i) => {
+    try {
+      new X509Certificate(b);
+    } catch (e) {
+      throw new ConfigError([`FLEETD_SERVER_CA: certificate ${i + 1} does not parse: ${(e as Error).message}`]);
+    }
+  });
+  return blocks.join("\n") + "\n";
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv): AttestConfig {
+  // Empty values count as unset (a Template may render an optional value to "").
+  const present = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith("FLEETD_") && v !== undefined && v !== ""));
+  const parsed = Env.safeParse(present);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((i) => `${i.path.join(".") || "environment"}: ${i.code === "invalid_type" && present[String(i.path[0])] === undefined ? "is required" : i.message}`),
+    );
+  }
+  const e = parsed.data;
+  const server = new URL(e.FLEETD_SERVER);
+  const issues: string[] = [];
+  if (server.protocol === "http:" && e.FLEETD_ALLOW_HTTP !== "lab") issues.push("FLEETD_SERVER: plain http:// is refused (https with a pinned CA; FLEETD_ALLOW_HTTP=lab is for loopback tests)");
+  if (server.protocol === "https:" && !e.FLEETD_SERVER_CA) issues.push("FLEETD_SERVER_CA: required for https (the server's CA is pinned; system roots are not used)");
+  if (server.username || server.password) issues.push("FLEETD_SERVER: credentials in the URL are refused");
+  if (issues.length) throw new ConfigError(issues);
+  return {
+    server,
+    ...(e.FLEETD_SERVER_CA && server.protocol === "https:" ? { ca: loadCa(e.FLEETD_SERVER_CA) } : {}),
+    mode: e.FLEETD_MODE,
+    workflow: e.FLEETD_WORKFLOW,
+    tpm: parseTpmSpec(e.FLEETD_TPM),
+    out: e.FLEETD_OUT,
+    timeoutSeconds: e.FLEETD_TIMEOUT_SECONDS,
+    ...(e.FLEETD_BOOT_INTERFACE ? { bootInterface: e.FLEETD_BOOT_INTERFACE } : {}),
+    root: e.FLEETD_ROOT,
+    lldp: e.FLEETD_LLDP,
+    lldpWaitSeconds: e.FLEETD_LLDP_WAIT_SECONDS,
+    logLevel: e.FLEETD_LOG_LEVEL,
+  };
+}
