@@ -10,6 +10,9 @@ import type { PcrSelection } from "@fleetd/shared/attest/pcrs";
 import { parseEventLog, type TcgEvent } from "@fleetd/shared/eventlog/parse";
 import {
   activateCredentials,
+  attest,
+  AttestationRefused,
+  type AttestResult,
   call,
   certifiedKey,
   challengeBody,
@@ -34,7 +37,7 @@ import type { TpmClient } from "@fleetd/shared/tpmclient/client";
 import { createLdevid, createSrk, type KeyBlobs } from "@fleetd/shared/tpmclient/keys";
 import type { KeyAlg } from "@fleetd/shared/tpmclient/templates";
 import { withTransients } from "@fleetd/shared/tpmclient/transients";
-import type { WorldMachine } from "./world.js";
+import type { World, WorldMachine } from "./world.js";
 
 export interface Machine {
   tpm: TpmClient;
@@ -178,4 +181,25 @@ export function flipEventDataByte(log: Uint8Array, pick: (ev: TcgEvent) => boole
   const out = new Uint8Array(log);
   out[at] = (out[at] as number) ^ 0x01;
   return { log: out, event: ev };
+}
+
+/** The honest machine of a world (worker-1) runs `mode` through fleetd's client, with optional claim changes. */
+export async function runHonest(w: World, mode: Claims["mode"], over: Partial<Claims> = {}, server: ServerTransport = w.transport): Promise<AttestResult> {
+  const tpm = w.client();
+  try {
+    return await attest({ tpm, server, claims: w.claims({ mode, ...over }), eventLog: w.eventLog });
+  } finally {
+    await tpm.close();
+  }
+}
+
+/** Awaits a run that must be refused and returns the refusal; fails the test if it was accepted. */
+export async function refusal(p: Promise<unknown>): Promise<AttestationRefused> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof AttestationRefused) return e;
+    throw e;
+  }
+  throw new Error("accepted, but it must be refused");
 }

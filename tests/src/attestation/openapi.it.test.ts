@@ -18,7 +18,9 @@ import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { startSwtpm } from "../harness/swtpm.js";
 import { repoRoot } from "../netbox/fixture.js";
 import { OPENAPI_FILE, OpenApiValidator, Recorder, type Exchange } from "./openapi.js";
+import { refusal as refusedBy, runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
+const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over, rec.transport());
 
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const RUNS = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 300);
@@ -35,24 +37,7 @@ after(async () => {
   await w?.stop();
 });
 
-async function run(mode: "intake" | "provision" | "attest", over = {}): Promise<AttestResult> {
-  const tpm = w.client();
-  try {
-    return await attest({ tpm, server: rec.transport(), claims: w.claims({ mode, ...over }), eventLog: w.eventLog });
-  } finally {
-    await tpm.close();
-  }
-}
 
-async function refusedBy(p: Promise<unknown>): Promise<AttestationRefused> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof AttestationRefused) return e;
-    throw e;
-  }
-  assert.fail("accepted, but it must be refused");
-}
 
 /** Checks that the server rejected for the request's shape (JSON, schema, size, encoding) — not for its content. */
 function shapeRefusal(ex: Exchange): boolean {

@@ -25,7 +25,9 @@ import { TPMT_PUBLIC } from "@fleetd/shared/tpm/structures";
 import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { startSwtpm } from "../harness/swtpm.js";
 import { advread } from "../talos/goTools.js";
+import { refusal as refused, runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
+const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over);
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
@@ -46,23 +48,6 @@ async function device() {
 async function journal(): Promise<string[]> {
   const d = await device();
   return (await readJournal(w.fleet.client(w.fleet.nb.authorization.replace(/^Bearer /, "")), d.id)).map((j) => j.comments);
-}
-async function run(mode: "intake" | "provision" | "attest", over = {}): Promise<AttestResult> {
-  const tpm = w.client();
-  try {
-    return await attest({ tpm, server: w.transport, claims: w.claims({ mode, ...over }), eventLog: w.eventLog });
-  } finally {
-    await tpm.close();
-  }
-}
-async function refused(p: Promise<unknown>): Promise<AttestationRefused> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof AttestationRefused) return e;
-    throw e;
-  }
-  assert.fail("accepted, but it must be refused");
 }
 const issuedCount = async () => (await w.store.listIssued(NODE)).length;
 

@@ -12,6 +12,7 @@ import { readJournal } from "@fleetd/shared/netbox/journal";
 import { attest, AttestationRefused } from "@fleetd/shared/protocol/client/attest";
 import { buildGptImage } from "@fleetd/shared/talos/meta/testkit";
 import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
+import { runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
 import { startSwtpm } from "../harness/swtpm.js";
 import { advread } from "../talos/goTools.js";
@@ -31,14 +32,7 @@ export async function lifecycle(report: Report): Promise<void> {
     const world = w;
     const admin = world.fleet.client(world.fleet.nb.authorization.replace(/^Bearer /, ""));
     const dev = async () => (await listDevices(admin, { name: NODE }))[0];
-    const run = async (mode: "intake" | "provision", over = {}) => {
-      const tpm = world.client();
-      try {
-        return await attest({ tpm, server: world.transport, claims: world.claims({ mode, ...over }), eventLog: world.eventLog });
-      } finally {
-        await tpm.close();
-      }
-    };
+    const run = (mode: "intake" | "provision", over = {}) => runHonest(world, mode, over);
     await report.step(`intake: ${NODE} (planned) proves both EKs by activation and its HookOS boot by quote + event log`, async () => {
       const r = await run("intake");
       const x = new X509Certificate(Buffer.from(r.ldevid.certificate));
