@@ -184,3 +184,38 @@ test("a bootstrap token authenticates as system:bootstrap:<id>; its kubelet CSR 
   assert.equal(certPub, keyPub);
   assert.ok(readFileSync(certFile, "utf8").startsWith("-----BEGIN CERTIFICATE-----"));
 });
+
+test("kube-controller-manager's garbage collector deletes a dependent once its owner is gone", async () => {
+  const core = admin.makeApiClient(k8s.CoreV1Api);
+  const namespace = "fleetd-it-gc";
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  const owner = await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: "owner" } } });
+  const ownerUid = owner.metadata?.uid;
+  assert.ok(ownerUid);
+  await core.createNamespacedConfigMap({
+    namespace,
+    body: { metadata: { name: "dependent", ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: "owner", uid: ownerUid }] } },
+  });
+  await core.deleteNamespacedConfigMap({ namespace, name: "owner" });
+  await poll("the dependent ConfigMap to be collected", async () => {
+    const list = await core.listNamespacedConfigMap({ namespace });
+    return list.items.some((c) => c.metadata?.name === "dependent") ? undefined : true;
+  });
+});
+
+test("kube-controller-manager's disruption controller reports a PodDisruptionBudget's status", async () => {
+  const policy = admin.makeApiClient(k8s.PolicyV1Api);
+  const namespace = "fleetd-it";
+  const created = await policy.createNamespacedPodDisruptionBudget({
+    namespace,
+    body: { metadata: { name: "pdb" }, spec: { minAvailable: 1, selector: { matchLabels: { app: "none" } } } },
+  });
+  assert.equal(created.status?.observedGeneration, undefined);
+  const status = await poll("the disruption controller to observe the PDB", async () => {
+    const s = (await policy.readNamespacedPodDisruptionBudget({ namespace, name: "pdb" })).status;
+    return s?.observedGeneration === created.metadata?.generation ? s : undefined;
+  });
+  // No pod matches: nothing is healthy, so no disruption is allowed.
+  assert.equal(status.expectedPods, 0);
+  assert.equal(status.disruptionsAllowed, 0);
+});
