@@ -5,11 +5,13 @@
  * and the controller manager signing CSRs with the cluster CA. Every process dies with the test process.
  */
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { z } from "zod";
 import { freeLoopbackPorts, registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "./process.js";
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
@@ -23,7 +25,7 @@ export interface ControlPlane {
   readonly caPem: string;
   /** The Kubernetes version the binaries report, e.g. "v1.36.3". */
   readonly version: string;
-  /** Directory holding the certificates, keys and logs' owners' data (removed by stop()). */
+  /** Directory holding the CA, certificates, keys, kubeconfigs and etcd's data (removed by stop()). */
   readonly dir: string;
   /** The last output of each process, for failure messages. */
   logs(): string;
@@ -70,7 +72,7 @@ async function issue(dir: string, name: string, subject: string, ext: string[]):
   await openssl(ecKey(`${name}.key`), dir);
   await openssl(["req", "-new", "-key", `${name}.key`, "-subj", subject, "-out", `${name}.csr`], dir);
   writeFileSync(join(dir, `${name}.ext`), ext.join("\n") + "\n");
-  const serial = "0x" + Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex").replace(/^./, "1");
+  const serial = "0x" + randomBytes(16).toString("hex").replace(/^./, "1");
   await openssl(["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial", serial,
     "-days", "2", "-sha256", "-extfile", `${name}.ext`, "-out", `${name}.crt`], dir);
 }
@@ -157,7 +159,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     daemons.push(etcd);
     await waitFor("etcd /health", async () => {
       const r = await fetch(`${etcdUrl}/health`);
-      return r.ok && ((await r.json()) as { health?: string }).health === "true";
+      return r.ok && z.object({ health: z.string() }).parse(await r.json()).health === "true";
     }, { timeoutMs, intervalMs: 200, abort: () => died(etcd) });
 
     const server = `https://127.0.0.1:${apiPort}`;
@@ -181,7 +183,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     daemons.push(apiserver);
     await waitFor("kube-apiserver /readyz", async () => (await adminGet(apiPort, dir, "/readyz")).status === 200,
       { timeoutMs, intervalMs: 500, abort: () => died(apiserver) ?? died(etcd) });
-    const version = (JSON.parse((await adminGet(apiPort, dir, "/version")).body) as { gitVersion?: string }).gitVersion ?? "unknown";
+    const version = z.object({ gitVersion: z.string() }).parse(JSON.parse((await adminGet(apiPort, dir, "/version")).body)).gitVersion;
 
     const kubeconfig = f("admin.kubeconfig");
     writeFileSync(kubeconfig, kubeconfigYaml(server, dir, "admin"), { mode: 0o600 });
