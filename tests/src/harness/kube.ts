@@ -131,8 +131,22 @@ export interface ControlPlaneOptions {
   timeoutMs?: number;
 }
 
+/**
+ * Start etcd, kube-apiserver and kube-controller-manager on free loopback ports. The ports are picked
+ * free but can be taken before the processes bind them: such a start is retried (three attempts in all).
+ */
 export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const bin = await kubeBinDir();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(bin, opts);
+    } catch (e) {
+      if (attempt >= 3 || !/address already in use/.test((e as Error).message)) throw e;
+    }
+  }
+}
+
+async function startOnce(bin: string, opts: ControlPlaneOptions): Promise<ControlPlane> {
   const timeoutMs = opts.timeoutMs ?? 120_000;
   const dir = mkdtempSync(join(tmpdir(), "fleetd-k8s-"));
   const unregisterDir = registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
