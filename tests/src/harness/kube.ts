@@ -1,0 +1,234 @@
+/**
+ * A real Kubernetes control plane on loopback for tests and the lab: etcd, kube-apiserver and
+ * kube-controller-manager built from their Go modules by tests/go/k8s/build.sh (cached between runs),
+ * with a fresh CA and certificates (openssl CLI), bootstrap-token authentication, Node+RBAC authorization,
+ * and the controller manager signing CSRs with the cluster CA. Every process dies with the test process.
+ */
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync, readFileSync } from "node:fs";
+import { request } from "node:https";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { freeLoopbackPorts, registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "./process.js";
+
+const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
+
+export interface ControlPlane {
+  /** Path of an admin kubeconfig (client certificate in group system:masters). */
+  readonly kubeconfig: string;
+  /** https://127.0.0.1:<port> */
+  readonly server: string;
+  /** The cluster CA (it signs the serving, client and CSR-issued certificates). */
+  readonly caPem: string;
+  /** The Kubernetes version the binaries report, e.g. "v1.36.3". */
+  readonly version: string;
+  /** Directory holding the CA, certificates, keys, kubeconfigs and etcd's data (removed by stop()). */
+  readonly dir: string;
+  /** The last output of each process, for failure messages. */
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+let binDirPromise: Promise<string> | undefined;
+
+/**
+ * The directory with etcd, kube-apiserver and kube-controller-manager; builds them on first use (many minutes
+ * cold on 2 cores, then cached under ~/.cache/fleetd/go-bin). `.ci/setup` runs the same build ahead of tests.
+ */
+export function kubeBinDir(): Promise<string> {
+  binDirPromise ??= new Promise<string>((res, rej) => {
+    const script = join(repoRoot, "tests/go/k8s/build.sh");
+    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (b: Buffer) => (out += b.toString("utf8")));
+    child.stderr.on("data", (b: Buffer) => {
+      const s = b.toString("utf8");
+      err = (err + s).slice(-4000);
+      process.stderr.write(s.replace(/^(?=.)/gm, "# [k8s build] ")); // progress: a cold build is long
+    });
+    child.on("error", (e) => rej(new Error(`cannot run ${script}: ${e.message}`)));
+    child.on("close", (code) => {
+      const dir = out.trim().split("\n").pop();
+      if (code !== 0 || !dir) rej(new Error(`tests/go/k8s/build.sh failed (exit ${code}): ${err.trim()}\n(needs Go >= 1.26 and the Go module proxy)`));
+      else res(dir);
+    });
+  });
+  return binDirPromise;
+}
+
+async function openssl(args: string[], cwd: string): Promise<void> {
+  const r = await runProcess("openssl", args, { cwd, timeoutMs: 30_000 });
+  if (r.code !== 0) throw new Error(`openssl ${args.join(" ")} failed: ${r.stderr.toString("utf8").trim()}`);
+}
+
+const ecKey = (file: string) => ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", file];
+
+/** A leaf certificate `<name>.crt`/`<name>.key` signed by ca.crt/ca.key in `dir`. */
+async function issue(dir: string, name: string, subject: string, ext: string[]): Promise<void> {
+  await openssl(ecKey(`${name}.key`), dir);
+  await openssl(["req", "-new", "-key", `${name}.key`, "-subj", subject, "-out", `${name}.csr`], dir);
+  writeFileSync(join(dir, `${name}.ext`), ext.join("\n") + "\n");
+  const serial = "0x" + randomBytes(16).toString("hex").replace(/^./, "1");
+  await openssl(["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial", serial,
+    "-days", "2", "-sha256", "-extfile", `${name}.ext`, "-out", `${name}.crt`], dir);
+}
+
+async function makePki(dir: string): Promise<void> {
+  await openssl(ecKey("ca.key"), dir);
+  await openssl(["req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=fleetd-test-kubernetes-ca", "-days", "2", "-sha256",
+    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+    "-out", "ca.crt"], dir);
+  const client = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature", "extendedKeyUsage=clientAuth"];
+  await issue(dir, "apiserver", "/CN=kube-apiserver", [
+    "basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature", "extendedKeyUsage=serverAuth",
+    "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local",
+  ]);
+  await issue(dir, "admin", "/O=system:masters/CN=fleetd-test-admin", client);
+  await issue(dir, "controller-manager", "/CN=system:kube-controller-manager", client);
+  await openssl(ecKey("sa.key"), dir); // service-account token signing key
+  await openssl(["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"], dir); // the apiserver's verification key
+}
+
+function kubeconfigYaml(server: string, dir: string, user: string): string {
+  const b64 = (f: string) => readFileSync(join(dir, f)).toString("base64");
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "fleetd-test", cluster: { server, "certificate-authority-data": b64("ca.crt") } }],
+    users: [{ name: user, user: { "client-certificate-data": b64(`${user}.crt`), "client-key-data": b64(`${user}.key`) } }],
+    contexts: [{ name: "fleetd-test", context: { cluster: "fleetd-test", user } }],
+    "current-context": "fleetd-test",
+  }, null, 2) + "\n"; // JSON is YAML
+}
+
+/** GET `path` over mutual TLS as the admin; resolves with the status and body. */
+function adminGet(port: number, dir: string, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((res, rej) => {
+    const req = request({
+      host: "127.0.0.1", port, path, method: "GET", timeout: 5000,
+      ca: readFileSync(join(dir, "ca.crt")), cert: readFileSync(join(dir, "admin.crt")), key: readFileSync(join(dir, "admin.key")),
+    }, (r) => {
+      let body = "";
+      r.on("data", (b: Buffer) => (body += b.toString("utf8")));
+      r.on("end", () => res({ status: r.statusCode ?? 0, body }));
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", rej);
+    req.end();
+  });
+}
+
+const died = (d: Daemon) => (d.hasExited() ? `${d.name} exited:\n${d.output().slice(-3000)}` : undefined);
+
+export interface ControlPlaneOptions {
+  /** Extra kube-apiserver flags (e.g. feature gates). */
+  apiserverArgs?: string[];
+  /** Readiness timeout for each process; default 120 s (the apiserver's first start on 2 busy cores is slow). */
+  timeoutMs?: number;
+}
+
+/**
+ * Start etcd, kube-apiserver and kube-controller-manager on free loopback ports. The ports are picked
+ * free but can be taken before the processes bind them: such a start is retried (three attempts in all).
+ */
+export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const bin = await kubeBinDir();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(bin, opts);
+    } catch (e) {
+      if (attempt >= 3 || !/address already in use/.test((e as Error).message)) throw e;
+    }
+  }
+}
+
+async function startOnce(bin: string, opts: ControlPlaneOptions): Promise<ControlPlane> {
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  const dir = mkdtempSync(join(tmpdir(), "fleetd-k8s-"));
+  const unregisterDir = registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  const daemons: Daemon[] = [];
+  const stop = async () => {
+    for (const d of [...daemons].reverse()) await d.stop(5000);
+    rmSync(dir, { recursive: true, force: true });
+    unregisterDir();
+  };
+  try {
+    await makePki(dir);
+    const [etcdClient, etcdPeer, apiPort] = await freeLoopbackPorts(3) as [number, number, number];
+    const etcdUrl = `http://127.0.0.1:${etcdClient}`;
+    const peerUrl = `http://127.0.0.1:${etcdPeer}`;
+
+    const etcd = startDaemon("etcd", join(bin, "etcd"), [
+      "--name=fleetd-test", `--data-dir=${join(dir, "etcd")}`,
+      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
+      `--initial-cluster=fleetd-test=${peerUrl}`, "--initial-cluster-state=new",
+      "--unsafe-no-fsync", // throwaway test data
+      "--log-level=warn",
+    ]);
+    daemons.push(etcd);
+    await waitFor("etcd /health", async () => {
+      const r = await fetch(`${etcdUrl}/health`);
+      return r.ok && z.object({ health: z.string() }).parse(await r.json()).health === "true";
+    }, { timeoutMs, intervalMs: 200, abort: () => died(etcd) });
+
+    const server = `https://127.0.0.1:${apiPort}`;
+    const f = (n: string) => join(dir, n);
+    const apiserver = startDaemon("kube-apiserver", join(bin, "kube-apiserver"), [
+      "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", `--secure-port=${apiPort}`,
+      "--endpoint-reconciler-type=none", // a loopback address is not a valid Endpoints address
+      `--etcd-servers=${etcdUrl}`,
+      `--tls-cert-file=${f("apiserver.crt")}`, `--tls-private-key-file=${f("apiserver.key")}`,
+      `--client-ca-file=${f("ca.crt")}`,
+      "--enable-bootstrap-token-auth=true",
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+      "--anonymous-auth=false",
+      `--service-account-issuer=https://kubernetes.default.svc.cluster.local`,
+      `--service-account-key-file=${f("sa.pub")}`, `--service-account-signing-key-file=${f("sa.key")}`,
+      "--service-cluster-ip-range=10.96.0.0/16",
+      "--profiling=false",
+      ...(opts.apiserverArgs ?? []),
+    ]);
+    daemons.push(apiserver);
+    await waitFor("kube-apiserver /readyz", async () => (await adminGet(apiPort, dir, "/readyz")).status === 200,
+      { timeoutMs, intervalMs: 500, abort: () => died(apiserver) ?? died(etcd) });
+    const version = z.object({ gitVersion: z.string() }).parse(JSON.parse((await adminGet(apiPort, dir, "/version")).body)).gitVersion;
+
+    const kubeconfig = f("admin.kubeconfig");
+    writeFileSync(kubeconfig, kubeconfigYaml(server, dir, "admin"), { mode: 0o600 });
+    writeFileSync(f("controller-manager.kubeconfig"), kubeconfigYaml(server, dir, "controller-manager"), { mode: 0o600 });
+
+    const kcm = startDaemon("kube-controller-manager", join(bin, "kube-controller-manager"), [
+      `--kubeconfig=${f("controller-manager.kubeconfig")}`,
+      "--secure-port=0", // no serving endpoint: nothing to listen on
+      "--leader-elect=false",
+      "--controllers=csrsigning,csrapproving,csrcleaner,garbagecollector,disruption,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher,tokencleaner",
+      `--cluster-signing-cert-file=${f("ca.crt")}`, `--cluster-signing-key-file=${f("ca.key")}`,
+      "--use-service-account-credentials=true",
+      `--service-account-private-key-file=${f("sa.key")}`, `--root-ca-file=${f("ca.crt")}`,
+      "--profiling=false",
+    ]);
+    daemons.push(kcm);
+    // No serving port: ready when its controllers' service accounts exist (the serviceaccount-token controller
+    // and --use-service-account-credentials create them through the API).
+    await waitFor("kube-controller-manager (its service account in kube-system)", async () =>
+      (await adminGet(apiPort, dir, "/api/v1/namespaces/kube-system/serviceaccounts/certificate-controller")).status === 200,
+    { timeoutMs, intervalMs: 500, abort: () => died(kcm) ?? died(apiserver) });
+
+    return {
+      kubeconfig, server, version, dir,
+      caPem: readFileSync(f("ca.crt"), "utf8"),
+      logs: () => daemons.map((d) => `--- ${d.name}${d.hasExited() ? " (exited)" : ""}\n${d.output()}`).join("\n"),
+      stop,
+    };
+  } catch (e) {
+    const logs = daemons.map((d) => `--- ${d.name}\n${d.output().slice(-2000)}`).join("\n");
+    await stop();
+    throw new Error(`${(e as Error).message}\n${logs}`);
+  }
+}
