@@ -17,41 +17,26 @@ declare -A PKG=(
 PROGRAMS=(etcd kube-apiserver kube-controller-manager)
 command -v go >/dev/null || { echo "build.sh: go is not installed" >&2; exit 3; }
 
-key=$( { go env GOVERSION GOOS GOARCH; cat go.mod go.sum build.sh; } | sha256sum | cut -c1-16)
-root=${FLEETD_GO_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetd/go-bin}
-out="$root/k8s-$key"
+key=$( { go env GOVERSION GOOS GOARCH; cat go.mod go.sum build.sh ../gobin.sh; } | sha256sum | cut -c1-16)
 
-have_all() { for p in "${PROGRAMS[@]}"; do [ -x "$out/$p" ] || return 1; done; }
-if have_all; then echo "$out"; exit 0; fi
-
-mkdir -p "$root"
-exec 9>"$root/.k8s.lock"
-flock 9
-if have_all; then echo "$out"; exit 0; fi
-
-tmp=$(mktemp -d "$root/.k8s-build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-# The machines have 2 cores shared with other work: two parallel package builds, no more.
-export GOMAXPROCS=${GOMAXPROCS:-2}
-# The Kubernetes binaries report the version in go.mod (what `make` would stamp from git).
-kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
-kminor=${kver#v*.}; kminor=${kminor%%.*}
-v=k8s.io/component-base/version
-kflags="-X $v.gitVersion=$kver -X $v.gitMajor=1 -X $v.gitMinor=$kminor -X $v.gitTreeState=clean"
-total=$(date +%s)
-for p in "${PROGRAMS[@]}"; do
-  start=$(date +%s)
-  echo "build.sh: building $p (${PKG[$p]})" >&2
-  flags='-s -w'
-  [ "$p" = etcd ] || flags="$flags $kflags"
-  # go.sum is committed: the default -mod=readonly refuses to change it. -s -w: smaller binaries.
-  CGO_ENABLED=0 go build -p 2 -trimpath -ldflags="$flags" -o "$tmp/$p" "${PKG[$p]}" >&2
-  echo "build.sh: built $p in $(( $(date +%s) - start ))s" >&2
-done
-echo "build.sh: built ${PROGRAMS[*]} in $(( $(date +%s) - total ))s -> $out" >&2
-rm -rf "$out"
-mv "$tmp" "$out"
-trap - EXIT
-# keep the four newest builds (other worktrees may be using theirs), drop older ones
-ls -1dt "$root"/k8s-* 2>/dev/null | tail -n +5 | xargs -r rm -rf
-echo "$out"
+build_into() {
+  # The machines have 2 cores shared with other work: two parallel package builds, no more.
+  export GOMAXPROCS=${GOMAXPROCS:-2}
+  # The Kubernetes binaries report the version in go.mod (what `make` would stamp from git).
+  local kver kminor v kflags flags p start
+  kver=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  kminor=${kver#v*.}; kminor=${kminor%%.*}
+  v=k8s.io/component-base/version
+  kflags="-X $v.gitVersion=$kver -X $v.gitMajor=1 -X $v.gitMinor=$kminor -X $v.gitTreeState=clean"
+  for p in "${PROGRAMS[@]}"; do
+    start=$(date +%s)
+    echo "build.sh: building $p (${PKG[$p]})" >&2
+    flags='-s -w'
+    [ "$p" = etcd ] || flags="$flags $kflags"
+    # go.sum is committed: the default -mod=readonly refuses to change it. -s -w: smaller binaries.
+    CGO_ENABLED=0 go build -p 2 -trimpath -ldflags="$flags" -o "$1/$p" "${PKG[$p]}" >&2
+    echo "build.sh: built $p in $(( $(date +%s) - start ))s" >&2
+  done
+}
+. ../gobin.sh
+gobin_cached k8s "$key" "${PROGRAMS[@]}"
