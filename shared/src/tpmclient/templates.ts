@@ -24,84 +24,48 @@ export const SRK_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensi
 export const AK_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "restricted", "sign");
 export const LDEVID_ATTRIBUTES = objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "sign");
 
-/** A storage (restricted decryption) template: AES-128-CFB, scheme NULL, RSA-2048 or P-256, empty unique. */
-function storageTemplate(alg: KeyAlg, attributes: number): TPMT_PUBLIC {
+/**
+ * RSA-2048 or P-256 under SHA-256 with an empty unique: a storage key (AES-128-CFB, scheme NULL) or a signing key
+ * (symmetric NULL, RSASSA-SHA256 / ECDSA-SHA256).
+ */
+function keyTemplate(alg: KeyAlg, attributes: number, use: "storage" | "signing"): TPMT_PUBLIC {
+  const symmetric = use === "storage" ? AES128CFB : SYM_NULL;
+  const base = { nameAlg: TPM_ALG.SHA256, objectAttributes: attributes, authPolicy: EMPTY };
   if (alg === "rsa") {
-    return {
-      type: TPM_ALG.RSA,
-      nameAlg: TPM_ALG.SHA256,
-      objectAttributes: attributes,
-      authPolicy: EMPTY,
-      parameters: { kind: "rsa", symmetric: AES128CFB, scheme: { scheme: TPM_ALG.NULL, details: { kind: "null" } }, keyBits: 2048, exponent: 0 },
-      unique: { kind: "rsa", n: EMPTY },
-    };
+    const scheme =
+      use === "storage"
+        ? ({ scheme: TPM_ALG.NULL, details: { kind: "null" } } as const)
+        : ({ scheme: TPM_ALG.RSASSA, details: { kind: "rsassa", hashAlg: TPM_ALG.SHA256 } } as const);
+    return { ...base, type: TPM_ALG.RSA, parameters: { kind: "rsa", symmetric, scheme, keyBits: 2048, exponent: 0 }, unique: { kind: "rsa", n: EMPTY } };
   }
+  const scheme =
+    use === "storage"
+      ? ({ scheme: TPM_ALG.NULL, details: { kind: "null" } } as const)
+      : ({ scheme: TPM_ALG.ECDSA, details: { kind: "ecdsa", hashAlg: TPM_ALG.SHA256 } } as const);
   return {
+    ...base,
     type: TPM_ALG.ECC,
-    nameAlg: TPM_ALG.SHA256,
-    objectAttributes: attributes,
-    authPolicy: EMPTY,
-    parameters: {
-      kind: "ecc",
-      symmetric: AES128CFB,
-      scheme: { scheme: TPM_ALG.NULL, details: { kind: "null" } },
-      curveID: TPM_ECC.NIST_P256,
-      kdf: { scheme: TPM_ALG.NULL, details: { kind: "null" } },
-    },
+    parameters: { kind: "ecc", symmetric, scheme, curveID: TPM_ECC.NIST_P256, kdf: { scheme: TPM_ALG.NULL, details: { kind: "null" } } },
     unique: { kind: "ecc", x: EMPTY, y: EMPTY },
   };
 }
 
 /** SPIRE tpm_devid's SRK: SRKTemplateHighRSA() / SRKTemplateHighECC(). */
 export function srkTemplate(alg: KeyAlg): TPMT_PUBLIC {
-  return storageTemplate(alg, SRK_ATTRIBUTES);
-}
-
-/** A signing key: RSASSA-SHA256 RSA-2048 or ECDSA-SHA256 P-256, symmetric NULL, empty unique. */
-function signingTemplate(alg: KeyAlg, attributes: number): TPMT_PUBLIC {
-  if (alg === "rsa") {
-    return {
-      type: TPM_ALG.RSA,
-      nameAlg: TPM_ALG.SHA256,
-      objectAttributes: attributes,
-      authPolicy: EMPTY,
-      parameters: {
-        kind: "rsa",
-        symmetric: SYM_NULL,
-        scheme: { scheme: TPM_ALG.RSASSA, details: { kind: "rsassa", hashAlg: TPM_ALG.SHA256 } },
-        keyBits: 2048,
-        exponent: 0,
-      },
-      unique: { kind: "rsa", n: EMPTY },
-    };
-  }
-  return {
-    type: TPM_ALG.ECC,
-    nameAlg: TPM_ALG.SHA256,
-    objectAttributes: attributes,
-    authPolicy: EMPTY,
-    parameters: {
-      kind: "ecc",
-      symmetric: SYM_NULL,
-      scheme: { scheme: TPM_ALG.ECDSA, details: { kind: "ecdsa", hashAlg: TPM_ALG.SHA256 } },
-      curveID: TPM_ECC.NIST_P256,
-      kdf: { scheme: TPM_ALG.NULL, details: { kind: "null" } },
-    },
-    unique: { kind: "ecc", x: EMPTY, y: EMPTY },
-  };
+  return keyTemplate(alg, SRK_ATTRIBUTES, "storage");
 }
 
 /** AK: restricted signing key (one per attestation session). */
 export function akTemplate(alg: KeyAlg): TPMT_PUBLIC {
-  return signingTemplate(alg, AK_ATTRIBUTES);
+  return keyTemplate(alg, AK_ATTRIBUTES, "signing");
 }
 
 /** LAK: the long-lived restricted signing key certified at admission, same shape as the AK. */
 export function lakTemplate(alg: KeyAlg): TPMT_PUBLIC {
-  return signingTemplate(alg, AK_ATTRIBUTES);
+  return keyTemplate(alg, AK_ATTRIBUTES, "signing");
 }
 
 /** LDevID: unrestricted sign-only key, adminWithPolicy clear (SPIRE tpm_devid). */
 export function ldevidTemplate(alg: KeyAlg): TPMT_PUBLIC {
-  return signingTemplate(alg, LDEVID_ATTRIBUTES);
+  return keyTemplate(alg, LDEVID_ATTRIBUTES, "signing");
 }
