@@ -10,28 +10,15 @@ import { decodeExact, encode } from "../codec/codec.js";
 import { conformance } from "../testing/conformance.js";
 import { objectAttributes, TPM_ALG, TPM_GENERATED_VALUE, TPM_ST } from "../tpm/constants.js";
 import { objectName } from "../tpm/name.js";
-import { TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE, type TPMT_PUBLIC as Public } from "../tpm/structures.js";
+import { TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "../tpm/structures.js";
 import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "./checkKeyAttributes.js";
+import { tpmPublicFromKey } from "../testing/tpmPublic.js";
 import { Checks } from "./verdict.js";
 import { verifyCertify } from "./verifyCertify.js";
 
 function eccKey(attrs: number) {
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const jwk = publicKey.export({ format: "jwk" });
-  const pub: Public = {
-    type: TPM_ALG.ECC,
-    nameAlg: TPM_ALG.SHA256,
-    objectAttributes: attrs,
-    authPolicy: new Uint8Array(0),
-    parameters: {
-      kind: "ecc",
-      symmetric: { algorithm: TPM_ALG.NULL, details: { kind: "null" } },
-      scheme: { scheme: TPM_ALG.ECDSA, details: { kind: "ecdsa", hashAlg: TPM_ALG.SHA256 } },
-      curveID: 0x0003,
-      kdf: { scheme: TPM_ALG.NULL, details: { kind: "null" } },
-    },
-    unique: { kind: "ecc", x: new Uint8Array(Buffer.from(jwk.x ?? "", "base64url")), y: new Uint8Array(Buffer.from(jwk.y ?? "", "base64url")) },
-  };
+  const pub = tpmPublicFromKey(publicKey, attrs);
   return { pub, bytes: encode(TPMT_PUBLIC, pub), privateKey };
 }
 

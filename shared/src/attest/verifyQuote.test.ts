@@ -8,6 +8,7 @@ import { fromHex } from "../crypto/hash.js";
 import { conformance } from "../testing/conformance.js";
 import { TPM_ALG } from "../tpm/constants.js";
 import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../tpm/structures.js";
+import { tpmPublicFromKey } from "../testing/tpmPublic.js";
 import { parseTpm2ToolsPcrFile, type PcrValues } from "./pcrs.js";
 import { verifyQuote } from "./verifyQuote.js";
 
@@ -84,21 +85,7 @@ test("go-attestation Windows quote (RSASSA-SHA1, empty nonce): verifies only whe
 });
 
 function akFromPem(pem: string): Public {
-  const jwk = createPublicKey(pem).export({ format: "jwk" });
-  return {
-    type: TPM_ALG.RSA,
-    nameAlg: TPM_ALG.SHA256,
-    objectAttributes: 0x00050072,
-    authPolicy: new Uint8Array(0),
-    parameters: {
-      kind: "rsa",
-      symmetric: { algorithm: TPM_ALG.NULL, details: { kind: "null" } },
-      scheme: { scheme: TPM_ALG.RSASSA, details: { kind: "rsassa", hashAlg: TPM_ALG.SHA256 } },
-      keyBits: 2048,
-      exponent: 0,
-    },
-    unique: { kind: "rsa", n: new Uint8Array(Buffer.from(jwk.n ?? "", "base64url")) },
-  };
+  return tpmPublicFromKey(createPublicKey(pem), 0x00050072);
 }
 
 test("keylime checkquote vector: tpm2-tools serialized PCR blob, ASCII nonce; upstream negative cases refused", () => {

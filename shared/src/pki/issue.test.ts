@@ -2,12 +2,13 @@
  * Certificate profiles and refusals with a software CA key (the PKCS#11 path is in tests/src/pki/*.it.test.ts,
  * where the same functions run against SoftHSM2 and OpenSSL checks the result).
  */
+import { tpmPublicFromKey } from "../testing/tpmPublic.js";
 import { strict as assert } from "node:assert";
 import { generateKeyPairSync, X509Certificate } from "node:crypto";
 import { test } from "node:test";
 import { encode } from "../codec/codec.js";
-import { objectAttributes, TPM_ALG } from "../tpm/constants.js";
-import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../tpm/structures.js";
+import { objectAttributes } from "../tpm/constants.js";
+import { TPMT_PUBLIC } from "../tpm/structures.js";
 import { decodeExact } from "../codec/codec.js";
 import { newSoftwareSigner } from "../testing/softwareSigner.js";
 import { signCertificate } from "./buildCertificate.js";
@@ -92,21 +93,7 @@ test("LAK profile: its own CN and the TCG AIK-certificate EKU; not accepted as a
 test("a TPMT_PUBLIC gives the same certified key as its SPKI", async () => {
   const { issuing } = await softwareCa();
   const k = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const jwk = k.publicKey.export({ format: "jwk" });
-  const pub: Public = {
-    type: TPM_ALG.ECC,
-    nameAlg: TPM_ALG.SHA256,
-    objectAttributes: objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "sign"),
-    authPolicy: new Uint8Array(0),
-    parameters: {
-      kind: "ecc",
-      symmetric: { algorithm: TPM_ALG.NULL, details: { kind: "null" } },
-      scheme: { scheme: TPM_ALG.ECDSA, details: { kind: "ecdsa", hashAlg: TPM_ALG.SHA256 } },
-      curveID: 0x0003,
-      kdf: { scheme: TPM_ALG.NULL, details: { kind: "null" } },
-    },
-    unique: { kind: "ecc", x: new Uint8Array(Buffer.from(jwk.x ?? "", "base64url")), y: new Uint8Array(Buffer.from(jwk.y ?? "", "base64url")) },
-  };
+  const pub = tpmPublicFromKey(k.publicKey, objectAttributes("fixedTPM", "fixedParent", "sensitiveDataOrigin", "userWithAuth", "sign"));
   const decoded = decodeExact(TPMT_PUBLIC, encode(TPMT_PUBLIC, pub));
   const fromTpm = await issueLdevidCertificate(issuing, request({ publicKey: decoded }));
   const fromSpki = await issueLdevidCertificate(issuing, request({ publicKey: new Uint8Array(k.publicKey.export({ type: "spki", format: "der" })) }));

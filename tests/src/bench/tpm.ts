@@ -14,6 +14,7 @@ import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
 import { keyObjectFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
 import { TPM2B_PUBLIC, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/shared/tpm/structures";
 import { conformance } from "@fleetd/shared/testing/conformance";
+import { tpmPublicFromKey } from "@fleetd/shared/testing/tpmPublic";
 import { opsPerSecond, row, type BenchRow } from "./measure.js";
 
 export function benchTpm(): BenchRow[] {
@@ -45,19 +46,7 @@ export function benchTpm(): BenchRow[] {
 
   // ECDSA P-256 quote-shaped verify: sign a TPMS_ATTEST-sized message with a fresh key, same floor idea.
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
-  const jwk = publicKey.export({ format: "jwk" });
-  const eccAk = {
-    ...ak,
-    type: 0x0023,
-    parameters: {
-      kind: "ecc" as const,
-      symmetric: { algorithm: 0x0010, details: { kind: "null" as const } },
-      scheme: { scheme: 0x0018, details: { kind: "ecdsa" as const, hashAlg: 0x000b } },
-      curveID: 0x0003,
-      kdf: { scheme: 0x0010, details: { kind: "null" as const } },
-    },
-    unique: { kind: "ecc" as const, x: new Uint8Array(Buffer.from(jwk.x ?? "", "base64url")), y: new Uint8Array(Buffer.from(jwk.y ?? "", "base64url")) },
-  };
+  const eccAk = tpmPublicFromKey(publicKey, ak.objectAttributes);
   const p1363 = sign("sha256", quote, { key: privateKey, dsaEncoding: "ieee-p1363" });
   const eccSig = encode(TPMT_SIGNATURE, {
     sigAlg: 0x0018,
