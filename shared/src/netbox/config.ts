@@ -38,6 +38,20 @@ export const NetBoxSiteConfig = z.strictObject({
   handler: z.record(z.string(), z.unknown()).optional(),
   /** talos-config-server's own section (TLS, state DB, CA, ...), validated by talos-config-server. */
   server: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * The two Kubernetes clusters (kubeconfig paths, or "in-cluster"): `management` runs Tinkerbell and Rufio
+   * (Hardware, Template, Workflow, BMC Machine/Job live in `namespace`); `workload` is the cluster whose nodes
+   * fleetd admits and retires (CSRs, bootstrap tokens, Nodes, evictions). Both may be the same cluster.
+   */
+  kubernetes: z
+    .strictObject({
+      management: z.strictObject({
+        kubeconfig: z.string().min(1),
+        namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a namespace name").default("tinkerbell"),
+      }),
+      workload: z.strictObject({ kubeconfig: z.string().min(1) }),
+    })
+    .optional(),
   features: z
     .strictObject({
       /** Control-plane installation (off by default). */
