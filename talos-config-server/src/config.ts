@@ -63,6 +63,18 @@ export const ServerSection = z
       /** Lifetime of the per-node bootstrap token the rendered config carries. */
       bootstrapTokenTtlSeconds: seconds(600, 7 * 86_400, 86_400),
     }),
+    /**
+     * The kubelet bootstrap CSR gate (csrGate.ts), run when the site configuration names a workload cluster
+     * (`kubernetes.workload.kubeconfig`). `run: false` when something else (leader election) starts it.
+     */
+    csrGate: z
+      .strictObject({
+        run: z.boolean().default(true),
+        intervalSeconds: seconds(1, 300, 5),
+        /** How long an approved token's Secret is kept after the certificate is issued (the kubelet reads it). */
+        tokenGraceSeconds: seconds(0, 3600, 120),
+      })
+      .prefault({}),
     ttl: z
       .strictObject({
         /** Session and nonce lifetime. */

@@ -26,7 +26,11 @@ import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer"
 import type { Admission, Issuer } from "@fleetd/shared/protocol/server/deps";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
+import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
+import { loadKube } from "@fleetd/shared/kube/client";
+import type { BootstrapTokens } from "@fleetd/shared/protocol/server/deps";
 import { createApp } from "./app.js";
+import { startCsrGate, type CsrGate } from "./csrGate.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 import type { ServerConfig } from "./config.js";
 import { createMetrics } from "./metrics.js";
@@ -116,6 +120,19 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
       await inventory.record(node.name, { kind: "info", summary: "admission is not automated by this server yet: set desired_action to provision to install Talos" });
     },
   };
+  // The workload cluster: each rendered config's bootstrap token gets its Secret there (a failure fails the
+  // provision closed) and the CSR gate approves the kubelet's client certificate. Without one, nothing is
+  // created in any cluster and the rendered nodes cannot join (said at start).
+  const workload = cfg.site.kubernetes?.workload ? loadKube(cfg.site.kubernetes.workload.kubeconfig) : undefined;
+  const bootstrapTokens: BootstrapTokens = workload
+    ? new KubeBootstrapTokens(workload)
+    : {
+        async create(node, token) {
+          log.warn({ node, tokenId: token.id }, "no workload cluster configured (kubernetes.workload): bootstrap token Secret not created");
+        },
+        delete: async () => false,
+      };
+  if (!workload) log.warn("no workload cluster configured (kubernetes.workload): no bootstrap token Secrets, no CSR gate; rendered nodes cannot join a cluster");
   const service = new AttestationService({
     store: db,
     inventory,
@@ -123,6 +140,7 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
     measuredBoot: new PolicyMeasuredBoot(s.siteAuthoritiesDir, policyDir),
     issuer,
     renderer: new TalosRenderer(cfg.talos, s.talos.bootstrapTokenTtlSeconds * 1000, now),
+    bootstrapTokens,
     admission,
     ekRoots,
     settings: {
@@ -167,6 +185,11 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
   const url = `${tls ? "https" : "http"}://${host}:${port}`;
   log.info({ url, mode: s.mode }, "talos-config-server listening");
 
+  const gate: CsrGate | undefined =
+    workload && s.csrGate.run
+      ? startCsrGate({ kube: workload, store: db, journal: inventory, log, registry: metrics.registry, now, intervalMs: s.csrGate.intervalSeconds * 1000, tokenGraceMs: s.csrGate.tokenGraceSeconds * 1000 })
+      : undefined;
+
   const sweeper = setInterval(() => {
     db.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
   }, 60_000);
@@ -179,6 +202,7 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
     stop() {
       stopping ??= (async () => {
         clearInterval(sweeper);
+        await gate?.stop();
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const force = setTimeout(() => server.closeAllConnections(), DRAIN_MS);

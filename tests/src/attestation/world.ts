@@ -201,6 +201,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   let bundle: BundleState = addCa(emptyBundleState(), ca.pem, new Date(Date.now() - 3600_000));
 
   const store = new CountingStore(join(dir, "state.db"));
+  const bootstrapTokens = new Map<string, string>();
   const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), { applyAccount: fleet.apply.username, roleSlugs: { worker: "worker", "control-plane": "control-plane" } });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
@@ -211,6 +212,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     measuredBoot: new PolicyMeasuredBoot(site),
     issuer: new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
     renderer: new TalosRenderer(siteConfigFixture(opts.talosVersion), 24 * 3600_000, now),
+    // the workload cluster is not part of this world: the token Secrets are recorded, not created
+    bootstrapTokens: { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
     admission: { admit: async () => undefined },
     // The manufacturer store holds the world's EK CA only: foreign TPMs do not chain.
     ekRoots: loadCaStore(tpm.caDir),

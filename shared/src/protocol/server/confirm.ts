@@ -76,6 +76,12 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
       lakPublic: fromHex(data.lakPublic ?? ""),
       lakPrivate: fromHex(data.lakPrivate ?? ""),
     });
+    // The token's Secret exists before the config can be fetched; if it cannot be created, no install code
+    // (fail closed). A re-provision retires the node's previous token.
+    const previous = await ctx.store.getBootstrapToken(node.name);
+    await ctx.bootstrapTokens.create(node.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+    if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
+    await ctx.store.setBootstrapToken(node.name, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
     await ctx.store.putInstallCode({
       codeHash: createHash("sha256").update(code).digest("hex"),
       node: node.name,
@@ -84,7 +90,6 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
       config: rendered.config,
       expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
     });
-    await ctx.store.setBootstrapToken(node.name, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
     await ctx.journal.record(node.name, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId})` });
     return { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
   }

@@ -1,7 +1,7 @@
 /** The server's wiring and settings, shared by the challenge, evidence and confirm steps. */
 import type { CaStore } from "../../ek/store.js";
 import type { AttestationStore } from "../../state/store.js";
-import type { Admission, ConfigRenderer, Inventory, Issuer, Journal, MeasuredBoot, ModeGates } from "./deps.js";
+import type { Admission, BootstrapTokens, ConfigRenderer, Inventory, Issuer, Journal, MeasuredBoot, ModeGates } from "./deps.js";
 
 export interface ServerSettings {
   /** Session (nonce) lifetime; default 5 minutes. */
@@ -22,6 +22,7 @@ export interface ServerContext {
   measuredBoot: MeasuredBoot;
   issuer: Issuer;
   renderer: ConfigRenderer;
+  bootstrapTokens: BootstrapTokens;
   admission: Admission;
   ekRoots: CaStore;
   settings: ServerSettings;

@@ -91,7 +91,18 @@ export interface ConfigRenderer {
   render(
     node: NodeRecord,
     input: { mac: string; chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array },
-  ): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date }>;
+  ): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date; bootstrapToken: { id: string; secret: string } }>;
+}
+
+/**
+ * The per-node kubelet bootstrap tokens in the workload cluster (shared/src/kube/bootstrapToken.ts): the
+ * token's Secret must exist before its config can be fetched, else the node could not join.
+ */
+export interface BootstrapTokens {
+  /** Create the token's Secret (expiring at `expiresAt`); throws when it cannot, and the provision fails closed. */
+  create(node: string, token: { id: string; secret: string }, expiresAt: Date): Promise<void>;
+  /** Delete a token fleetd created (idempotent); true when something was deleted. */
+  delete(tokenId: string): Promise<boolean>;
 }
 
 export interface Admission {

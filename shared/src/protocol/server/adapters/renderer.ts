@@ -26,6 +26,11 @@ export class TalosRenderer implements ConfigRenderer {
         lakPrivate: input.lakPrivate,
       },
     });
-    return { config: r.yaml, bootstrapTokenId: r.bootstrapToken.id, tokenExpiresAt: new Date(this.now().getTime() + this.tokenTtlMs) };
+    return {
+      config: r.yaml,
+      bootstrapTokenId: r.bootstrapToken.id,
+      bootstrapToken: { id: r.bootstrapToken.id, secret: r.bootstrapToken.secret },
+      tokenExpiresAt: new Date(this.now().getTime() + this.tokenTtlMs),
+    };
   }
 }
