@@ -1,0 +1,352 @@
+/**
+ * The kubelet bootstrap CSR gate against a real control plane (etcd + kube-apiserver + kube-controller-manager
+ * 1.36 with its own CSR approver on) and Talos's bootstrap bindings (so kcm's approver would approve any
+ * well-formed kubelet CSR from a bootstrap token). The gate runs as a ServiceAccount bound to exactly the RBAC
+ * `fleetd kube setup` applies, with a token from the TokenRequest API; CSRs are made by openssl from EC P-256
+ * keys, as kubelet makes them, and submitted with the bootstrap token as bearer.
+ */
+import { strict as assert } from "node:assert";
+import { spawnSync } from "node:child_process";
+import { generateKeyPairSync, randomBytes, X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import * as k8s from "@kubernetes/client-node";
+import pino from "pino";
+import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "@fleetd/shared/kube/bootstrapToken";
+import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/shared/kube/client";
+import { KUBELET_CLIENT_SIGNER } from "@fleetd/shared/kube/csrGate";
+import type { Journal, JournalEntry } from "@fleetd/shared/protocol/server/deps";
+import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
+import { APPROVED_REASON, DENIED_REASON, startCsrGate, type CsrGate } from "@fleetd/talos-config-server/csrGate";
+import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { openssl } from "../harness/openssl.js";
+import { sleep } from "../harness/process.js";
+
+const CLI = fileURLToPath(new URL("../../../shared/dist/cli/main.js", import.meta.url));
+const POLICY_MESSAGE = /fleetd: kubelet bootstrap CSRs are approved only by the fleetd CSR gate \(system:serviceaccount:fleetd:talos-config-server\)/;
+
+class MemoryJournal implements Journal {
+  readonly entries: { node: string | undefined; entry: JournalEntry }[] = [];
+  async record(node: string | undefined, entry: JournalEntry): Promise<void> {
+    this.entries.push({ node, entry });
+  }
+  about(csr: string) {
+    return this.entries.filter((e) => e.entry.summary.includes(`CSR ${csr} `));
+  }
+}
+
+let cp: ControlPlane;
+let admin: Kube;
+let gateKube: Kube;
+let gate: CsrGate;
+let store: SqliteAttestationStore;
+const journal = new MemoryJournal();
+const work = mkdtempSync(join(tmpdir(), "fleetd-csr-gate-"));
+let setupOutput: string[] = [];
+
+function clientFor(user: k8s.User): Kube {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: cp.server, caData: Buffer.from(cp.caPem).toString("base64") }],
+    users: [user],
+    contexts: [{ name: "x", cluster: "c", user: user.name }],
+    currentContext: "x",
+  });
+  return kubeFromConfig(kc);
+}
+
+/** A ServiceAccount's identity, from a TokenRequest. */
+async function asServiceAccount(namespace: string, name: string): Promise<Kube> {
+  const tr = await admin.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  return clientFor({ name: `${namespace}-${name}`, token: tr.status?.token ?? "" });
+}
+
+function randomToken(): { id: string; secret: string } {
+  const a = "abcdefghijklmnopqrstuvwxyz0123456789";
+  const pick = (n: number) => Array.from(randomBytes(n), (b) => a[b % a.length]).join("");
+  return { id: pick(6), secret: pick(16) };
+}
+
+async function poll<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last = "";
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last error: ${last.slice(0, 500)})` : ""}`);
+    await sleep(250);
+  }
+}
+
+let keyCount = 0;
+/** A PEM CSR from a fresh EC P-256 key (as kubelet makes them), via openssl; returns the key file too. */
+function makeCsr(subject: string, addext: string[] = []): { pem: string; keyFile: string } {
+  const keyFile = join(work, `k${keyCount++}.pem`);
+  writeFileSync(keyFile, generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey.export({ type: "pkcs8", format: "pem" }), { mode: 0o600 });
+  const r = openssl(["req", "-new", "-key", keyFile, "-subj", subject, ...addext.flatMap((x) => ["-addext", x])]);
+  assert.equal(r.status, 0, r.stderr);
+  return { pem: r.stdout, keyFile };
+}
+
+async function submit(as: Kube, name: string, pem: string, usages = ["digital signature", "client auth"], signerName = KUBELET_CLIENT_SIGNER): Promise<k8s.V1CertificateSigningRequest> {
+  // the bootstrap authenticator sees a new token Secret through an informer: retry 401 briefly
+  return poll(`CSR ${name} to be accepted`, async () => {
+    try {
+      return await as.certificates.createCertificateSigningRequest({ body: { metadata: { name }, spec: { request: Buffer.from(pem).toString("base64"), signerName, usages } } });
+    } catch (e) {
+      if (kubeStatus(e) === 401) return undefined;
+      throw e;
+    }
+  }, 30_000);
+}
+
+const read = (name: string) => admin.certificates.readCertificateSigningRequest({ name });
+const cond = (csr: k8s.V1CertificateSigningRequest, type: string) => csr.status?.conditions?.find((c) => c.type === type);
+
+/** A fleetd token for `node`: its Secret created by the gate's identity, and the store's record. */
+async function fleetdToken(node: string, ttlMs = 3600_000): Promise<{ id: string; secret: string; bearer: Kube }> {
+  const t = randomToken();
+  const exp = new Date(Date.now() + ttlMs);
+  await new KubeBootstrapTokens(gateKube).create(node, t, exp);
+  await store.setBootstrapToken(node, t.id, exp.getTime());
+  return { ...t, bearer: clientFor({ name: `boot-${t.id}`, token: `${t.id}.${t.secret}` }) };
+}
+
+/** A bootstrap token fleetd did not make (as an operator or Talos would): valid for authentication. */
+async function foreignToken(): Promise<{ id: string; bearer: Kube }> {
+  const t = randomToken();
+  await admin.core.createNamespacedSecret({
+    namespace: TOKEN_NAMESPACE,
+    body: {
+      metadata: { name: `bootstrap-token-${t.id}` },
+      type: "bootstrap.kubernetes.io/token",
+      stringData: { "token-id": t.id, "token-secret": t.secret, "usage-bootstrap-authentication": "true", "auth-extra-groups": "system:bootstrappers:nodes" },
+    },
+  });
+  return { id: t.id, bearer: clientFor({ name: `boot-${t.id}`, token: `${t.id}.${t.secret}` }) };
+}
+
+function crb(name: string, role: string, groups: string[]): k8s.V1ClusterRoleBinding {
+  return {
+    metadata: { name },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
+    subjects: groups.map((g) => ({ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: g })),
+  };
+}
+
+function approvalBody(csr: k8s.V1CertificateSigningRequest, reason: string): k8s.V1CertificateSigningRequest {
+  return { ...csr, status: { ...csr.status, conditions: [...(csr.status?.conditions ?? []), { type: "Approved", status: "True", reason, message: reason, lastUpdateTime: new Date() }] } };
+}
+
+function cli(args: string[]): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: "utf8", timeout: 60_000 });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+before(async () => {
+  cp = await startControlPlane();
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(cp.kubeconfig);
+  admin = kubeFromConfig(kc);
+  store = new SqliteAttestationStore(join(work, "state.db"));
+
+  await admin.core.createNamespace({ body: { metadata: { name: "fleetd" } } });
+  await admin.core.createNamespacedServiceAccount({ namespace: "fleetd", body: { metadata: { name: "talos-config-server" } } });
+  for (const pass of [1, 2]) {
+    const r = cli(["kube", "setup", "--kubeconfig", cp.kubeconfig]);
+    assert.equal(r.status, 0, r.stderr);
+    if (pass === 2) setupOutput = r.stdout.trim().split("\n");
+  }
+  gateKube = await asServiceAccount("fleetd", "talos-config-server");
+
+  // Talos's control plane: bootstrap tokens may create CSRs ...
+  await admin.rbac.createClusterRoleBinding({ body: crb("system-bootstrap-node-bootstrapper", "system:node-bootstrapper", ["system:bootstrappers:nodes", "system:nodes"]) });
+  // ... and, before the auto-approve bindings exist, the policy must be in force (policies load asynchronously):
+  // probe with a dry-run approval by the admin until it is refused.
+  const probeToken = await foreignToken();
+  const probe = await submit(probeToken.bearer, "probe", makeCsr("/O=not-nodes/CN=probe").pem);
+  await poll("the approval policy to be in force", async () => {
+    try {
+      await admin.certificates.replaceCertificateSigningRequestApproval({ name: "probe", dryRun: "All", body: approvalBody(probe, "Probe") });
+      return undefined;
+    } catch (e) {
+      return kubeStatus(e) !== undefined && kubeStatus(e)! >= 400 && kubeStatus(e)! < 500 ? true : undefined;
+    }
+  }, 60_000);
+  // ... and the bindings that let kube-controller-manager's approver auto-approve (Talos's and the generic one).
+  await admin.rbac.createClusterRoleBinding({ body: crb("system-bootstrap-approve-node-client-csr", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", ["system:bootstrappers:nodes"]) });
+  await admin.rbac.createClusterRoleBinding({ body: crb("fleetd-it-bootstrappers-nodeclient", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", ["system:bootstrappers"]) });
+  await admin.rbac.createClusterRoleBinding({ body: crb("system-bootstrap-node-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", ["system:nodes"]) });
+
+  gate = startCsrGate({ kube: gateKube, store, journal, log: pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" }), intervalMs: 3600_000, tokenGraceMs: 0 });
+}, { timeout: 60 * 60_000 });
+
+after(async () => {
+  await gate?.stop();
+  await store?.close();
+  await cp?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+test("fleetd kube setup applies the RBAC and the approval policy, idempotently (the second run replaces)", async () => {
+  assert.deepEqual(setupOutput.map((l) => l.split(/\s+/)[0]), ["replaced", "replaced", "replaced", "replaced", "replaced", "replaced"]);
+  const p = await admin.admission.readValidatingAdmissionPolicy({ name: "fleetd-kubelet-bootstrap-csr-approval" });
+  assert.equal(p.spec?.failurePolicy, "Fail");
+  // the policy compiled: no type-checking warnings reported in its status
+  assert.deepEqual(p.status?.typeChecking?.expressionWarnings ?? [], []);
+  const b = await admin.admission.readValidatingAdmissionPolicyBinding({ name: "fleetd-kubelet-bootstrap-csr-approval" });
+  assert.deepEqual(b.spec?.validationActions, ["Deny"]);
+});
+
+test("the right CSR is approved by fleetd and signed by the cluster CA; the token is spent and its Secret deleted", async () => {
+  const t = await fleetdToken("worker-1");
+  const secret = await admin.core.readNamespacedSecret({ namespace: TOKEN_NAMESPACE, name: `bootstrap-token-${t.id}` });
+  const field = (k: string) => Buffer.from(secret.data?.[k] ?? "", "base64").toString();
+  assert.equal(secret.type, "bootstrap.kubernetes.io/token");
+  assert.equal(field("usage-bootstrap-authentication"), "true");
+  assert.equal(field("usage-bootstrap-signing"), "");
+  assert.match(field("expiration"), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  assert.equal(secret.metadata?.labels?.["fleetd.io/node"], "worker-1");
+
+  const { pem, keyFile } = makeCsr("/O=system:nodes/CN=system:node:worker-1");
+  const created = await submit(t.bearer, "good", pem);
+  assert.equal(created.spec.username, `system:bootstrap:${t.id}`);
+  const r = await gate.sync();
+  assert.ok(r.approved.includes("good"), JSON.stringify(r));
+  const approved = await read("good");
+  assert.equal(cond(approved, "Approved")?.reason, APPROVED_REASON);
+  const certB64 = await poll("kube-controller-manager to sign the approved CSR", async () => (await read("good")).status?.certificate);
+  const cert = new X509Certificate(Buffer.from(certB64, "base64"));
+  assert.ok(cert.verify(new X509Certificate(cp.caPem).publicKey), "issued by the cluster CA");
+  assert.match(cert.subject, /CN=system:node:worker-1/);
+  writeFileSync(join(work, "worker-1.crt"), Buffer.from(certB64, "base64"));
+  writeFileSync(join(work, "worker-1.key.path"), keyFile);
+
+  assert.equal(await store.nodeForBootstrapToken(t.id), undefined, "the store's token record is spent");
+  const j = journal.about("good");
+  assert.equal(j.length, 1);
+  assert.equal(j[0]?.node, "worker-1");
+  assert.equal(j[0]?.entry.kind, "success");
+
+  // the certificate is out: the next pass deletes the token Secret (grace 0 here)
+  const r2 = await gate.sync();
+  assert.ok(r2.tokensDeleted.includes(t.id), JSON.stringify(r2));
+  await assert.rejects(admin.core.readNamespacedSecret({ namespace: TOKEN_NAMESPACE, name: `bootstrap-token-${t.id}` }), (e) => kubeStatus(e) === 404);
+  assert.ok(journal.entries.some((e) => e.node === "worker-1" && e.entry.summary.includes(`bootstrap token ${t.id} deleted`)));
+});
+
+test("another node's name, extra usages, SANs, a wrong O, a foreign token: each denied with its reason and journalled", async () => {
+  const t = await fleetdToken("worker-2");
+  const foreign = await foreignToken();
+  const cases: { name: string; as: Kube; subject: string; addext?: string[]; usages?: string[]; check: string; node: string | undefined }[] = [
+    { name: "other-node", as: t.bearer, subject: "/O=system:nodes/CN=system:node:worker-3", check: "csr.subject.cn", node: "worker-2" },
+    { name: "extra-usage", as: t.bearer, subject: "/O=system:nodes/CN=system:node:worker-2", usages: ["digital signature", "client auth", "server auth"], check: "csr.usages", node: "worker-2" },
+    { name: "with-sans", as: t.bearer, subject: "/O=system:nodes/CN=system:node:worker-2", addext: ["subjectAltName=DNS:worker-2.example,IP:10.0.0.2"], check: "csr.san.dns", node: "worker-2" },
+    { name: "wrong-o", as: t.bearer, subject: "/O=system:masters/CN=system:node:worker-2", check: "csr.subject.o", node: "worker-2" },
+    { name: "foreign-token", as: foreign.bearer, subject: "/O=system:nodes/CN=system:node:worker-2", check: "csr.token.unknown", node: undefined },
+  ];
+  for (const c of cases) await submit(c.as, c.name, makeCsr(c.subject, c.addext).pem, c.usages);
+  const r = await gate.sync();
+  for (const c of cases) {
+    assert.ok(r.denied.includes(c.name), `${c.name} denied in ${JSON.stringify(r)}`);
+    const csr = await read(c.name);
+    const denied = cond(csr, "Denied");
+    assert.equal(denied?.reason, DENIED_REASON, c.name);
+    assert.match(denied?.message ?? "", new RegExp(c.check.replace(/\./g, "\\.")), c.name);
+    assert.equal(cond(csr, "Approved"), undefined, `${c.name} is not approved by anyone`);
+    assert.equal(csr.status?.certificate, undefined, `${c.name} is not signed`);
+    const j = journal.about(c.name);
+    assert.equal(j.length, 1, c.name);
+    assert.equal(j[0]?.node, c.node, c.name);
+    assert.equal(j[0]?.entry.kind, "danger");
+    assert.ok(j[0]?.entry.reasons?.some((x) => x.check === c.check), `${c.name}: journal reasons ${JSON.stringify(j[0]?.entry.reasons)}`);
+  }
+  // the SAN case names the IP too
+  assert.match(cond(await read("with-sans"), "Denied")?.message ?? "", /csr\.san\.ip/);
+  // denials do not spend the token: worker-2 may still send the right CSR
+  assert.equal(await store.nodeForBootstrapToken(t.id), "worker-2");
+  // a CSR that already has a condition is not judged again
+  const again = await gate.sync();
+  for (const c of cases) assert.ok(!again.denied.includes(c.name) && !again.approved.includes(c.name));
+});
+
+test("a renewal by system:node:x and a CSR for another signer are left alone (kcm approves the renewal)", async () => {
+  const certPem = readFileSync(join(work, "worker-1.crt"), "utf8");
+  const keyPem = readFileSync(readFileSync(join(work, "worker-1.key.path"), "utf8"), "utf8");
+  const node = clientFor({ name: "worker-1", certData: Buffer.from(certPem).toString("base64"), keyData: Buffer.from(keyPem).toString("base64") });
+  const renewal = await submit(node, "renewal", makeCsr("/O=system:nodes/CN=system:node:worker-1").pem);
+  assert.equal(renewal.spec.username, "system:node:worker-1");
+  const other = await submit(admin, "other-signer", makeCsr("/CN=some-client").pem, ["digital signature", "client auth"], "kubernetes.io/kube-apiserver-client");
+  assert.ok(other.spec.username);
+  const r = await gate.sync();
+  for (const n of ["renewal", "other-signer"]) assert.ok(!r.approved.includes(n) && !r.denied.includes(n), n);
+  // kube-controller-manager's approver handles the renewal (the policy does not cover system:node:* requesters)
+  const approved = await poll("kcm to approve the renewal", async () => cond(await read("renewal"), "Approved"));
+  assert.equal(approved.reason, "AutoApproved");
+  const o = await read("other-signer");
+  assert.equal(o.status?.conditions?.some((c) => c.reason === APPROVED_REASON || c.reason === DENIED_REASON) ?? false, false);
+  assert.ok(!journal.entries.some((e) => /renewal|other-signer/.test(e.entry.summary)));
+});
+
+test("an approval by anyone but fleetd's service account is refused by the admission policy", async () => {
+  const t = await fleetdToken("worker-4");
+  const csr = await submit(t.bearer, "victim", makeCsr("/O=system:nodes/CN=system:node:worker-4").pem);
+  // an operator's account with every approval right RBAC can give
+  await admin.core.createNamespace({ body: { metadata: { name: "ops" } } });
+  await admin.core.createNamespacedServiceAccount({ namespace: "ops", body: { metadata: { name: "approver" } } });
+  await admin.rbac.createClusterRole({
+    body: {
+      metadata: { name: "ops-csr-approver" },
+      rules: [
+        { apiGroups: ["certificates.k8s.io"], resources: ["certificatesigningrequests", "certificatesigningrequests/approval"], verbs: ["get", "list", "update"] },
+        { apiGroups: ["certificates.k8s.io"], resources: ["signers"], resourceNames: [KUBELET_CLIENT_SIGNER], verbs: ["approve"] },
+      ],
+    },
+  });
+  await admin.rbac.createClusterRoleBinding({
+    body: { metadata: { name: "ops-csr-approver" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "ops-csr-approver" }, subjects: [{ kind: "ServiceAccount", namespace: "ops", name: "approver" }] },
+  });
+  const identities: [string, Kube][] = [
+    ["kube-controller-manager's approver (certificate-controller)", await asServiceAccount("kube-system", "certificate-controller")],
+    ["an operator's service account with approve rights", await asServiceAccount("ops", "approver")],
+    ["the cluster admin (system:masters)", admin],
+  ];
+  for (const [who, kube] of identities) {
+    const current = await read("victim");
+    await assert.rejects(
+      kube.certificates.replaceCertificateSigningRequestApproval({ name: "victim", body: approvalBody(current, "NotFleetd") }),
+      (e: unknown) => {
+        const status = kubeStatus(e);
+        assert.ok(status === 403 || status === 422, `${who}: status ${status}`);
+        assert.match(String((e as { body?: unknown }).body ?? (e as Error).message), POLICY_MESSAGE, who);
+        return true;
+      },
+      who,
+    );
+    assert.equal(cond(await read("victim"), "Approved"), undefined, `${who} did not approve`);
+  }
+  assert.ok(csr.metadata?.name);
+  // fleetd's gate may
+  const r = await gate.sync();
+  assert.ok(r.approved.includes("victim"), JSON.stringify(r));
+  assert.equal(cond(await read("victim"), "Approved")?.reason, APPROVED_REASON);
+});
+
+test("kube-controller-manager's approver approved no bootstrap CSR (every approval of one is fleetd's), though it tried", async () => {
+  const all = await admin.certificates.listCertificateSigningRequest();
+  const bootstrap = all.items.filter((c) => c.spec.username?.startsWith("system:bootstrap:"));
+  assert.ok(bootstrap.length >= 8, `${bootstrap.length} bootstrap CSRs`);
+  for (const c of bootstrap) {
+    const a = cond(c, "Approved");
+    if (a) assert.equal(a.reason, APPROVED_REASON, `${c.metadata?.name} approved by ${a.reason}`);
+  }
+  // kcm's approver did try, and was refused (its sync errors carry the policy's message)
+  assert.match(cp.logs(), POLICY_MESSAGE);
+});
