@@ -30,7 +30,7 @@ import type { Claims } from "@fleetd/shared/protocol/messages";
 import { PkiIssuer } from "@fleetd/shared/protocol/server/adapters/issuer";
 import { PolicyMeasuredBoot } from "@fleetd/shared/protocol/server/adapters/measuredBoot";
 import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer";
-import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
+import { type BootstrapTokens, DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
 import type { InstallCodeRecord } from "@fleetd/shared/state/store";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
@@ -60,6 +60,8 @@ export interface WorldOptions {
   talosVersion: string;
   /** Further machines by node name (not worker-1, which always exists). */
   machines?: Record<string, MachineSpec>;
+  /** Where the rendered configs' bootstrap token Secrets go (default: recorded in memory, no cluster). */
+  bootstrapTokens?: BootstrapTokens;
 }
 
 /** A machine of the world: its TPM, what it claims and the log of its boot. */
@@ -212,8 +214,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     measuredBoot: new PolicyMeasuredBoot(site),
     issuer: new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
     renderer: new TalosRenderer(siteConfigFixture(opts.talosVersion), 24 * 3600_000, now),
-    // the workload cluster is not part of this world: the token Secrets are recorded, not created
-    bootstrapTokens: { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
+    // without a workload cluster (the default) the token Secrets are recorded, not created
+    bootstrapTokens: opts.bootstrapTokens ?? { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
     admission: { admit: async () => undefined },
     // The manufacturer store holds the world's EK CA only: foreign TPMs do not chain.
     ekRoots: loadCaStore(tpm.caDir),

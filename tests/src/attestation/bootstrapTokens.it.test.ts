@@ -1,0 +1,107 @@
+/**
+ * The provision confirm and the workload cluster's bootstrap tokens, end to end: the attestation world (NetBox,
+ * swtpm, SoftHSM2, the server) with a real control plane as the workload cluster. A provision creates the
+ * node's `bootstrap-token-<id>` Secret before any config can be fetched (that such a Secret authenticates the
+ * token is shown in tests/src/kube/csrGate.it.test.ts); a re-provision replaces it (the old Secret is deleted);
+ * when the Secret cannot be created, the provision fails closed: no install code.
+ */
+import { strict as assert } from "node:assert";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, test } from "node:test";
+import * as k8s from "@kubernetes/client-node";
+import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "@fleetd/shared/kube/bootstrapToken";
+import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/shared/kube/client";
+import type { BootstrapTokens } from "@fleetd/shared/protocol/server/deps";
+import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { runHonest } from "./machine.js";
+import { NODE, startWorld, type World } from "./world.js";
+
+const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
+const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+
+let cp: ControlPlane;
+let admin: Kube;
+let w: World;
+/** What the server creates tokens with; a test swaps it for one without rights. */
+let tokens: BootstrapTokens;
+
+before(async () => {
+  cp = await startControlPlane();
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(cp.kubeconfig);
+  admin = kubeFromConfig(kc);
+  tokens = new KubeBootstrapTokens(admin);
+  w = await startWorld({ talosVersion: TALOS_VERSION, bootstrapTokens: { create: (...a) => tokens.create(...a), delete: (id) => tokens.delete(id) } });
+}, { timeout: 60 * 60_000 });
+after(async () => {
+  await w?.stop();
+  await cp?.stop();
+});
+
+async function secretFor(tokenId: string): Promise<k8s.V1Secret | undefined> {
+  try {
+    return await admin.core.readNamespacedSecret({ namespace: TOKEN_NAMESPACE, name: `bootstrap-token-${tokenId}` });
+  } catch (e) {
+    if (kubeStatus(e) === 404) return undefined;
+    throw e;
+  }
+}
+
+let firstToken = "";
+
+test("provision creates the node's token Secret (expiring, authentication only, labelled) and records the token", async () => {
+  assert.equal((await runHonest(w, "intake")).mode, "intake");
+  const codesBefore = w.installCodesIssued();
+  assert.equal((await runHonest(w, "provision")).mode, "provision");
+  assert.equal(w.installCodesIssued(), codesBefore + 1);
+  const rec = await w.store.getBootstrapToken(NODE);
+  assert.ok(rec, "the store records the node's token");
+  firstToken = rec.tokenId;
+  const s = await secretFor(rec.tokenId);
+  assert.ok(s, "the Secret exists");
+  const field = (k: string) => Buffer.from(s.data?.[k] ?? "", "base64").toString();
+  assert.equal(s.type, "bootstrap.kubernetes.io/token");
+  assert.equal(field("token-id"), rec.tokenId);
+  assert.match(field("token-secret"), /^[a-z0-9]{16}$/);
+  assert.equal(Date.parse(field("expiration")), Math.floor(rec.expiresAt / 1000) * 1000, "expiration = the rendered token's expiry");
+  assert.equal(field("usage-bootstrap-authentication"), "true");
+  assert.equal(field("usage-bootstrap-signing"), "");
+  assert.equal(s.metadata?.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+  assert.equal(s.metadata?.annotations?.["fleetd.io/node"], NODE);
+  assert.match(field("description"), new RegExp(NODE));
+});
+
+test("a re-provision creates a new token and deletes the old Secret", async () => {
+  assert.equal((await runHonest(w, "provision")).mode, "provision");
+  const rec = await w.store.getBootstrapToken(NODE);
+  assert.ok(rec && rec.tokenId !== firstToken, "a new token");
+  assert.ok(await secretFor(rec.tokenId), "the new Secret exists");
+  assert.equal(await secretFor(firstToken), undefined, "the old Secret is gone");
+  assert.equal(await w.store.nodeForBootstrapToken(firstToken), undefined);
+});
+
+test("when the Secret cannot be created (no rights in the cluster), the provision fails closed: no install code", async () => {
+  await admin.core.createNamespace({ body: { metadata: { name: "norights" } } });
+  await admin.core.createNamespacedServiceAccount({ namespace: "norights", body: { metadata: { name: "sa" } } });
+  const tr = await admin.core.createNamespacedServiceAccountToken({ namespace: "norights", name: "sa", body: { spec: { audiences: [], expirationSeconds: 600 } } });
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: cp.server, caData: Buffer.from(cp.caPem).toString("base64") }],
+    users: [{ name: "u", token: tr.status?.token ?? "" }],
+    contexts: [{ name: "x", cluster: "c", user: "u" }],
+    currentContext: "x",
+  });
+  const before = await w.store.getBootstrapToken(NODE);
+  const codesBefore = w.installCodesIssued();
+  tokens = new KubeBootstrapTokens(kubeFromConfig(kc));
+  try {
+    await assert.rejects(runHonest(w, "provision"));
+  } finally {
+    tokens = new KubeBootstrapTokens(admin);
+  }
+  assert.equal(w.installCodesIssued(), codesBefore, "no install code was stored");
+  assert.deepEqual(await w.store.getBootstrapToken(NODE), before, "the recorded token is unchanged");
+  assert.ok(before && (await secretFor(before.tokenId)), "the previous token's Secret is untouched");
+});
