@@ -242,6 +242,29 @@ test("the right CSR is approved by fleetd and signed by the cluster CA; the toke
   assert.ok(journal.entries.some((e) => e.node === "worker-1" && e.entry.summary.includes(`bootstrap token ${t.id} deleted`)));
 });
 
+test("an approved token's Secret stays for the grace period after issue (the kubelet still reads its CSR); an expired one goes", async () => {
+  let clock = Date.now();
+  const slow = startCsrGate({ kube: gateKube, store, journal, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000, now: () => new Date(clock) });
+  try {
+    const used = await fleetdToken("worker-5", 3 * 3600_000);
+    const unused = await fleetdToken("worker-6", 3 * 3600_000);
+    await submit(used.bearer, "graceful", makeCsr("/O=system:nodes/CN=system:node:worker-5").pem);
+    assert.ok((await slow.sync()).approved.includes("graceful"));
+    await poll("the certificate", async () => (await read("graceful")).status?.certificate);
+    const soon = await slow.sync();
+    assert.deepEqual(soon.tokensDeleted, [], "within the grace period nothing is deleted");
+    // the kubelet can still read its CSR with the token
+    assert.ok((await used.bearer.certificates.readCertificateSigningRequest({ name: "graceful" })).status?.certificate);
+    clock += 3600_000 + 1000;
+    assert.deepEqual((await slow.sync()).tokensDeleted, [used.id], "after the grace period the used token goes, the unused one stays");
+    clock += 2 * 3600_000;
+    assert.deepEqual((await slow.sync()).tokensDeleted, [unused.id], "an expired fleetd token goes");
+    assert.ok(journal.entries.some((e) => e.node === "worker-6" && /expired/.test(e.entry.summary)));
+  } finally {
+    await slow.stop();
+  }
+});
+
 test("another node's name, extra usages, SANs, a wrong O, a foreign token: each denied with its reason and journalled", async () => {
   const t = await fleetdToken("worker-2");
   const foreign = await foreignToken();
