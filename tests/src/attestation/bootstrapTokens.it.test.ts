@@ -13,6 +13,8 @@ import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "@fleetd/shared/kube/bootstrapToken";
 import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/shared/kube/client";
+import { listDevices } from "@fleetd/shared/netbox/device";
+import { readJournal } from "@fleetd/shared/netbox/journal";
 import type { BootstrapTokens } from "@fleetd/shared/protocol/server/deps";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { runHonest } from "./machine.js";
@@ -102,6 +104,10 @@ test("when the Secret cannot be created (no rights in the cluster), the provisio
     tokens = new KubeBootstrapTokens(admin);
   }
   assert.equal(w.installCodesIssued(), codesBefore, "no install code was stored");
+  const [d] = await listDevices(w.admin, { name: NODE });
+  assert.ok(d);
+  const journal = (await readJournal(w.admin, d.id)).map((j) => j.comments).join("\n");
+  assert.match(journal, /provision failed closed: the bootstrap token Secret could not be created \(creating bootstrap token [a-z0-9]{6} for node worker-1: API status 403\)/);
   assert.deepEqual(await w.store.getBootstrapToken(NODE), before, "the recorded token is unchanged");
   assert.ok(before && (await secretFor(before.tokenId)), "the previous token's Secret is untouched");
 });

@@ -79,7 +79,12 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
     // The token's Secret exists before the config can be fetched; if it cannot be created, no install code
     // (fail closed). A re-provision retires the node's previous token.
     const previous = await ctx.store.getBootstrapToken(node.name);
-    await ctx.bootstrapTokens.create(node.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+    try {
+      await ctx.bootstrapTokens.create(node.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+    } catch (e) {
+      await ctx.journal.record(node.name, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
+      throw e;
+    }
     if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
     await ctx.store.setBootstrapToken(node.name, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
     await ctx.store.putInstallCode({
