@@ -5,7 +5,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { isAlreadyExists, isNotFound, type Kube } from "../kube/client.js";
-import { AnyObject, BMC_JOB, BMC_MACHINE, isOurs, JobObject, LABEL_NODE, ObjectMeta, ownedLabels } from "./api.js";
+import { AnyObject, BMC_JOB, BMC_MACHINE, isOurs, JobObject, LABEL_MANAGED_BY, LABEL_NODE, MANAGED_BY, ownedLabels } from "./api.js";
 import { resolveCredentials } from "./credentials.js";
 import { TinkerbellError } from "./errors.js";
 import { buildPowerOffJob, jobStateOf, type JobState } from "./job.js";
@@ -37,8 +37,8 @@ async function ensureSecret(kube: Kube, namespace: string, node: string, usernam
       live = await kube.core.readNamespacedSecret({ name, namespace });
     }
   }
-  const meta = ObjectMeta.safeParse(live.metadata ?? {});
-  if (!meta.success || !isOurs(meta.data)) throw new TinkerbellError("not_ours", `Secret ${namespace}/${name} exists and is not labelled as fleetd's: fleetd leaves it alone`);
+  // client-node's V1Secret (timestamps as Date): only the ownership label is judged.
+  if (live.metadata?.labels?.[LABEL_MANAGED_BY] !== MANAGED_BY) throw new TinkerbellError("not_ours", `Secret ${namespace}/${name} exists and is not labelled as fleetd's: fleetd leaves it alone`);
   if (live.data?.["username"] !== data.username || live.data?.["password"] !== data.password || live.type !== "Opaque") {
     await kube.core.replaceNamespacedSecret({ name, namespace, body: { ...body, metadata: { ...body.metadata, ...(live.metadata?.resourceVersion ? { resourceVersion: live.metadata.resourceVersion } : {}) } } });
   }
