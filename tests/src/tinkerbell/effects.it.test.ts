@@ -22,6 +22,8 @@ import { TinkerbellError } from "@fleetd/shared/tinkerbell/errors";
 import { checkTemplateData } from "@fleetd/shared/tinkerbell/templates";
 import { INTAKE_RULE_SET } from "@fleetd/shared/tinkerbell/ruleSet";
 import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
+import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import type { Journal, JournalEntry, NodeRecord } from "@fleetd/shared/protocol/server/deps";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds, TINKERBELL_VERSION } from "../harness/tinkerbellCrds.js";
 import { repoRoot } from "../netbox/fixture.js";
@@ -409,4 +411,60 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
   assert.equal(await apiStatus(asSa.core.listNamespacedSecret({ namespace: NS })), 403);
   assert.equal(await apiStatus(asSa.custom.listNamespacedCustomObject({ ...tink("hardware"), namespace: "other" })), 403);
   assert.equal(await apiStatus(asSa.custom.patchNamespacedCustomObjectStatus({ ...tink("workflows"), name: b.name, body: { status: { state: "SUCCESS" } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch))), 403);
+});
+
+/** The journal as the attestation server sees it (NetBox in production): entries kept in order. */
+class Entries implements Journal {
+  readonly entries: { node: string | undefined; entry: JournalEntry }[] = [];
+  async record(node: string | undefined, entry: JournalEntry): Promise<void> {
+    this.entries.push({ node, entry });
+  }
+}
+
+const record = (name: string, bmc?: NodeRecord["bmc"]): NodeRecord => ({
+  name, serial: "S", class: "talos", role: "worker", tpm: "2.0", ekBindings: [], status: "planned", desiredAction: null, ekBindingsAttributed: true,
+  address: "10.20.0.51/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}),
+});
+
+test("admission (talos-config-server): Hardware with the intake's boot MAC first and the provision Workflow; the intake Workflow deleted; every outcome journalled, never thrown", async () => {
+  await effects.syncTemplates();
+  const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
+  // tink-server enrolled the machine by its second MAC (sorted claims put another first).
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "enrollment-0c-c4-7a-00-05-02", labels: { "tinkerbell.org/auto-enrollment": "true" },
+      ownerReferences: [{ apiVersion: "tinkerbell.org/v1alpha1", kind: "WorkflowRuleSet", name: INTAKE_RULE_SET, uid: rs.metadata.uid! }] },
+    spec: { templateRef: "fleetd-intake", hardwareMap: { device_1: "0c:c4:7a:00:05:02", fleetd_mode: "intake" } },
+  } });
+  await setWorkflowState("enrollment-0c-c4-7a-00-05-02", "RUNNING", "0c:c4:7a:00:05:02");
+  const journal = new Entries();
+  const adm = new TinkerbellAdmission(effects, journal);
+  await adm.admit(record("adm-1", { type: "ipmi", address: "10.30.0.51", credentials: "env:BMC_A" }), { macs: ["0C:C4:7A:00:05:01", "0c:c4:7a:00:05:02"], uuid: "4c4c4544-0000-0000-0000-000000000001" });
+  const hw = await get(tink("hardware"), "adm-1");
+  assert.deepEqual((hw.spec["interfaces"] as { dhcp: { mac: string }; netboot: { allowPXE: boolean } }[]).map((i) => [i.dhcp.mac, i.netboot.allowPXE]), [["0c:c4:7a:00:05:02", true], ["0c:c4:7a:00:05:01", false]]);
+  const wfs = await list(tink("workflows"), "fleetd.io/node=adm-1");
+  assert.equal(wfs.length, 1);
+  assert.equal(at(wfs[0], "spec.hardwareMap.device_1"), "0c:c4:7a:00:05:02");
+  assert.equal(at(wfs[0], "spec.templateRef"), "fleetd-provision");
+  assert.equal(await apiStatus(get(tink("workflows"), "enrollment-0c-c4-7a-00-05-02")), 404);
+  assert.equal(journal.entries.length, 1);
+  assert.equal(journal.entries[0]!.entry.kind, "success");
+  assert.match(journal.entries[0]!.entry.summary, new RegExp(`admission: Hardware adm-1 \\(boot MAC 0c:c4:7a:00:05:02\\) and provision Workflow ${wfs[0]!.metadata.name} created; deleted first: enrollment-0c-c4-7a-00-05-02 \\(RUNNING, intake superseded\\)`));
+
+  // Two MACs and no intake Workflow naming one: which boots is unknown — refused in the journal, nothing created.
+  await adm.admit(record("adm-2"), { macs: ["0c:c4:7a:00:06:01", "0c:c4:7a:00:06:02"], uuid: "u2" });
+  assert.equal(journal.entries[1]!.entry.kind, "danger");
+  assert.match(journal.entries[1]!.entry.summary, /cannot tell which of the 2 proven MACs .* boots.*\[no_proven_mac\]/);
+  assert.equal(await apiStatus(get(tink("hardware"), "adm-2")), 404);
+  // One MAC: it is the boot MAC. vault: credentials: refused, journalled, not thrown.
+  await adm.admit(record("adm-3", { type: "redfish", address: "10.30.0.53", credentials: "vault:kv/x" }), { macs: ["0c:c4:7a:00:07:01"], uuid: "u3" });
+  assert.equal(journal.entries[2]!.entry.kind, "danger");
+  assert.match(journal.entries[2]!.entry.summary, /\[credentials_unsupported\]/);
+  await adm.admit(record("adm-4"), { macs: ["0c:c4:7a:00:08:01"], uuid: "u4" });
+  assert.equal(journal.entries[3]!.entry.kind, "success");
+  // An API error (a namespace that does not exist) is journalled too, not thrown.
+  const broken = new TinkerbellAdmission(new TinkerbellEffects({ kube: admin, namespace: "no-such-namespace", site: site(), serverCaPem: cp.caPem }), journal);
+  await broken.admit(record("adm-5"), { macs: ["0c:c4:7a:00:09:01"], uuid: "u5" });
+  assert.equal(journal.entries[4]!.entry.kind, "danger");
+  assert.match(journal.entries[4]!.entry.summary, /admission failed: Kubernetes API/);
 });
