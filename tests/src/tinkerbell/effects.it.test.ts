@@ -405,6 +405,9 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
   const job = await eff.powerOff(n, "rbac-off");
   assert.deepEqual(await eff.jobState(job), { state: "pending" });
   await eff.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, address: "10.30.0.41" } }); // Machine patch, Secret get
+  const rotated = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site(), serverCaPem: cp.caPem, env: { ...env, BMC_A_PASSWORD: "rotated" } });
+  await rotated.ensureBmcMachine(n); // Secret update
+  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-rbac-1" })).data!["password"]!, "base64").toString(), "rotated");
   await eff.syncTemplates();
 
   // ... and no more than that: no Secret listing, nothing outside the namespace, no Workflow status writes.
