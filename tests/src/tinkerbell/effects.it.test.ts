@@ -190,6 +190,12 @@ test("the same request twice makes one Workflow; a node without a BMC gets no bo
   assert.deepEqual(wf.spec["bootOptions"], { toggleAllowNetboot: true });
   assert.equal(a.machine, undefined);
   assert.equal((await get(tink("hardware"), "node-b")).spec["bmcRef"], undefined);
+
+  // Two replicas handling the same request at once: one Workflow, one creation, the same name for both.
+  const both = await Promise.all([0, 1].map(() => effects.start(node("node-b2", "0c:c4:7a:00:00:12"), { mode: "provision", requestId: "desired_action:3:300" })));
+  assert.equal(both[0]!.name, both[1]!.name);
+  assert.deepEqual(both.map((x) => x.created).sort(), [false, true]);
+  assert.equal((await list(tink("workflows"), "fleetd.io/node=node-b2")).length, 1);
 });
 
 test("an unfinished Workflow blocks the next with a clear reason; re-provision after it finished deletes the old and creates the new; wipe supersedes", async () => {
