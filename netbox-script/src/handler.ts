@@ -8,7 +8,11 @@ import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFi
 import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
 import { missingCustomFields } from "@fleetd/shared/netbox/setup";
 import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
+import { bootMacOf } from "@fleetd/shared/netbox/bootMac";
+import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
+import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
 import type { HandlerConfig } from "./config.js";
+import type { RetireFn } from "./effects.js";
 import { IntentLog } from "./intents.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { FileQueue } from "./queue.js";
@@ -33,6 +37,10 @@ export interface HandlerOptions {
   /** Start without the worker (tests: a crash after 2xx). */
   startWorker?: boolean;
   now?: () => Date;
+  /** Tinkerbell effects (default: from the site configuration's kubernetes.management section, if any). */
+  tinkerbell?: TinkerbellEffects;
+  /** Retirement of a decommissioning node (shared/src/retire); default: the intent is only recorded. */
+  retire?: RetireFn;
 }
 
 export class HandlerStartError extends Error {
@@ -50,12 +58,29 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   const nb = createNetBox(cfg.site.netbox);
   const missing = await missingCustomFields(nb, CUSTOM_FIELDS.map((f) => f.name));
   if (missing.length > 0) throw new HandlerStartError(`NetBox lacks fleetd's custom fields ${missing.join(", ")}: run \`fleetd netbox setup\``);
+  let tinkerbell = opts.tinkerbell;
+  if (!tinkerbell) {
+    const fx = tinkerbellEffectsFromConfig(cfg.site);
+    if (fx.effects) tinkerbell = fx.effects;
+    else log.warn({ reason: fx.reason }, "no Tinkerbell effects: provision/attest/wipe are only recorded as intents");
+  }
+  if (tinkerbell) {
+    try {
+      const c = await tinkerbell.syncTemplates();
+      for (const r of [...c.templates.refused, ...c.ruleSets.refused]) log.warn({ name: r.name }, r.reason);
+      log.info({ namespace: tinkerbell.namespace, created: c.templates.created, updated: c.templates.updated, deleted: c.templates.deleted }, "Tinkerbell templates in sync");
+    } catch (e) {
+      // Not fatal: the first workflow syncs them again (and its job is retried if the cluster is down).
+      log.warn({ err: (e as Error).message }, "Tinkerbell templates not synced at start");
+    }
+  }
   const metrics = createMetrics();
   const queue = new FileQueue(join(cfg.handler.stateDir, "queue"));
   const intents = new IntentLog(cfg.handler.stateDir);
   const received = new Map<string, number>();
   const worker = new Worker({
     cfg, nb, nodes, queue, intents, log, metrics,
+    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(opts.retire ? { retire: opts.retire } : {}), bootMac: (id) => bootMacOf(nb, id) },
     onDecision: (e) => {
       const t0 = received.get(e.job.id);
       if (t0 !== undefined) {

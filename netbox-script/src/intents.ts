@@ -1,20 +1,23 @@
 /**
- * Recorded intents: what the handler decided and queued for the platform side. The Kubernetes/Tinkerbell
- * effects are built elsewhere; until then the intent log is the handler's output (and what tests assert).
+ * Recorded intents: what the handler decided, and what was done about it (the Tinkerbell Workflow it created,
+ * a refusal, or nothing when no management cluster is configured): the record of what was asked.
  * Keyed by the request (device + the change-log entry that asked), so a retried job never doubles an intent.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Intent } from "@fleetd/shared/netbox/decide";
 import { appendDurable } from "./durable.js";
+import type { EffectOutcome } from "./effects.js";
 
 export interface RecordedIntent extends Intent {
   key: string;
   recordedAt: string;
+  /** What was done about it: the Workflow's name, a refusal with its reason, or only recorded. */
+  effect?: EffectOutcome;
 }
 
 export interface IntentSink {
-  record(key: string, intent: Intent): RecordedIntent | undefined;
+  record(key: string, intent: Intent, effect?: EffectOutcome): RecordedIntent | undefined;
 }
 
 export class IntentLog implements IntentSink {
@@ -36,9 +39,9 @@ export class IntentLog implements IntentSink {
   }
 
   /** Records once per key; returns undefined if it was already recorded. */
-  record(key: string, intent: Intent): RecordedIntent | undefined {
+  record(key: string, intent: Intent, effect?: EffectOutcome): RecordedIntent | undefined {
     if (this.keys.has(key)) return undefined;
-    const r: RecordedIntent = { ...intent, key, recordedAt: new Date().toISOString() };
+    const r: RecordedIntent = { ...intent, key, recordedAt: new Date().toISOString(), ...(effect ? { effect } : {}) };
     appendDurable(this.path, JSON.stringify(r));
     this.keys.add(key);
     return r;

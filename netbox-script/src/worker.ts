@@ -12,6 +12,7 @@ import { decide, type Decision, type Facts, type Trigger } from "@fleetd/shared/
 import { desiredActionOf, patchDevice, readDeviceIfExists } from "@fleetd/shared/netbox/device";
 import { writeJournal } from "@fleetd/shared/netbox/journal";
 import type { HandlerConfig } from "./config.js";
+import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
 import { appendDurable } from "./durable.js";
 import type { IntentLog } from "./intents.js";
 import type { Metrics } from "./metrics.js";
@@ -30,6 +31,8 @@ export interface WorkerDeps {
   nodes: NodesFile;
   queue: FileQueue;
   intents: IntentLog;
+  /** The platform side (Tinkerbell workflows, retirement); absent: intents are only recorded. */
+  effects?: EffectDeps;
   log: Logger;
   metrics: Metrics;
   onDecision?: (e: DecisionEvent) => void;
@@ -176,9 +179,16 @@ export class Worker {
     const name = device.name ?? `#${device.id}`;
     if (decision.outcome === "ignore") return this.ignore(job, decision.reason);
 
+    // The effect comes before desired_action is cleared: a transient failure throws, the job is retried, and the
+    // re-read device still asks for it (the same request names the same Workflow, so nothing doubles).
+    let effect: EffectOutcome | undefined;
     if (decision.outcome === "dispatch") {
-      const rec = this.d.intents.record(requestKey, decision.intent);
-      if (rec) log.info({ device: device.id, node: name, intent: decision.intent }, "intent recorded");
+      effect = this.d.effects
+        ? await applyIntent(this.d.effects, decision.intent, requestKey, node)
+        : { effect: "intent-only", why: "no platform effects configured" };
+      const rec = this.d.intents.record(requestKey, decision.intent, effect);
+      if (rec) log.info({ device: device.id, node: name, intent: decision.intent, effect }, "intent recorded");
+      if (effect.effect === "refused") log.warn({ device: device.id, node: name, code: effect.code, reason: effect.reason }, "effect refused");
     }
     if (decision.clearDesiredAction && desiredAction !== null) {
       const msg = decision.outcome === "dispatch" ? `fleetd: ${desiredAction} taken` : `fleetd: ${desiredAction} refused (${decision.code})`;
@@ -189,7 +199,14 @@ export class Worker {
       if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
     }
     if (decision.outcome === "dispatch") {
-      await writeJournal(nb, device.id, decision.journal.kind, decision.journal.text);
+      if (effect?.effect === "refused") {
+        await writeJournal(nb, device.id, "danger", `${decision.journal.text}, but not started: ${effect.reason} [${effect.code}]`);
+      } else if (effect?.effect === "workflow") {
+        const replaced = effect.deleted.length ? `; deleted first: ${effect.deleted.join(", ")}` : "";
+        await writeJournal(nb, device.id, decision.journal.kind, `${decision.journal.text}; Tinkerbell Workflow ${effect.workflow} ${effect.created ? "created" : "already exists"}${replaced}`);
+      } else {
+        await writeJournal(nb, device.id, decision.journal.kind, decision.journal.text);
+      }
     } else {
       await writeJournal(nb, device.id, "danger", `fleetd refused ${trigger === "decommissioning" ? "decommissioning" : desiredAction}: ${decision.reason} [${decision.code}]`);
       log.warn({ device: device.id, node: name, code: decision.code, reason: decision.reason }, "refused");

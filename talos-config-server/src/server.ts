@@ -25,6 +25,8 @@ import { PolicyMeasuredBoot } from "@fleetd/shared/protocol/server/adapters/meas
 import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer";
 import type { Admission, Issuer } from "@fleetd/shared/protocol/server/deps";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
+import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
 import { loadKube } from "@fleetd/shared/kube/client";
@@ -85,6 +87,8 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
   if (ekRoots.certs.length === 0) log.warn({ dir: s.ekRootsDir }, "no manufacturer CA certificates: every EK that must chain will be refused");
   for (const k of ekRoots.skipped) log.warn({ file: k.source, reason: k.reason }, "EK roots: file skipped");
   let bundle = loadBundleStateFile(s.ca.bundleStateFile);
+  // The management cluster's kubeconfig and the Templates' CA are read now, before the signer opens.
+  const fx = tinkerbellEffectsFromConfig(cfg.site);
 
   const signer = await openPkcs11Signer(s.ca.signer);
   let store: SqliteAttestationStore | undefined;
@@ -113,13 +117,17 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
   // One issuance at a time: each reads the bundle state, records itself and saves before the next starts.
   const issuing = new SerialQueue();
   const issuer: Issuer = { issue: (req) => issuing.run(() => pki.issue(req)) };
-  // Admission (Hardware + provision Workflow in Tinkerbell) is the Kubernetes side, not wired into this server yet.
-  const admission: Admission = {
-    async admit(node) {
-      log.warn({ node: node.name }, "intake confirmed; admission is not wired to Tinkerbell here: set desired_action provision in NetBox");
-      await inventory.record(node.name, { kind: "info", summary: "admission is not automated by this server yet: set desired_action to provision to install Talos" });
-    },
-  };
+  // Admission (intake confirmed → Hardware + the provision Workflow in Tinkerbell), when the site configuration
+  // names the management cluster; otherwise a journal line asks the operator to request provision in NetBox.
+  const admission: Admission = fx.effects
+    ? new TinkerbellAdmission(fx.effects, inventory, log)
+    : {
+        async admit(node) {
+          log.warn({ node: node.name, reason: fx.reason }, "intake confirmed; admission is not wired to Tinkerbell: set desired_action provision in NetBox");
+          await inventory.record(node.name, { kind: "info", summary: `admission is not automated by this server (${fx.reason}): set desired_action to provision to install Talos` });
+        },
+      };
+  if (!fx.effects) log.warn({ reason: fx.reason }, "no Tinkerbell effects: intake admission only journals");
   // The workload cluster: each rendered config's bootstrap token gets its Secret there (a failure fails the
   // provision closed) and the CSR gate approves the kubelet's client certificate. Without one, nothing is
   // created in any cluster and the rendered nodes cannot join (said at start).

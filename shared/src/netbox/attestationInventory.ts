@@ -4,6 +4,7 @@
  * evidence proved written back (verdict, time, attested serial and port, proven MAC, LDevID serial/expiry), and
  * every decision as a journal entry naming the checks and the evidence.
  */
+import { z } from "zod";
 import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord } from "../protocol/server/deps.js";
 import { checkEkAttribution } from "./changelog.js";
 import { listAll, must, type NetBox } from "./client.js";
@@ -43,6 +44,14 @@ function bindingsOf(d: DeviceRecord): NodeRecord["ekBindings"] {
   return (v as EkEntry[])
     .filter((e) => typeof e.sha256 === "string" && /^[0-9a-f]{64}$/.test(e.sha256))
     .map((e) => ({ binding: e.sha256 as string, alg: e.alg === "ecc" ? ("ecc" as const) : ("rsa" as const), chain: e.chain !== false }));
+}
+
+const BmcField = z.object({ type: z.enum(["amt", "ipmi", "redfish"]), address: z.string().min(1), credentials: z.string().min(1) });
+
+/** The `bmc` custom field (written by inventory apply); `none` or anything malformed gives no BMC. */
+function bmcOf(d: DeviceRecord): Pick<NodeRecord, "bmc"> {
+  const r = BmcField.safeParse(d.cf["bmc"]);
+  return r.success ? { bmc: { type: r.data.type, address: r.data.address, credentials: r.data.credentials } } : {};
 }
 
 export class NetBoxInventory implements Inventory, Journal {
@@ -92,6 +101,7 @@ export class NetBoxInventory implements Inventory, Journal {
       ...(address ? { address } : {}),
       ...(typeof d.cf["network_gateway"] === "string" ? { gateway: d.cf["network_gateway"] as string } : {}),
       ...(typeof d.cf["install_disk"] === "string" ? { installDisk: d.cf["install_disk"] as string } : {}),
+      ...bmcOf(d),
     };
   }
 

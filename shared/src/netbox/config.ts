@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { TinkerbellSiteConfig } from "../tinkerbell/siteConfig.js";
 
 const Url = z.string().url().refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL");
 const Secret = z.string().min(1);
@@ -48,6 +49,8 @@ export const NetBoxSiteConfig = z.strictObject({
       management: z.strictObject({
         kubeconfig: z.string().min(1),
         namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a namespace name").default("tinkerbell"),
+        /** fleetd's Templates: images (pinned by digest), the attestation server and its CA (shared/src/tinkerbell). */
+        tinkerbell: TinkerbellSiteConfig.optional(),
       }),
       workload: z.strictObject({ kubeconfig: z.string().min(1) }),
     })

@@ -38,6 +38,8 @@ export interface NodeRecord {
   address?: string;
   gateway?: string;
   installDisk?: string;
+  /** The BMC from the nodes file (NetBox custom field `bmc`), for Tinkerbell's Hardware bmcRef and Rufio. */
+  bmc?: { type: "amt" | "ipmi" | "redfish"; address: string; credentials: string };
 }
 
 export interface Inventory {

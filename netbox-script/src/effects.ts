@@ -1,0 +1,66 @@
+/**
+ * What a dispatched intent does on the platform side. provision / attest / wipe: the node's Workflow in
+ * Tinkerbell (Hardware, BMC Machine, Templates as needed; see shared/src/tinkerbell). decommission: the
+ * injected `retire` (shared/src/retire, wired by the caller); without it, the intent is only recorded.
+ * Without a management cluster configured, every intent is only recorded (the handler warns at start).
+ * A refusal (TinkerbellError: no proven MAC, a Workflow still running, objects not fleetd's, credentials)
+ * is permanent for this request: it is journalled, not retried. Anything else throws and the job is retried
+ * (the same request names the same Workflow, so a retry never doubles one).
+ */
+import type { NodeEntry } from "@fleetd/shared/inventory/nodesFile";
+import type { Intent } from "@fleetd/shared/netbox/decide";
+import { TinkerbellError } from "@fleetd/shared/tinkerbell/errors";
+import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
+import { canonicalMac } from "@fleetd/shared/tinkerbell/mac";
+import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
+
+export interface RetireRequest {
+  node: string;
+  deviceId: number;
+  /** The request's key (device + change-log entry): the same request resumes, never repeats. */
+  requestKey: string;
+  requestedBy: string | null;
+}
+export type RetireFn = (req: RetireRequest) => Promise<void>;
+
+export type EffectOutcome =
+  | { effect: "intent-only"; why: string }
+  | { effect: "workflow"; workflow: string; created: boolean; deleted: string[] }
+  | { effect: "retire" }
+  | { effect: "refused"; code: string; reason: string };
+
+export interface EffectDeps {
+  tinkerbell?: TinkerbellEffects;
+  retire?: RetireFn;
+  /** The boot interface's MAC as NetBox holds it (bootMac.ts), any case. */
+  bootMac(deviceId: number): Promise<string | undefined>;
+}
+
+export function tinkNodeOf(name: string, entry: NodeEntry, mac: string | undefined): TinkNode {
+  return {
+    name,
+    macs: mac ? [canonicalMac(mac)] : [],
+    address: entry.address.cidr,
+    gateway: entry.address.gateway,
+    installDisk: entry.installDisk,
+    ...(entry.bmc.type !== "none" ? { bmc: { type: entry.bmc.type, address: entry.bmc.address, credentials: entry.bmc.credentials } } : {}),
+  };
+}
+
+export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: string, entry: NodeEntry | undefined): Promise<EffectOutcome> {
+  if (intent.action === "decommission") {
+    if (!d.retire) return { effect: "intent-only", why: "retirement is not wired into this handler" };
+    await d.retire({ node: intent.node, deviceId: intent.deviceId, requestKey, requestedBy: intent.requestedBy });
+    return { effect: "retire" };
+  }
+  if (!d.tinkerbell) return { effect: "intent-only", why: "no management cluster configured" };
+  if (!entry) return { effect: "refused", code: "not_in_inventory", reason: `${intent.node} is not in the nodes file` };
+  try {
+    const node = tinkNodeOf(intent.node, entry, await d.bootMac(intent.deviceId));
+    const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey, ...(intent.leaveInHookOS ? { unattested: true } : {}) });
+    return { effect: "workflow", workflow: s.name, created: s.created, deleted: s.deleted.map((x) => `${x.name} (${x.state}, ${x.why})`) };
+  } catch (e) {
+    if (e instanceof TinkerbellError && e.code !== "bad_response") return { effect: "refused", code: e.code, reason: e.message };
+    throw e;
+  }
+}

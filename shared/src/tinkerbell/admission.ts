@@ -1,0 +1,53 @@
+/**
+ * Admission (design: intake confirmed → Hardware + the provision Workflow) through the Tinkerbell effects.
+ * The boot MAC is the intake Workflow's agent ID (intakeAgent.ts), or the only proven MAC; the Hardware lists
+ * every proven MAC, the boot one first. Admission never fails the confirm: the LDevID is issued by then, so a
+ * refusal or an API error is journalled (danger, with the reason) and the operator can request provision in
+ * NetBox instead. Every outcome is journalled.
+ */
+import type { Admission, Journal, NodeRecord } from "../protocol/server/deps.js";
+import type { TinkerbellEffects } from "./effects.js";
+import { TinkerbellError } from "./errors.js";
+import { intakeAgentMac } from "./intakeAgent.js";
+import { canonicalMac } from "./mac.js";
+import type { TinkNode } from "./node.js";
+
+export interface AdmissionLog {
+  info(o: object, msg: string): void;
+  warn(o: object, msg: string): void;
+}
+
+export class TinkerbellAdmission implements Admission {
+  constructor(
+    private readonly fx: TinkerbellEffects,
+    private readonly journal: Journal,
+    private readonly log?: AdmissionLog,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async admit(node: NodeRecord, facts: { macs: string[]; uuid: string }): Promise<void> {
+    try {
+      const macs = [...new Set(facts.macs.map(canonicalMac))];
+      const boot = (await intakeAgentMac(this.fx.objects, macs)) ?? (macs.length === 1 ? macs[0] : undefined);
+      if (!boot) {
+        throw new TinkerbellError("no_proven_mac", `cannot tell which of the ${macs.length} proven MACs (${macs.join(", ")}) boots: no intake Workflow names one`);
+      }
+      const tn: TinkNode = {
+        name: node.name,
+        macs: [boot, ...macs.filter((m) => m !== boot)],
+        ...(node.address ? { address: node.address } : {}),
+        ...(node.gateway ? { gateway: node.gateway } : {}),
+        ...(node.installDisk ? { installDisk: node.installDisk } : {}),
+        ...(node.bmc ? { bmc: node.bmc } : {}),
+      };
+      const s = await this.fx.start(tn, { mode: "provision", requestId: `admission:${node.name}:${facts.uuid}:${this.now().toISOString()}` });
+      const deleted = s.deleted.length ? `; deleted first: ${s.deleted.map((d) => `${d.name} (${d.state || "new"}, ${d.why})`).join(", ")}` : "";
+      this.log?.info({ node: node.name, workflow: s.name, bootMac: boot }, "admitted: Hardware and provision Workflow");
+      await this.journal.record(node.name, { kind: "success", summary: `admission: Hardware ${node.name} (boot MAC ${boot}) and provision Workflow ${s.name} ${s.created ? "created" : "exist"}${deleted}` });
+    } catch (e) {
+      const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `Kubernetes API: ${(e as Error).message.split("\n")[0]}`;
+      this.log?.warn({ node: node.name, reason }, "admission failed");
+      await this.journal.record(node.name, { kind: "danger", summary: `admission failed: ${reason}; set desired_action to provision in NetBox to retry` });
+    }
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * A node's Hardware (tinkerbell.org/v1alpha1): one interface per proven MAC (the boot MAC first, with the
+ * static address Tootles keys on), UEFI x86_64, netboot allowed, the install disk, and bmcRef when the node has
+ * a BMC (the controller then runs the netboot Job itself). Auto-enrollment stays off, so an admitted machine is
+ * never enrolled again. Pure.
+ */
+import { apiVersionOf, BMC_MACHINE, HARDWARE, ownedLabels } from "./api.js";
+import { hardwareName, machineName } from "./names.js";
+import { checkNode, netmaskOf, type TinkNode } from "./node.js";
+
+export interface HardwareObject {
+  apiVersion: string;
+  kind: "Hardware";
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  spec: {
+    interfaces: {
+      dhcp: { mac: string; hostname: string; arch: "x86_64"; uefi: true; ip?: { address: string; netmask: string; gateway?: string } };
+      netboot: { allowPXE: boolean; allowWorkflow: boolean };
+    }[];
+    disks?: { device: string }[];
+    bmcRef?: { apiGroup: string; kind: "Machine"; name: string };
+    metadata: { instance: { id: string; hostname: string } };
+    auto: { enrollmentEnabled: false };
+  };
+}
+
+export function buildHardware(node: TinkNode, namespace: string): HardwareObject {
+  const n = checkNode(node);
+  const ip = n.address
+    ? { address: n.address.split("/")[0] as string, netmask: netmaskOf(Number(n.address.split("/")[1])), ...(n.gateway ? { gateway: n.gateway } : {}) }
+    : undefined;
+  return {
+    apiVersion: apiVersionOf(HARDWARE),
+    kind: "Hardware",
+    metadata: { name: hardwareName(n.name), namespace, labels: ownedLabels(n.name) },
+    spec: {
+      interfaces: n.macs.map((mac, i) => ({
+        dhcp: { mac, hostname: n.name, arch: "x86_64" as const, uefi: true as const, ...(i === 0 && ip ? { ip } : {}) },
+        // Only the boot interface netboots; allowWorkflow is legacy (not read by TB v0.25) but harmless.
+        netboot: { allowPXE: i === 0, allowWorkflow: i === 0 },
+      })),
+      ...(n.installDisk ? { disks: [{ device: n.installDisk }] } : {}),
+      ...(n.bmc ? { bmcRef: { apiGroup: BMC_MACHINE.group, kind: "Machine" as const, name: machineName(n.name) } } : {}),
+      metadata: { instance: { id: n.macs[0] as string, hostname: n.name } },
+      auto: { enrollmentEnabled: false },
+    },
+  };
+}

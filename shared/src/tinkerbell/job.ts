@@ -1,0 +1,35 @@
+/**
+ * Rufio Jobs (bmc.tinkerbell.org/v1alpha1) fleetd creates itself: only power off (retirement). Boot Jobs are
+ * the controller's (Workflow bootMode netboot). Each task has exactly one key (maxProperties 1). Pure.
+ */
+import { apiVersionOf, BMC_JOB, LABEL_REQUEST, ownedLabels, type JobObject } from "./api.js";
+import { machineName, powerOffJobName, requestTag } from "./names.js";
+
+export interface PowerJobObject {
+  apiVersion: string;
+  kind: "Job";
+  metadata: { name: string; namespace: string; labels: Record<string, string> };
+  spec: { machineRef: { name: string; namespace: string }; tasks: { powerAction: "off" }[] };
+}
+
+export function buildPowerOffJob(node: string, requestId: string, namespace: string): PowerJobObject {
+  return {
+    apiVersion: apiVersionOf(BMC_JOB),
+    kind: "Job",
+    metadata: { name: powerOffJobName(node, requestId), namespace, labels: { ...ownedLabels(node), [LABEL_REQUEST]: requestTag(requestId) } },
+    // "off" is a hard power off (Rufio's `soft` is ACPI and unsupported by AMT).
+    spec: { machineRef: { name: machineName(node), namespace }, tasks: [{ powerAction: "off" }] },
+  };
+}
+
+export type JobState = { state: "pending" } | { state: "running" } | { state: "completed" } | { state: "failed"; message: string };
+
+/** Rufio Job conditions (TB api/v1alpha1/bmc/job.go): Completed/Failed with status "True" end it. */
+export function jobStateOf(j: JobObject): JobState {
+  const c = j.status?.conditions ?? [];
+  const failed = c.find((x) => x.type === "Failed" && x.status === "True");
+  if (failed) return { state: "failed", message: failed.message ?? "(no message)" };
+  if (c.some((x) => x.type === "Completed" && x.status === "True")) return { state: "completed" };
+  if (c.some((x) => x.type === "Running" && x.status === "True") || j.status?.startTime) return { state: "running" };
+  return { state: "pending" };
+}

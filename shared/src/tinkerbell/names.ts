@@ -1,0 +1,35 @@
+/**
+ * Deterministic object names: a retried request names the same Workflow (AlreadyExists is then success), and a
+ * node's objects are found by name and label alike.
+ */
+import { createHash } from "node:crypto";
+import { TinkerbellError } from "./errors.js";
+
+export type WorkflowMode = "provision" | "attest" | "wipe";
+
+const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export function requireNodeName(node: string): string {
+  if (!DNS_LABEL.test(node)) throw new TinkerbellError("invalid_input", `node name "${node}" is not a DNS label`);
+  return node;
+}
+
+/** First 10 hex digits of SHA-256(request id): a label value and a name part, for any request id. */
+export const requestTag = (requestId: string): string => createHash("sha256").update(requestId, "utf8").digest("hex").slice(0, 10);
+
+/** `fleetd-<node>-<mode>-<tag>`; at most 6+63+1+9+1+10 = 90 characters (Workflow names may have 253; the
+ *  controller's Job `netboot-<workflow>` and its Tasks `<job>-task-<n>` stay well inside that). */
+export const workflowName = (node: string, mode: WorkflowMode, requestId: string): string => `fleetd-${requireNodeName(node)}-${mode}-${requestTag(requestId)}`;
+
+/** Hardware and BMC Machine are named as the node (different kinds; one each per node). */
+export const hardwareName = (node: string): string => requireNodeName(node);
+export const machineName = (node: string): string => requireNodeName(node);
+export const bmcSecretName = (node: string): string => `fleetd-bmc-${requireNodeName(node)}`;
+export const powerOffJobName = (node: string, requestId: string): string => `fleetd-${requireNodeName(node)}-poweroff-${requestTag(requestId)}`;
+
+/** The Workflow tink-server creates for an auto-enrolled agent (TB tink/server/internal/grpc/kube.go makeValidName). */
+export function enrollmentWorkflowName(agentId: string): string {
+  let s = `enrollment-${agentId.trim()}`;
+  if (!/[a-zA-Z0-9]$/.test(s)) s += "e";
+  return s.replace(/[^a-zA-Z0-9-]/g, "-").replace(/-+/g, "-").replace(/^-+|-+$/g, "");
+}

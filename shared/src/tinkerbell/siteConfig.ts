@@ -1,0 +1,61 @@
+/**
+ * The `kubernetes.management.tinkerbell` section of the site configuration: what fleetd's Templates run and
+ * where the action reports. Every image must be pinned by digest (the design trusts the Template to deliver the
+ * image whose digest it pins); the server's CA is pinned by the action.
+ */
+import { z } from "zod";
+
+/** `registry/path[:tag]@sha256:<64 hex>`: a tag alone can be moved; a digest cannot. */
+export const PINNED_IMAGE = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$/;
+export const PinnedImage = z.string().regex(PINNED_IMAGE, "must be an image reference pinned by digest (…@sha256:<64 lowercase hex>)");
+
+export const TinkerbellSiteConfig = z
+  .strictObject({
+    /** The attestation API the action calls (talos-config-server), and its CA (PEM file) the action pins. */
+    server: z.strictObject({
+      url: z.string().url().refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL"),
+      caFile: z.string().min(1).optional(),
+      /** Plain http:// only in the lab (the action then needs FLEETD_ALLOW_HTTP=lab). */
+      lab: z.boolean().default(false),
+    }),
+    images: z.strictObject({
+      /** fleetd-tink-action (tink-action/Dockerfile). */
+      action: PinnedImage,
+      /** An image with wipefs/blkdiscard/dd (e.g. debian:bookworm-slim). */
+      wipe: PinnedImage,
+      /** quay.io/tinkerbell/actions/image2disk. */
+      image2disk: PinnedImage,
+    }),
+    /** The Talos metal image image2disk streams (Image Factory URL whose schematic sets talos.config=…). */
+    talosImageUrl: z.string().url().refine((u) => /^https:\/\/.+\.raw\.(xz|zst|gz)$/.test(u), "must be an https URL of a compressed raw image (.raw.xz, .raw.zst or .raw.gz)"),
+    /**
+     * Rufio Machine `connection.insecureTLS` (required by the CRD). Rufio v0.25.0 does not read it and bmclib's
+     * default HTTP client does not verify BMC certificates, so `false` protects nothing with that release; it is
+     * written as the site says.
+     */
+    bmcInsecureTLS: z.boolean().default(true),
+    /** Auto-enrollment of unknown agents into the intake Template (WorkflowRuleSet); off unless asked. */
+    intake: z
+      .strictObject({
+        enabled: z.boolean().default(false),
+        /** Quamina patterns over the agent's attributes, OR-ed; default: any agent with a MAC. */
+        rules: z.array(z.string().min(2)).min(1).default(['{"networkInterfaces":{"mac":[{"wildcard":"*"}]}}']),
+      })
+      .prefault({}),
+    /** Action timeouts (seconds); an action with 0 times out at once (tinkerbell.md §3). */
+    timeouts: z
+      .strictObject({
+        attest: z.number().int().min(60).max(7200).default(1200),
+        wipe: z.number().int().min(60).max(7200).default(900),
+        install: z.number().int().min(60).max(7200).default(1800),
+        writeMeta: z.number().int().min(30).max(3600).default(300),
+        global: z.number().int().min(300).max(86_400).default(5400),
+      })
+      .prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    const https = c.server.url.startsWith("https://");
+    if (https && !c.server.caFile) ctx.addIssue({ code: "custom", path: ["server", "caFile"], message: "required for an https server: the action pins this CA" });
+    if (!https && !c.server.lab) ctx.addIssue({ code: "custom", path: ["server", "url"], message: "plain http:// only with server.lab: true (the install code crosses the network in clear)" });
+  });
+export type TinkerbellSiteConfig = z.infer<typeof TinkerbellSiteConfig>;

@@ -1,0 +1,479 @@
+/**
+ * fleetd's Tinkerbell/Rufio effects against a real kube-apiserver with Tinkerbell v0.25.0's real v1alpha1 CRDs
+ * (from the Go module cache): the objects fleetd creates are accepted by the CRD schemas and have the shapes
+ * the controllers read; the one-Workflow-per-machine rules; ownership (objects not labelled as fleetd's are
+ * never touched); BMC Machines per type and credentials; and the management RBAC manifest is enough (every
+ * effect runs as a ServiceAccount bound to exactly that Role, with a TokenRequest token).
+ * No tink-controller runs here: where a test needs a Workflow or Job to be in some state, it writes the status
+ * subresource as the controller would (as admin), and says so.
+ */
+import { strict as assert } from "node:assert";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import * as k8s from "@kubernetes/client-node";
+import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { loadKube, type Kube } from "@fleetd/shared/kube/client";
+import { TinkerbellSiteConfig } from "@fleetd/shared/tinkerbell/siteConfig";
+import { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
+import { buildHardware } from "@fleetd/shared/tinkerbell/hardware";
+import { TinkerbellError } from "@fleetd/shared/tinkerbell/errors";
+import { checkTemplateData } from "@fleetd/shared/tinkerbell/templates";
+import { INTAKE_RULE_SET } from "@fleetd/shared/tinkerbell/ruleSet";
+import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
+import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import type { Journal, JournalEntry, NodeRecord } from "@fleetd/shared/protocol/server/deps";
+import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { installTinkerbellCrds, TINKERBELL_VERSION } from "../harness/tinkerbellCrds.js";
+import { repoRoot } from "../netbox/fixture.js";
+
+const NS = "tinkerbell";
+const D = (c: string) => `sha256:${c.repeat(64)}`;
+let cp: ControlPlane;
+let admin: Kube;
+let work: string;
+let effects: TinkerbellEffects;
+
+function site(overrides: Record<string, unknown> = {}): TinkerbellSiteConfig {
+  return TinkerbellSiteConfig.parse({
+    server: { url: "https://fleetd.example.internal:8443", caFile: "/unused-here" },
+    images: {
+      action: `registry.example.internal/fleetd/fleetd-tink-action@${D("a")}`,
+      wipe: `docker.io/library/debian:bookworm-slim@${D("b")}`,
+      image2disk: `quay.io/tinkerbell/actions/image2disk@${D("c")}`,
+    },
+    talosImageUrl: "https://factory.talos.dev/image/0123abcd/v1.13.9/metal-amd64.raw.zst",
+    intake: { enabled: true },
+    ...overrides,
+  });
+}
+
+const env = { BMC_A_USERNAME: "admin", BMC_A_PASSWORD: "s3cret-pa55" };
+
+function node(name: string, mac: string, bmc?: TinkNode["bmc"]): TinkNode {
+  return { name, macs: [mac], address: "10.20.0.11/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}) };
+}
+
+const custom = () => admin.custom;
+const tink = (plural: string) => ({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural });
+const bmcApi = (plural: string) => ({ group: "bmc.tinkerbell.org", version: "v1alpha1", namespace: NS, plural });
+type Obj = { metadata: { name: string; labels?: Record<string, string>; resourceVersion?: string; uid?: string }; spec: Record<string, unknown> };
+/** The value at a dotted path ("spec.interfaces.0.dhcp"), for assertions on objects read back. */
+function at(o: unknown, path: string): unknown {
+  return path.split(".").reduce<unknown>((v, k) => (v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), o);
+}
+const get = async (api: ReturnType<typeof tink>, name: string) => (await custom().getNamespacedCustomObject({ ...api, name })) as Obj;
+const list = async (api: ReturnType<typeof tink>, labelSelector = "") => ((await custom().listNamespacedCustomObject({ ...api, labelSelector })) as { items: Obj[] }).items;
+
+/** What tink-controller/tink-server would write: the Workflow's status (the status subresource, as admin). */
+async function setWorkflowState(name: string, state: string, agentID?: string): Promise<void> {
+  await custom().patchNamespacedCustomObjectStatus(
+    { ...tink("workflows"), name, body: { status: { state, ...(agentID ? { agentID } : {}) } } },
+    k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+  );
+}
+
+async function refusal(p: Promise<unknown>): Promise<TinkerbellError> {
+  try {
+    await p;
+  } catch (e) {
+    if (e instanceof TinkerbellError) return e;
+    throw e;
+  }
+  assert.fail("expected a TinkerbellError");
+}
+
+async function apiStatus(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+    return 200;
+  } catch (e) {
+    return (e as { code?: number }).code ?? -1;
+  }
+}
+
+before(async () => {
+  work = mkdtempSync(join(tmpdir(), "fleetd-tink-effects-"));
+  cp = await startControlPlane();
+  const crds = await installTinkerbellCrds(cp);
+  process.stdout.write(`# Kubernetes ${cp.version}; Tinkerbell ${TINKERBELL_VERSION} CRDs: ${crds.join(", ")}\n`);
+  admin = loadKube(cp.kubeconfig);
+  for (const name of [NS, "fleetd", "other"]) await admin.core.createNamespace({ body: { metadata: { name } } });
+  effects = new TinkerbellEffects({ kube: admin, namespace: NS, site: site(), serverCaPem: cp.caPem, env });
+}, { timeout: 60 * 60_000 });
+
+after(async () => {
+  await cp?.stop();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+test("MACs: the CRD refuses an uppercase MAC; fleetd's builder refuses it too, and also what the CRD's unanchored pattern lets through", async () => {
+  const hw = buildHardware(node("mac-check", "0c:c4:7a:00:00:01"), NS);
+  const upper = structuredClone(hw);
+  upper.metadata.name = "mac-upper";
+  upper.spec.interfaces[0]!.dhcp.mac = "0C:C4:7A:00:00:0A";
+  const upperStatus = await apiStatus(custom().createNamespacedCustomObject({ ...tink("hardware"), body: upper }));
+  assert.equal(upperStatus, 422, "the Hardware CRD refuses an uppercase MAC");
+  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(node("mac-upper", "0C:C4:7A:00:00:0A"), NS)))).code, "mac_not_canonical");
+  // The CRD pattern ([0-9a-f]{2}[:]){5}([0-9a-f]{2}) is not anchored: a value containing a lowercase MAC passes.
+  const sloppy = structuredClone(hw);
+  sloppy.metadata.name = "mac-sloppy";
+  sloppy.spec.interfaces[0]!.dhcp.mac = "XX0c:c4:7a:00:00:0b";
+  assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...tink("hardware"), body: sloppy })), 200, "the CRD's pattern is unanchored");
+  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(node("mac-sloppy", "XX0c:c4:7a:00:00:0b"), NS)))).code, "mac_not_canonical");
+  await custom().deleteNamespacedCustomObject({ ...tink("hardware"), name: "mac-sloppy" });
+});
+
+test("provision creates Hardware, Templates, Machine, Secret and Workflow that the real CRDs accept, in the shapes the controllers read", async () => {
+  const n = node("node-a", "0c:c4:7a:00:00:01", { type: "redfish", address: "10.30.0.11", credentials: "env:BMC_A" });
+  const started = await effects.start(n, { mode: "provision", requestId: "desired_action:1:100" });
+  assert.equal(started.created, true);
+  assert.match(started.name, /^fleetd-node-a-provision-[0-9a-f]{10}$/);
+  assert.equal(started.machine, "node-a");
+
+  const hw = await get(tink("hardware"), "node-a");
+  assert.equal(hw.metadata.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+  assert.equal(hw.metadata.labels?.["fleetd.io/node"], "node-a");
+  const i0 = at(hw, "spec.interfaces.0");
+  assert.deepEqual(at(i0, "dhcp"), { mac: "0c:c4:7a:00:00:01", hostname: "node-a", arch: "x86_64", uefi: true, ip: { address: "10.20.0.11", netmask: "255.255.255.0", gateway: "10.20.0.1" } });
+  assert.equal(at(i0, "netboot.allowPXE"), true);
+  assert.deepEqual(hw.spec["disks"], [{ device: "/dev/nvme0n1" }]);
+  assert.deepEqual(hw.spec["bmcRef"], { apiGroup: "bmc.tinkerbell.org", kind: "Machine", name: "node-a" });
+  assert.equal(at(hw, "spec.auto.enrollmentEnabled"), false);
+
+  const templates = await list(tink("templates"), "app.kubernetes.io/managed-by=fleetd");
+  assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe", "fleetd-wipe-unattested"]);
+  const prov = parseYaml(String((await get(tink("templates"), "fleetd-provision")).spec["data"]));
+  const data = checkTemplateData(prov, "read back");
+  const actions = data.tasks[0]!.actions;
+  assert.deepEqual(actions.map((a) => a.name), ["fleetd-attest", "wipe-disk", "install-talos", "fleetd-write-meta"]);
+  assert.equal(data.tasks[0]!.worker, "{{ .device_1 }}");
+  assert.equal(actions[0]!.environment?.["FLEETD_WORKFLOW"], "{{ .fleetd_workflow }}");
+  assert.equal(actions[0]!.environment?.["FLEETD_SERVER_CA"], cp.caPem);
+  assert.deepEqual(actions[0]!.namespaces, { network: "host" });
+  for (const a of actions) assert.match(a.image, /@sha256:[0-9a-f]{64}$/);
+  const intake = checkTemplateData(parseYaml(String((await get(tink("templates"), "fleetd-intake")).spec["data"])), "intake");
+  assert.equal(intake.tasks[0]!.actions[0]!.environment?.["FLEETD_WORKFLOW"], 'enrollment-{{ .device_1 | replace ":" "-" }}');
+
+  const wf = await get(tink("workflows"), started.name);
+  assert.deepEqual(wf.spec, {
+    templateRef: "fleetd-provision",
+    hardwareRef: "node-a",
+    hardwareMap: { device_1: "0c:c4:7a:00:00:01", fleetd_workflow: started.name },
+    bootOptions: { toggleAllowNetboot: true, bootMode: "netboot" },
+  });
+  assert.equal(wf.metadata.labels?.["fleetd.io/mode"], "provision");
+
+  const m = await get(bmcApi("machines"), "node-a");
+  assert.deepEqual(m.spec["connection"], {
+    host: "10.30.0.11", port: 623, insecureTLS: true, authSecretRef: { name: "fleetd-bmc-node-a", namespace: NS },
+    providerOptions: { preferredOrder: ["gofish"], redfish: { useBasicAuth: false } },
+  }, "port 623 is the CRD default (Rufio never reads it)");
+  const secret = await admin.core.readNamespacedSecret({ name: "fleetd-bmc-node-a", namespace: NS });
+  assert.deepEqual(Object.keys(secret.data ?? {}).sort(), ["password", "username"]);
+  assert.equal(Buffer.from(secret.data!["username"]!, "base64").toString(), "admin");
+  assert.equal(Buffer.from(secret.data!["password"]!, "base64").toString(), "s3cret-pa55");
+
+  const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
+  assert.deepEqual(rs.spec["workflow"], { namespace: NS, addAttributes: true, disabled: false, template: { ref: "fleetd-intake", agentValue: "device_1", kvs: { fleetd_mode: "intake" } } });
+});
+
+test("the same request twice makes one Workflow; a node without a BMC gets no bootMode and no Machine", async () => {
+  const n = node("node-b", "0c:c4:7a:00:00:02");
+  const a = await effects.start(n, { mode: "attest", requestId: "desired_action:2:200" });
+  const b = await effects.start(n, { mode: "attest", requestId: "desired_action:2:200" });
+  assert.equal(a.name, b.name);
+  assert.deepEqual([a.created, b.created], [true, false]);
+  assert.equal((await list(tink("workflows"), "fleetd.io/node=node-b")).length, 1);
+  const wf = await get(tink("workflows"), a.name);
+  assert.deepEqual(wf.spec["bootOptions"], { toggleAllowNetboot: true });
+  assert.equal(a.machine, undefined);
+  assert.equal((await get(tink("hardware"), "node-b")).spec["bmcRef"], undefined);
+
+  // Two replicas handling the same request at once: one Workflow, one creation, the same name for both.
+  const both = await Promise.all([0, 1].map(() => effects.start(node("node-b2", "0c:c4:7a:00:00:12"), { mode: "provision", requestId: "desired_action:3:300" })));
+  assert.equal(both[0]!.name, both[1]!.name);
+  assert.deepEqual(both.map((x) => x.created).sort(), [false, true]);
+  assert.equal((await list(tink("workflows"), "fleetd.io/node=node-b2")).length, 1);
+});
+
+test("an unfinished Workflow blocks the next with a clear reason; re-provision after it finished deletes the old and creates the new; wipe supersedes", async () => {
+  const n = node("node-c", "0c:c4:7a:00:00:03");
+  const first = await effects.start(n, { mode: "provision", requestId: "r1" });
+  for (const state of ["", "PREPARING", "PENDING", "RUNNING", "POST"]) {
+    if (state) await setWorkflowState(first.name, state, "0c:c4:7a:00:00:03"); // as tink-controller/tink-server would
+    const e = await refusal(effects.start(n, { mode: "provision", requestId: "r2" }));
+    assert.equal(e.code, "workflow_in_progress");
+    assert.match(e.message, new RegExp(`${first.name} \\(${state || "not yet reconciled"}\\) is still in progress`));
+  }
+  await setWorkflowState(first.name, "SUCCESS");
+  const second = await effects.start(n, { mode: "provision", requestId: "r2" });
+  assert.equal(second.created, true);
+  assert.deepEqual(second.deleted, [{ name: first.name, state: "SUCCESS", why: "finished" }]);
+  assert.equal(await apiStatus(get(tink("workflows"), first.name)), 404, "the finished Workflow is gone");
+  assert.deepEqual((await list(tink("workflows"), "fleetd.io/node=node-c")).map((w) => w.metadata.name), [second.name]);
+
+  // A running provision: attest is refused, wipe supersedes it; a second wipe is refused while the first runs.
+  await setWorkflowState(second.name, "RUNNING", "0c:c4:7a:00:00:03");
+  assert.equal((await refusal(effects.start(n, { mode: "attest", requestId: "r3" }))).code, "workflow_in_progress");
+  const wipe = await effects.start(n, { mode: "wipe", requestId: "r4" });
+  assert.deepEqual(wipe.deleted, [{ name: second.name, state: "RUNNING", why: "superseded by wipe" }]);
+  assert.equal((await get(tink("workflows"), wipe.name)).spec["templateRef"], "fleetd-wipe");
+  const again = await refusal(effects.start(n, { mode: "wipe", requestId: "r5" }));
+  assert.equal(again.code, "workflow_in_progress");
+  for (const state of ["FAILED", "TIMEOUT"]) {
+    const cur = (await list(tink("workflows"), "fleetd.io/node=node-c"))[0]!;
+    await setWorkflowState(cur.metadata.name, state);
+    const next = await effects.start(n, { mode: "attest", requestId: `after-${state}` });
+    assert.deepEqual(next.deleted.map((d) => d.state), [state]);
+  }
+  assert.equal((await effects.workflowState((await list(tink("workflows"), "fleetd.io/node=node-c"))[0]!.metadata.name))?.finished, false);
+});
+
+test("admission supersedes the machine's intake Workflow (from fleetd's rule set, in any state); a Workflow not fleetd's for the machine refuses and stays", async () => {
+  await effects.syncTemplates();
+  const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
+  // What tink-server's enrollment creates (TB tink/server/internal/grpc/enrollment.go).
+  const mac = "0c:c4:7a:00:00:04";
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "enrollment-0c-c4-7a-00-00-04", labels: { "tinkerbell.org/auto-enrollment": "true" },
+      ownerReferences: [{ apiVersion: "tinkerbell.org/v1alpha1", kind: "WorkflowRuleSet", name: INTAKE_RULE_SET, uid: rs.metadata.uid! }] },
+    spec: { templateRef: "fleetd-intake", hardwareMap: { device_1: mac, fleetd_mode: "intake" } },
+  } });
+  await setWorkflowState("enrollment-0c-c4-7a-00-00-04", "RUNNING", mac);
+  const started = await effects.start(node("node-d", mac), { mode: "provision", requestId: "admission:node-d:1" });
+  assert.deepEqual(started.deleted, [{ name: "enrollment-0c-c4-7a-00-00-04", state: "RUNNING", why: "intake superseded" }]);
+
+  const foreign = { apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow", metadata: { name: "someone-elses" },
+    spec: { templateRef: "x", hardwareRef: "elsewhere", hardwareMap: { device_1: "0c:c4:7a:00:00:05" } } };
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: foreign });
+  await setWorkflowState("someone-elses", "SUCCESS");
+  const e = await refusal(effects.start(node("node-e", "0c:c4:7a:00:00:05"), { mode: "provision", requestId: "x" }));
+  assert.equal(e.code, "not_ours");
+  assert.match(e.message, /someone-elses \(SUCCESS\) targets this machine and is not fleetd's/);
+  assert.equal((await get(tink("workflows"), "someone-elses")).metadata.name, "someone-elses", "left alone");
+  assert.equal(await apiStatus(get(tink("hardware"), "node-e")), 404, "nothing created for the refused start");
+});
+
+test("objects not labelled as fleetd's are never changed: Hardware, Template, Machine, Secret of the same name", async () => {
+  const theirs = { apiVersion: "tinkerbell.org/v1alpha1", kind: "Hardware", metadata: { name: "node-f" },
+    spec: { interfaces: [{ dhcp: { mac: "0c:c4:7a:00:00:0f" } }] } };
+  await custom().createNamespacedCustomObject({ ...tink("hardware"), body: theirs });
+  const before = await get(tink("hardware"), "node-f");
+  const e = await refusal(effects.start(node("node-f", "0c:c4:7a:00:00:06"), { mode: "provision", requestId: "f" }));
+  assert.equal(e.code, "not_ours");
+  const afterHw = await get(tink("hardware"), "node-f");
+  assert.equal(afterHw.metadata.resourceVersion, before.metadata.resourceVersion);
+  // The Workflow was not created either (Hardware is ensured before it).
+  assert.equal((await list(tink("workflows"), "fleetd.io/node=node-f")).length, 0);
+
+  // A Template of fleetd's name in another namespace's copy of fleetd: counted as refused, left as it was.
+  const other = new TinkerbellEffects({ kube: admin, namespace: "other", site: site(), serverCaPem: cp.caPem, env });
+  await custom().createNamespacedCustomObject({ ...tink("templates"), namespace: "other", body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Template", metadata: { name: "fleetd-attest" }, spec: { data: "mine" } } });
+  const c = await other.syncTemplates();
+  assert.deepEqual(c.templates.refused.map((r) => r.name), ["fleetd-attest"]);
+  assert.equal(c.templates.created.length, 4);
+  assert.equal(((await custom().getNamespacedCustomObject({ ...tink("templates"), namespace: "other", name: "fleetd-attest" })) as Obj).spec["data"], "mine");
+
+  // Machine and Secret.
+  await custom().createNamespacedCustomObject({ ...bmcApi("machines"), namespace: "other", body: { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "node-g" }, spec: { connection: { host: "x", insecureTLS: false } } } });
+  assert.equal((await refusal(other.ensureBmcMachine(node("node-g", "0c:c4:7a:00:00:07", { type: "ipmi", address: "10.30.0.7", credentials: "secret:other/x" })))).code, "not_ours");
+  await admin.core.createNamespacedSecret({ namespace: "other", body: { metadata: { name: "fleetd-bmc-node-h" }, stringData: { username: "u", password: "p" } } });
+  assert.equal((await refusal(other.ensureBmcMachine(node("node-h", "0c:c4:7a:00:00:08", { type: "ipmi", address: "10.30.0.8", credentials: "env:BMC_A" })))).code, "not_ours");
+  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: "other", name: "fleetd-bmc-node-h" })).data!["password"]!, "base64").toString(), "p");
+});
+
+test("Template sync writes nothing when nothing changed, updates a changed image, refuses an unpinned one", async () => {
+  const c1 = await effects.syncTemplates();
+  assert.equal(c1.templates.unchanged.length, 5);
+  assert.deepEqual([c1.templates.created, c1.templates.updated, c1.templates.deleted], [[], [], []]);
+  const rv = (await get(tink("templates"), "fleetd-attest")).metadata.resourceVersion;
+  await effects.syncTemplates();
+  assert.equal((await get(tink("templates"), "fleetd-attest")).metadata.resourceVersion, rv, "an unchanged sync writes nothing");
+
+  const changed = site({ images: { ...site().images, action: `registry.example.internal/fleetd/fleetd-tink-action@${D("e")}` }, intake: { enabled: false } });
+  const eff2 = new TinkerbellEffects({ kube: admin, namespace: NS, site: changed, serverCaPem: cp.caPem });
+  const c2 = await eff2.syncTemplates();
+  assert.deepEqual(c2.templates.updated.sort(), ["fleetd-attest", "fleetd-provision", "fleetd-wipe"]);
+  assert.deepEqual(c2.templates.deleted, ["fleetd-intake"], "intake off: its Template is pruned");
+  assert.deepEqual(c2.ruleSets.deleted, [INTAKE_RULE_SET]);
+  await effects.syncTemplates(); // back to the suite's configuration
+
+  assert.throws(() => site({ images: { ...site().images, wipe: "docker.io/library/debian:bookworm-slim" } }), /pinned by digest/);
+  assert.throws(() => checkTemplateData({ version: "0.1", name: "t", global_timeout: 60, tasks: [{ name: "a", worker: "{{ .device_1 }}", actions: [{ name: "x", image: "quay.io/x/y:latest", timeout: 60 }] }] }, "t"),
+    (e: unknown) => e instanceof TinkerbellError && e.code === "image_not_pinned");
+});
+
+test("Rufio Machines for amt, ipmi and redfish are accepted by the real CRD; a wrong provider name is refused by it", async () => {
+  const cases = [
+    { type: "amt" as const, want: { preferredOrder: ["IntelAMT"], intelAMT: { port: 16992, hostScheme: "http" } } },
+    { type: "ipmi" as const, want: { preferredOrder: ["ipmitool"], ipmitool: { port: 623 } } },
+    { type: "redfish" as const, want: { preferredOrder: ["gofish"], redfish: { useBasicAuth: false } } },
+  ];
+  for (const c of cases) {
+    const name = `bmc-${c.type}`;
+    const r = await effects.ensureBmcMachine(node(name, "0c:c4:7a:00:01:00", { type: c.type, address: `${c.type}.bmc.example`, credentials: "secret:vault-sync/bmc-shared" }));
+    assert.deepEqual(r.secret, { name: "bmc-shared", namespace: "vault-sync" }, "a secret: reference is used as it is");
+    const m = await get(bmcApi("machines"), name);
+    assert.deepEqual(at(m, "spec.connection.providerOptions"), c.want, c.type);
+    assert.deepEqual(at(m, "spec.connection.authSecretRef"), { name: "bmc-shared", namespace: "vault-sync" });
+    assert.equal((await effects.ensureBmcMachine(node(name, "0c:c4:7a:00:01:00", { type: c.type, address: `${c.type}.bmc.example`, credentials: "secret:vault-sync/bmc-shared" }))).result, "unchanged");
+  }
+  assert.equal(await apiStatus(admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-bmc-amt" })), 404, "no Secret of fleetd's for a secret: reference");
+  // The CRD's provider pattern: "redfish" is not a bmclib provider name ("gofish" is).
+  const bad = { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "bad-provider" },
+    spec: { connection: { host: "x", insecureTLS: true, providerOptions: { preferredOrder: ["redfish"] } } } };
+  assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...bmcApi("machines"), body: bad })), 422);
+  const noTls = { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "no-tls" }, spec: { connection: { host: "x" } } };
+  assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...bmcApi("machines"), body: noTls })), 422, "insecureTLS is required by the CRD");
+  const amtHttps = { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "amt-ftp" },
+    spec: { connection: { host: "x", insecureTLS: true, providerOptions: { intelAMT: { port: 16992, hostScheme: "ftp" } } } } };
+  assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...bmcApi("machines"), body: amtHttps })), 422, "AMT hostScheme is http|https");
+});
+
+test("BMC credentials: env: and file: become fleetd's Secret (updated when they change); vault: is refused with the reason", async () => {
+  const dir = join(work, "bmc-creds");
+  const { mkdirSync } = await import("node:fs");
+  mkdirSync(dir);
+  writeFileSync(join(dir, "username"), "root\n");
+  writeFileSync(join(dir, "password"), "calvin\n");
+  const n = node("cred-f", "0c:c4:7a:00:02:00", { type: "ipmi", address: "10.30.0.20", credentials: `file:${dir}` });
+  await effects.ensureBmcMachine(n);
+  const s = await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-cred-f" });
+  assert.equal(Buffer.from(s.data!["password"]!, "base64").toString(), "calvin");
+  assert.equal(s.metadata?.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+  writeFileSync(join(dir, "password"), "changed\n");
+  await effects.ensureBmcMachine(n);
+  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-cred-f" })).data!["password"]!, "base64").toString(), "changed");
+  const json = join(work, "bmc.json");
+  writeFileSync(json, JSON.stringify({ username: "u", password: "p" }));
+  await effects.ensureBmcMachine({ ...n, name: "cred-j", bmc: { ...n.bmc!, credentials: `file:${json}` } });
+  const v = await refusal(effects.ensureBmcMachine({ ...n, name: "cred-v", bmc: { ...n.bmc!, credentials: "vault:kv/bmc/cred-v" } }));
+  assert.equal(v.code, "credentials_unsupported");
+  assert.match(v.message, /not supported by this deployment/);
+  const missing = await refusal(effects.ensureBmcMachine({ ...n, name: "cred-m", bmc: { ...n.bmc!, credentials: "env:NOPE" } }));
+  assert.equal(missing.code, "credentials_unavailable");
+  assert.doesNotMatch(missing.message + v.message, /calvin|changed|s3cret/);
+});
+
+test("power off: a Rufio Job the CRD accepts, one per request, its state read from the conditions", async () => {
+  const n = node("node-p", "0c:c4:7a:00:03:00", { type: "amt", address: "10.30.0.30", credentials: "env:BMC_A" });
+  const job = await effects.powerOff(n, "retire:node-p:1");
+  assert.equal(await effects.powerOff(n, "retire:node-p:1"), job);
+  const j = await get(bmcApi("jobs"), job);
+  assert.deepEqual(j.spec, { machineRef: { name: "node-p", namespace: NS }, tasks: [{ powerAction: "off" }] });
+  assert.deepEqual(await effects.jobState(job), { state: "pending" });
+  const setJob = (conditions: unknown[]) => custom().patchNamespacedCustomObjectStatus({ ...bmcApi("jobs"), name: job, body: { status: { conditions } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  await setJob([{ type: "Running", status: "True" }]); // as Rufio would
+  assert.deepEqual(await effects.jobState(job), { state: "running" });
+  await setJob([{ type: "Failed", status: "True", message: "BMC unreachable" }]);
+  assert.deepEqual(await effects.jobState(job), { state: "failed", message: "BMC unreachable" });
+  await setJob([{ type: "Completed", status: "True" }]);
+  assert.deepEqual(await effects.jobState(job), { state: "completed" });
+  assert.equal((await refusal(effects.powerOff(node("node-q", "0c:c4:7a:00:03:01"), "x"))).code, "no_bmc");
+});
+
+test("the management RBAC manifest is enough: every effect runs as a ServiceAccount bound to exactly that Role", async () => {
+  const docs = parseAllDocuments(readFileSync(join(repoRoot, "netbox-script/manifests/management-rbac.yaml"), "utf8")).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace: string }; subjects?: { name: string; namespace: string }[] });
+  const role = docs.find((d) => d.kind === "Role")!;
+  const binding = docs.find((d) => d.kind === "RoleBinding")!;
+  assert.equal(role.metadata.namespace, NS);
+  await admin.rbac.createNamespacedRole({ namespace: NS, body: role as k8s.V1Role });
+  await admin.rbac.createNamespacedRoleBinding({ namespace: NS, body: binding as k8s.V1RoleBinding });
+  const sa = binding.subjects![0]!;
+  await admin.core.createNamespacedServiceAccount({ namespace: sa.namespace, body: { metadata: { name: sa.name } } });
+  const tr = await admin.core.createNamespacedServiceAccountToken({ namespace: sa.namespace, name: sa.name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "c", server: cp.server, caData: Buffer.from(cp.caPem).toString("base64") }],
+    users: [{ name: sa.name, token: tr.status!.token }],
+    contexts: [{ name: "x", cluster: "c", user: sa.name, namespace: NS }],
+    currentContext: "x",
+  });
+  const kubeconfig = join(work, "sa.kubeconfig");
+  writeFileSync(kubeconfig, kc.exportConfig());
+  const asSa = loadKube(kubeconfig);
+  const review = await asSa.config.makeApiClient(k8s.AuthenticationV1Api).createSelfSubjectReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" } });
+  assert.equal(review.status?.userInfo?.username, `system:serviceaccount:${sa.namespace}:${sa.name}`);
+
+  const eff = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site({ images: { ...site().images, image2disk: `quay.io/tinkerbell/actions/image2disk@${D("9")}` } }), serverCaPem: cp.caPem, env });
+  const synced = await eff.syncTemplates(); // list, get, patch (provision changed), create/delete as needed
+  assert.deepEqual(synced.templates.updated, ["fleetd-provision"]);
+  const n = node("rbac-1", "0c:c4:7a:00:04:00", { type: "redfish", address: "10.30.0.40", credentials: "env:BMC_A" });
+  const a = await eff.start(n, { mode: "provision", requestId: "rbac-1" });
+  assert.equal(a.created, true);
+  await setWorkflowState(a.name, "SUCCESS");
+  const b = await eff.start({ ...n, installDisk: "/dev/sda" }, { mode: "attest", requestId: "rbac-2" }); // delete + Hardware patch
+  assert.deepEqual([b.deleted.length, b.hardware], [1, "updated"]);
+  assert.deepEqual(await eff.workflowState(b.name), { name: b.name, state: "", finished: false, conditions: [] });
+  const job = await eff.powerOff(n, "rbac-off");
+  assert.deepEqual(await eff.jobState(job), { state: "pending" });
+  await eff.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, address: "10.30.0.41" } }); // Machine patch, Secret get
+  const rotated = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site(), serverCaPem: cp.caPem, env: { ...env, BMC_A_PASSWORD: "rotated" } });
+  await rotated.ensureBmcMachine(n); // Secret update
+  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-rbac-1" })).data!["password"]!, "base64").toString(), "rotated");
+  await eff.syncTemplates();
+
+  // ... and no more than that: no Secret listing, nothing outside the namespace, no Workflow status writes.
+  assert.equal(await apiStatus(asSa.core.listNamespacedSecret({ namespace: NS })), 403);
+  assert.equal(await apiStatus(asSa.custom.listNamespacedCustomObject({ ...tink("hardware"), namespace: "other" })), 403);
+  assert.equal(await apiStatus(asSa.custom.patchNamespacedCustomObjectStatus({ ...tink("workflows"), name: b.name, body: { status: { state: "SUCCESS" } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch))), 403);
+});
+
+/** The journal as the attestation server sees it (NetBox in production): entries kept in order. */
+class Entries implements Journal {
+  readonly entries: { node: string | undefined; entry: JournalEntry }[] = [];
+  async record(node: string | undefined, entry: JournalEntry): Promise<void> {
+    this.entries.push({ node, entry });
+  }
+}
+
+const record = (name: string, bmc?: NodeRecord["bmc"]): NodeRecord => ({
+  name, serial: "S", class: "talos", role: "worker", tpm: "2.0", ekBindings: [], status: "planned", desiredAction: null, ekBindingsAttributed: true,
+  address: "10.20.0.51/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}),
+});
+
+test("admission (talos-config-server): Hardware with the intake's boot MAC first and the provision Workflow; the intake Workflow deleted; every outcome journalled, never thrown", async () => {
+  await effects.syncTemplates();
+  const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
+  // tink-server enrolled the machine by its second MAC (sorted claims put another first).
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "enrollment-0c-c4-7a-00-05-02", labels: { "tinkerbell.org/auto-enrollment": "true" },
+      ownerReferences: [{ apiVersion: "tinkerbell.org/v1alpha1", kind: "WorkflowRuleSet", name: INTAKE_RULE_SET, uid: rs.metadata.uid! }] },
+    spec: { templateRef: "fleetd-intake", hardwareMap: { device_1: "0c:c4:7a:00:05:02", fleetd_mode: "intake" } },
+  } });
+  await setWorkflowState("enrollment-0c-c4-7a-00-05-02", "RUNNING", "0c:c4:7a:00:05:02");
+  const journal = new Entries();
+  const adm = new TinkerbellAdmission(effects, journal);
+  await adm.admit(record("adm-1", { type: "ipmi", address: "10.30.0.51", credentials: "env:BMC_A" }), { macs: ["0C:C4:7A:00:05:01", "0c:c4:7a:00:05:02"], uuid: "4c4c4544-0000-0000-0000-000000000001" });
+  const hw = await get(tink("hardware"), "adm-1");
+  assert.deepEqual((hw.spec["interfaces"] as { dhcp: { mac: string }; netboot: { allowPXE: boolean } }[]).map((i) => [i.dhcp.mac, i.netboot.allowPXE]), [["0c:c4:7a:00:05:02", true], ["0c:c4:7a:00:05:01", false]]);
+  const wfs = await list(tink("workflows"), "fleetd.io/node=adm-1");
+  assert.equal(wfs.length, 1);
+  assert.equal(at(wfs[0], "spec.hardwareMap.device_1"), "0c:c4:7a:00:05:02");
+  assert.equal(at(wfs[0], "spec.templateRef"), "fleetd-provision");
+  assert.equal(await apiStatus(get(tink("workflows"), "enrollment-0c-c4-7a-00-05-02")), 404);
+  assert.equal(journal.entries.length, 1);
+  assert.equal(journal.entries[0]!.entry.kind, "success");
+  assert.match(journal.entries[0]!.entry.summary, new RegExp(`admission: Hardware adm-1 \\(boot MAC 0c:c4:7a:00:05:02\\) and provision Workflow ${wfs[0]!.metadata.name} created; deleted first: enrollment-0c-c4-7a-00-05-02 \\(RUNNING, intake superseded\\)`));
+
+  // Two MACs and no intake Workflow naming one: which boots is unknown — refused in the journal, nothing created.
+  await adm.admit(record("adm-2"), { macs: ["0c:c4:7a:00:06:01", "0c:c4:7a:00:06:02"], uuid: "u2" });
+  assert.equal(journal.entries[1]!.entry.kind, "danger");
+  assert.match(journal.entries[1]!.entry.summary, /cannot tell which of the 2 proven MACs .* boots.*\[no_proven_mac\]/);
+  assert.equal(await apiStatus(get(tink("hardware"), "adm-2")), 404);
+  // One MAC: it is the boot MAC. vault: credentials: refused, journalled, not thrown.
+  await adm.admit(record("adm-3", { type: "redfish", address: "10.30.0.53", credentials: "vault:kv/x" }), { macs: ["0c:c4:7a:00:07:01"], uuid: "u3" });
+  assert.equal(journal.entries[2]!.entry.kind, "danger");
+  assert.match(journal.entries[2]!.entry.summary, /\[credentials_unsupported\]/);
+  await adm.admit(record("adm-4"), { macs: ["0c:c4:7a:00:08:01"], uuid: "u4" });
+  assert.equal(journal.entries[3]!.entry.kind, "success");
+  // An API error (a namespace that does not exist) is journalled too, not thrown.
+  const broken = new TinkerbellAdmission(new TinkerbellEffects({ kube: admin, namespace: "no-such-namespace", site: site(), serverCaPem: cp.caPem }), journal);
+  await broken.admit(record("adm-5"), { macs: ["0c:c4:7a:00:09:01"], uuid: "u5" });
+  assert.equal(journal.entries[4]!.entry.kind, "danger");
+  assert.match(journal.entries[4]!.entry.summary, /admission failed: Kubernetes API/);
+});

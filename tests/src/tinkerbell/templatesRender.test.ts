@@ -1,0 +1,78 @@
+/**
+ * fleetd's generated Templates render as tink-controller v0.25.0 renders them (Go text/template, missingkey=error,
+ * Sprig's hermetic functions: tests/go/tinkrender) over the data the controller provides — the Workflow's
+ * hardwareMap at the top level and `.Hardware.Disks` — and the rendered attest action's environment is a
+ * configuration the action itself accepts, naming the right Workflow (for intake: the name tink-server gives
+ * the enrollment Workflow).
+ */
+import { strict as assert } from "node:assert";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { test } from "node:test";
+import { parse as parseYaml } from "yaml";
+import { loadConfig } from "@fleetd/tink-action/config";
+import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
+import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
+import { TinkerbellSiteConfig } from "@fleetd/shared/tinkerbell/siteConfig";
+import { buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind } from "@fleetd/shared/tinkerbell/templates";
+import { buildWorkflow } from "@fleetd/shared/tinkerbell/workflow";
+import { repoRoot } from "../netbox/fixture.js";
+
+const ca = selfSigned("fleetd test CA");
+const site = TinkerbellSiteConfig.parse({
+  server: { url: "https://fleetd.example.internal:8443", caFile: "/ca.pem" },
+  images: {
+    action: `registry.example.internal/fleetd/fleetd-tink-action@sha256:${"a".repeat(64)}`,
+    wipe: `docker.io/library/debian:bookworm-slim@sha256:${"b".repeat(64)}`,
+    image2disk: `quay.io/tinkerbell/actions/image2disk@sha256:${"c".repeat(64)}`,
+  },
+  talosImageUrl: "https://factory.talos.dev/image/0123abcd/v1.13.9/metal-amd64.raw.zst",
+  intake: { enabled: true },
+});
+const MAC = "0c:c4:7a:00:00:21";
+
+function render(template: string, data: unknown): { ok: true; text: string } | { ok: false; error: string } {
+  const r = spawnSync("go", ["run", "."], { cwd: join(repoRoot, "tests/go/tinkrender"), input: JSON.stringify({ template, data }), encoding: "utf8", timeout: 300_000 });
+  if (r.error) throw r.error;
+  return r.status === 0 ? { ok: true, text: r.stdout } : { ok: false, error: r.stderr };
+}
+
+/** What the controller renders with: hardwareMap keys, and the Hardware's disks (none for an enrollment). */
+function dataFor(kind: TemplateKind): Record<string, unknown> {
+  if (kind === "intake") return { device_1: MAC, fleetd_mode: "intake" }; // the rule set's agentValue + kvs; no Hardware
+  const mode = kind === "wipe-unattested" ? "wipe" : kind;
+  const wf = buildWorkflow({ name: "worker-1", macs: [MAC] }, { mode, requestId: "r1", ...(kind === "wipe-unattested" ? { unattested: true } : {}) }, "tinkerbell");
+  return { ...wf.spec.hardwareMap, Hardware: { Disks: ["/dev/nvme0n1"] } };
+}
+
+for (const kind of TEMPLATE_KINDS) {
+  test(`Template fleetd-${kind} renders as tink-controller renders it, to a valid template the action accepts`, () => {
+    const t = buildTemplate(kind, { site, serverCaPem: ca.cert }, "tinkerbell");
+    const data = dataFor(kind);
+    const r = render(t.spec.data, data);
+    assert.ok(r.ok, r.ok ? "" : r.error);
+    const d = checkTemplateData(parseYaml(r.text), `rendered fleetd-${kind}`);
+    const task = d.tasks[0]!;
+    assert.equal(task.worker, MAC);
+    for (const a of task.actions) {
+      for (const v of [...Object.values(a.environment ?? {}), ...(a.command ?? [])]) assert.doesNotMatch(v, /\{\{|\}\}/, `${a.name}: nothing left unrendered`);
+      if (a.environment?.["DEST_DISK"]) assert.equal(a.environment["DEST_DISK"], "/dev/nvme0n1");
+    }
+    const attest = task.actions.find((a) => a.name === "fleetd-attest");
+    if (kind === "wipe-unattested") {
+      assert.equal(attest, undefined);
+      return;
+    }
+    assert.ok(attest);
+    const cfg = loadConfig({ ...task.environment, ...attest.environment });
+    assert.equal(cfg.workflow, kind === "intake" ? enrollmentWorkflowName(MAC) : data["fleetd_workflow"]);
+    assert.equal(cfg.ca, ca.cert.trim() + "\n");
+    assert.deepEqual(attest.command, ["attest", "--mode", kind]);
+  });
+}
+
+test("a Workflow without fleetd_workflow in its hardwareMap does not render (missingkey=error): the name reaches the action or nothing runs", () => {
+  const t = buildTemplate("attest", { site, serverCaPem: ca.cert }, "tinkerbell");
+  const r = render(t.spec.data, { device_1: MAC });
+  assert.ok(!r.ok && /fleetd_workflow/.test(r.error));
+});
