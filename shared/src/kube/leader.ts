@@ -134,7 +134,18 @@ export class LeaderElector {
     if (wasLeading) await this.release();
   }
 
-  /** Wait until the next transition has run (tests, start-up). */
+  /**
+   * Stop campaigning WITHOUT stepping down or releasing: what a crashed or frozen process looks like to the
+   * others (they take over once the Lease lapses). For tests; listeners are not told.
+   */
+  async halt(): Promise<void> {
+    this.running = false;
+    if (this.timer) clearTimeout(this.timer);
+    await this.ticking;
+    this.leading = false;
+  }
+
+  /** Wait until the transitions queued so far have run (tests, start-up). */
   settled(): Promise<void> {
     return this.transitions;
   }
