@@ -38,7 +38,8 @@ import { createApp } from "@fleetd/talos-config-server/app";
 import { createForwarder } from "@fleetd/talos-config-server/ha/forward";
 import { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { LeaderIssuer, type OpenSigner } from "@fleetd/talos-config-server/ha/leaderIssuer";
-import { PeerVerifier } from "@fleetd/talos-config-server/ha/peerAuth";
+import { PeerVerifier, PEER_SIGNATURE, signPeerRequest, verifyPeerResponse } from "@fleetd/talos-config-server/ha/peerAuth";
+import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-server/ha/wire";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
 import { FailureLimiter } from "@fleetd/talos-config-server/rateLimit";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
@@ -46,6 +47,7 @@ import { waitFor } from "../harness/ports.js";
 import { repoRoot } from "../netbox/fixture.js";
 import { challenge, confirmBody, evidence, runHonest, sendConfirm, sendEvidence, unwrap, withMachine } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
+import { OpenApiValidator } from "../attestation/openapi.js";
 
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const NS = "fleetd";
@@ -60,6 +62,9 @@ let bundle: BundleState;
 /** Replicas with the token open right now, and the most ever at once. */
 let openNow = 0;
 let maxOpen = 0;
+/** The last issuance a follower forwarded (for the document check at the end). */
+let lastForwarded: IssueRequest | undefined;
+const doc = OpenApiValidator.fromFile();
 
 interface Replica {
   id: string;
@@ -110,7 +115,13 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
       };
     },
     issuerFor: (signer) => new PkiIssuer({ signer, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
-    forward: createForwarder({ elector, secret: peerSecret }),
+    forward: (() => {
+      const forward = createForwarder({ elector, secret: peerSecret });
+      return (req: IssueRequest) => {
+        lastForwarded = req;
+        return forward(req);
+      };
+    })(),
     journal: w.inventory,
     log,
   });
@@ -279,6 +290,7 @@ test("a replica whose forward is refused (wrong peer secret) fails closed: 503 u
     assert.ok(refusal, "refused");
     assert.equal(refusal.status, 503);
     assert.equal(refusal.refusal.error, "unavailable");
+    assert.deepEqual(doc.responseProblems({ method: "post", path: "/v1/attest/evidence", status: 503, contentType: "application/json", body: refusal.refusal }), []);
     assert.ok(refusal.refusal.reasons.some((r) => r.check === "ca.signer" && /peer-auth/.test(r.detail)), JSON.stringify(refusal.refusal));
     assert.equal(a.signatures() + b.signatures() + c.signatures(), before.sig, "nothing signed");
     assert.equal(await issued(), before.issued, "nothing recorded");
@@ -303,6 +315,36 @@ test("the leader killed: the other takes the Lease once it lapses, opens the tok
   assert.equal(dead.signatures(), before.dead);
   assert.equal((await issued()) - before.issued, 2);
   assert.equal(maxOpen, 1, "never two replicas with the token open");
+});
+
+test("the internal endpoint: exchanges as openapi.yaml documents them; the answer's MAC verifies; a replay, no MAC, a bad body are refused", async () => {
+  const l = leader();
+  assert.ok(lastForwarded, "a follower forwarded an issuance earlier");
+  const body = new Uint8Array(Buffer.from(JSON.stringify(toWire(lastForwarded)), "utf8"));
+  assert.deepEqual(doc.requestValueProblems("post", ISSUE_PATH, JSON.parse(Buffer.from(body).toString("utf8"))), []);
+  const send = async (headers: Record<string, string>, b: Uint8Array) => {
+    const r = await fetch(l.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: b });
+    const bytes = new Uint8Array(await r.arrayBuffer());
+    return { status: r.status, bytes, json: JSON.parse(Buffer.from(bytes).toString("utf8")) as unknown, signature: r.headers.get(PEER_SIGNATURE) ?? undefined };
+  };
+  const signed = signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now());
+  const before = l.signatures();
+  const ok = await send(signed.headers, body);
+  assert.equal(ok.status, 200, JSON.stringify(ok.json));
+  assert.equal(l.signatures() - before, 2);
+  verifyPeerResponse(secret, signed.nonce, 200, ok.bytes, ok.signature);
+  assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: 200, contentType: "application/json", body: ok.json }), []);
+  const refusals = [
+    await send(signed.headers, body), // the same request again
+    await send({}, body),
+    await (async () => {
+      const bad = new Uint8Array(Buffer.from(JSON.stringify({ node: "x", generation: 0, ldevid: "zz", lak: "00" })));
+      return send(signPeerRequest(secret, "POST", ISSUE_PATH, bad, Date.now()).headers, bad);
+    })(),
+  ];
+  assert.deepEqual(refusals.map((r) => [r.status, (r.json as { error: string }).error]), [[401, "peer-auth"], [401, "peer-auth"], [400, "bad-request"]]);
+  for (const r of refusals) assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: r.status, contentType: "application/json", body: r.json }), []);
+  assert.equal(l.signatures() - before, 2, "refusals sign nothing");
 });
 
 // The kubelet CSR gate (wt-csr's startCsrGate) runs as a leader-only loop (talos-config-server ServerHooks.loops,
