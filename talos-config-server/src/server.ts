@@ -36,6 +36,7 @@ import { createForwarder } from "./ha/forward.js";
 import { internalRouter } from "./ha/internalApi.js";
 import { LeaderIssuer } from "./ha/leaderIssuer.js";
 import { loadPeerSecret, PeerVerifier } from "./ha/peerAuth.js";
+import { SharedBundleState } from "./ha/sharedBundle.js";
 import { createApp } from "./app.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 import type { ServerConfig } from "./config.js";
@@ -115,11 +116,14 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   let bundle = loadBundleStateFile(s.ca.bundleStateFile);
   const nb = createNetBox(cfg.site.netbox);
   const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, roleSlugs: s.roleSlugs });
+  /** HA: the issuance records shared through a Secret (ha/sharedBundle.ts); the file stays the list of CAs. */
+  let sharedBundle: SharedBundleState | undefined;
   const pkiOver = (signer: CertificateSigner): Issuer =>
     new PkiIssuer({
       signer,
       state: () => bundle,
       save: async (next) => {
+        await sharedBundle?.save(next); // HA: fails (nothing released) if another replica signs now
         saveBundleStateFile(s.ca.bundleStateFile, next);
         bundle = next;
       },
@@ -166,6 +170,8 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       throw new ConfigError(`server.ha.kubeconfig: ${ha.kubeconfig}: ${(e as Error).message}`);
     }
     db = new KubeAttestationStore({ kube, namespace: ha.namespace });
+    const shared = new SharedBundleState(kube, ha.namespace, ha.identity);
+    sharedBundle = shared;
     const lease = {
       kube,
       namespace: ha.namespace,
@@ -183,7 +189,8 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       async openSigner() {
         const signer = await openPkcs11Signer(s.ca.signer);
         try {
-          bundle = loadBundleStateFile(s.ca.bundleStateFile); // the previous leader may have recorded issuances
+          // the file's CAs with the issuance records every previous leader shared
+          bundle = await shared.load(loadBundleStateFile(s.ca.bundleStateFile));
           checkSignerIsCurrentCa(signer, bundle, s.ca.bundleStateFile);
         } catch (e) {
           await signer.close();

@@ -9,6 +9,11 @@ import { after, before, test } from "node:test";
 import { kubeFromConfig, loadKube, type Kube } from "@fleetd/shared/kube/client";
 import { storeContract } from "@fleetd/shared/state/contract";
 import { KubeAttestationStore, objectName } from "@fleetd/shared/state/kubeStore";
+import { SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
+import { CaUnavailable } from "@fleetd/talos-config-server/ha/leaderIssuer";
+import { addCa, emptyBundleState, recordIssuance } from "@fleetd/shared/pki/bundle";
+import { createCaCertificate } from "@fleetd/shared/pki/caCertificate";
+import { newSoftwareSigner } from "@fleetd/shared/testing/softwareSigner";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 
 let cp: ControlPlane;
@@ -56,4 +61,23 @@ test("kubernetes store: two replicas (two clients) racing on one install code an
   await a.createSession({ id: "x", node: "n", mode: "provision", nonce: "", claimsHash: "", akName: "", akPublic: "", secretHashes: [], ekBindings: [], data: {}, state: "challenged", createdAt: now, expiresAt: now + 60_000 });
   const moves = await Promise.all([a, b, a, b, a, b].map((s) => s.transitionSession("x", "challenged", "evidenced", {}, now)));
   assert.equal(moves.filter(Boolean).length, 1);
+});
+
+test("shared CA bundle records: a new signer merges the file with them; a replica whose write was overtaken cannot save (fencing)", async () => {
+  const namespace = await freshNamespace();
+  const ca = await createCaCertificate({ signer: newSoftwareSigner(), commonName: "fencing CA", notBefore: new Date(Date.now() - 3600_000), lifetimeDays: 365 });
+  const file = addCa(emptyBundleState(), ca.pem, new Date(Date.now() - 3600_000));
+  const fp = file.cas[0]?.fingerprint ?? "";
+  const old = new SharedBundleState(kube, namespace, "old");
+  const loaded = await old.load(file);
+  const issued = recordIssuance(loaded, { issuerFingerprint: fp, at: new Date(), notAfter: new Date(Date.now() + 86_400_000) });
+  await old.save(issued);
+  // a new leader starts from the operator's file (no records) and gets the old leader's records
+  const next = new SharedBundleState(kubeFromConfig(kube.config), namespace, "next");
+  const merged = await next.load(file);
+  assert.equal(merged.cas[0]?.lastNotAfter?.getTime(), issued.cas[0]?.lastNotAfter?.getTime());
+  // the old leader, not knowing it lost the Lease, tries to record another issuance: refused, nothing released
+  const again = recordIssuance(issued, { issuerFingerprint: fp, at: new Date(), notAfter: new Date(Date.now() + 2 * 86_400_000) });
+  await assert.rejects(old.save(again), (e: unknown) => e instanceof CaUnavailable && e.code === "not-leader");
+  await next.save(again);
 });

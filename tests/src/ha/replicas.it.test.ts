@@ -38,6 +38,8 @@ import { createApp } from "@fleetd/talos-config-server/app";
 import { createForwarder } from "@fleetd/talos-config-server/ha/forward";
 import { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { LeaderIssuer, type OpenSigner } from "@fleetd/talos-config-server/ha/leaderIssuer";
+import { BUNDLE_SECRET, SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
+import { parseBundleState } from "@fleetd/shared/pki/bundleState";
 import { PeerVerifier, PEER_SIGNATURE, signPeerRequest, verifyPeerResponse } from "@fleetd/talos-config-server/ha/peerAuth";
 import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-server/ha/wire";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
@@ -57,8 +59,8 @@ const fast = { leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeco
 let cp: ControlPlane;
 let w: World;
 const secret = new Uint8Array(randomBytes(32));
-/** The CA bundle state: one for all replicas here (in production a file on the leader; see the README). */
-let bundle: BundleState;
+/** The CA bundle state as the operator's file has it (each replica starts from it; records are shared by Secret). */
+let fileBundle: BundleState;
 /** Replicas with the token open right now, and the most ever at once. */
 let openNow = 0;
 let maxOpen = 0;
@@ -93,10 +95,13 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
   let opens = 0;
   const now = () => new Date();
   const peerSecret = opts.secret ?? secret;
+  const shared = new SharedBundleState(kube, NS, id);
+  let bundle = fileBundle;
   const issuer = new LeaderIssuer({
     elector,
     async openSigner(): Promise<OpenSigner> {
       const s = await openPkcs11Signer(w.hsm.signerConfig("fleetd-ca", "ca"));
+      bundle = await shared.load(fileBundle);
       opens++;
       openNow++;
       maxOpen = Math.max(maxOpen, openNow);
@@ -114,7 +119,17 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
         },
       };
     },
-    issuerFor: (signer) => new PkiIssuer({ signer, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
+    issuerFor: (signer) =>
+      new PkiIssuer({
+        signer,
+        state: () => bundle,
+        save: async (next) => {
+          await shared.save(next);
+          bundle = next;
+        },
+        lifetimeDays: 30,
+        now,
+      }),
     forward: (() => {
       const forward = createForwarder({ elector, secret: peerSecret });
       return (req: IssueRequest) => {
@@ -205,7 +220,7 @@ const deviceId = async () => (await listDevices(w.admin, { name: [NODE] }))[0]?.
 before(async () => {
   [cp, w] = await Promise.all([startControlPlane(), startWorld({ talosVersion: TALOS_VERSION })]);
   await loadKube(cp.kubeconfig).core.createNamespace({ body: { metadata: { name: NS } } });
-  bundle = addCa(emptyBundleState(), w.caPem, new Date(Date.now() - 3600_000));
+  fileBundle = addCa(emptyBundleState(), w.caPem, new Date(Date.now() - 3600_000));
   a = await startReplica("replica-a");
   b = await startReplica("replica-b");
   await waitFor("a leader", 30_000, async () => a.elector.isLeader() || b.elector.isLeader());
@@ -305,6 +320,13 @@ test("the leader killed: the other takes the Lease once it lapses, opens the tok
   const dead = leader();
   const survivor = follower();
   const before = { dead: dead.signatures(), survivor: survivor.signatures(), issued: await issued() };
+  const sharedRecords = async () => {
+    const sec = await loadKube(cp.kubeconfig).core.readNamespacedSecret({ name: BUNDLE_SECRET, namespace: NS });
+    const ca = parseBundleState(Buffer.from(sec.data?.["state"] ?? "", "base64").toString("utf8")).cas[0];
+    return { lastIssuance: ca?.lastIssuance?.getTime() ?? 0, lastNotAfter: ca?.lastNotAfter?.getTime() ?? 0 };
+  };
+  const recordsBefore = await sharedRecords();
+  assert.ok(recordsBefore.lastIssuance > 0, "the dead leader's issuances are recorded in the shared bundle state");
   await dead.kill();
   await waitFor("the survivor leads", 30_000, async () => survivor.elector.isLeader());
   await survivor.elector.settled();
@@ -315,6 +337,9 @@ test("the leader killed: the other takes the Lease once it lapses, opens the tok
   assert.equal(dead.signatures(), before.dead);
   assert.equal((await issued()) - before.issued, 2);
   assert.equal(maxOpen, 1, "never two replicas with the token open");
+  const recordsAfter = await sharedRecords();
+  assert.ok(recordsAfter.lastIssuance > recordsBefore.lastIssuance, "the new leader recorded its issuance on top of the old leader's");
+  assert.ok(recordsAfter.lastNotAfter >= recordsBefore.lastNotAfter);
 });
 
 test("the internal endpoint: exchanges as openapi.yaml documents them; the answer's MAC verifies; a replay, no MAC, a bad body are refused", async () => {
