@@ -14,6 +14,11 @@ import { CaUnavailable } from "@fleetd/talos-config-server/ha/leaderIssuer";
 import { addCa, emptyBundleState, recordIssuance } from "@fleetd/shared/pki/bundle";
 import { createCaCertificate } from "@fleetd/shared/pki/caCertificate";
 import { newSoftwareSigner } from "@fleetd/shared/testing/softwareSigner";
+import { listPending, stateSource } from "@fleetd/shared/cli/pending";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 
 let cp: ControlPlane;
@@ -80,4 +85,15 @@ test("shared CA bundle records: a new signer merges the file with them; a replic
   const again = recordIssuance(issued, { issuerFingerprint: fp, at: new Date(), notAfter: new Date(Date.now() + 2 * 86_400_000) });
   await assert.rejects(old.save(again), (e: unknown) => e instanceof CaUnavailable && e.code === "not-leader");
   await next.save(again);
+});
+
+test("fleetd pending reads the Kubernetes-backed state when the configuration has server.ha", async () => {
+  const namespace = await freshNamespace();
+  await new KubeAttestationStore({ kube, namespace }).recordPendingEk({ binding: "ab".repeat(32), serial: "STRANGER-7", macs: ["02:00:00:00:00:07"], sourceAddress: "10.0.0.7" }, Date.now());
+  const file = join(mkdtempSync(join(tmpdir(), "fleetd-pending-")), "fleetd.yaml");
+  writeFileSync(file, stringify({ server: { ha: { kubeconfig: cp.kubeconfig, namespace, identity: "x" } } }));
+  const src = stateSource(file, {});
+  assert.deepEqual(src, { kind: "kubernetes", kubeconfig: cp.kubeconfig, namespace });
+  const rows = await listPending(src);
+  assert.deepEqual(rows.map((r) => [r.ekBinding, r.serial, r.count]), [["ab".repeat(32), "STRANGER-7", 1]]);
 });
