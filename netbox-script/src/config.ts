@@ -14,6 +14,24 @@ export const HandlerSection = z.strictObject({
   maxBodyBytes: z.number().int().min(1024).max(10 * 1024 * 1024).default(256 * 1024),
   /** A job that keeps failing (NetBox down, ...) is retried this many times, then parked in failed/. */
   maxAttempts: z.number().int().min(1).max(1000).default(20),
+  /**
+   * High availability (optional): several replicas, one leader (Lease `lease` in `namespace`) runs the worker
+   * and the reconcile loop; every replica accepts webhooks (hints, queued durably, run if it becomes leader).
+   */
+  ha: z
+    .strictObject({
+      /** kubeconfig of the cluster holding the Lease; "in-cluster" (default) for a pod's service account. */
+      kubeconfig: z.string().min(1).default("in-cluster"),
+      namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name"),
+      /** This replica, unique among them (the pod name). */
+      identity: z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/),
+      lease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-netbox-script"),
+      leaseDurationSeconds: z.number().int().min(3).max(300).default(15),
+      renewDeadlineSeconds: z.number().int().min(2).max(299).default(10),
+      retryPeriodSeconds: z.number().int().min(1).max(60).default(2),
+    })
+    .refine((h) => h.retryPeriodSeconds < h.renewDeadlineSeconds && h.renewDeadlineSeconds < h.leaseDurationSeconds, { message: "need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds" })
+    .optional(),
 });
 export type HandlerSection = z.infer<typeof HandlerSection>;
 

@@ -11,6 +11,8 @@ import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
 import { bootMacOf } from "@fleetd/shared/netbox/bootMac";
 import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
+import { loadKube } from "@fleetd/shared/kube/client";
+import { LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/shared/kube/leader";
 import type { HandlerConfig } from "./config.js";
 import type { RetireFn } from "./effects.js";
 import { IntentLog } from "./intents.js";
@@ -28,6 +30,8 @@ export interface Handler {
   metrics: Metrics;
   worker: Worker;
   reconcile(): Promise<number[]>;
+  /** HA: the election the worker and reconcile loop run under (undefined: they run here). */
+  elector?: LeaderElector;
   stop(): Promise<void>;
 }
 
@@ -41,6 +45,8 @@ export interface HandlerOptions {
   tinkerbell?: TinkerbellEffects;
   /** Retirement of a decommissioning node (shared/src/retire); default: the intent is only recorded. */
   retire?: RetireFn;
+  /** HA: run the worker and reconcile only while this elector leads (default: from `handler.ha`, if set). */
+  elector?: LeaderElector;
 }
 
 export class HandlerStartError extends Error {
@@ -110,28 +116,63 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
     worker.pump();
     return q;
   };
-  if (opts.startWorker !== false) worker.start();
+  // The worker and the reconcile loop: one loop, on the leader only when HA is on.
   let timer: NodeJS.Timeout | undefined;
+  const loop: LeaderLoop = {
+    async start() {
+      worker.start();
+      await reconcile().catch((e: Error) => log.warn({ err: e.message }, "reconcile failed"));
+      timer ??= setInterval(() => {
+        reconcile().catch((e: Error) => {
+          metrics.reconcileRuns.inc({ result: "error" });
+          log.warn({ err: e.message }, "reconcile failed");
+        });
+      }, cfg.handler.reconcileIntervalSeconds * 1000);
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      await worker.stop();
+    },
+  };
+  const ha = cfg.handler.ha;
+  const elector =
+    opts.elector ??
+    (ha
+      ? new LeaderElector({
+          kube: loadKube(ha.kubeconfig),
+          namespace: ha.namespace,
+          name: ha.lease,
+          identity: ha.identity,
+          leaseDurationSeconds: ha.leaseDurationSeconds,
+          renewDeadlineSeconds: ha.renewDeadlineSeconds,
+          retryPeriodSeconds: ha.retryPeriodSeconds,
+          log,
+        })
+      : undefined);
+  let detach: (() => Promise<void>) | undefined;
   if (opts.startWorker !== false) {
-    await reconcile().catch((e: Error) => log.warn({ err: e.message }, "reconcile failed"));
-    timer = setInterval(() => {
-      reconcile().catch((e: Error) => {
-        metrics.reconcileRuns.inc({ result: "error" });
-        log.warn({ err: e.message }, "reconcile failed");
-      });
-    }, cfg.handler.reconcileIntervalSeconds * 1000);
-    timer.unref();
+    if (elector) {
+      detach = runWhileLeader(elector, loop);
+      elector.start();
+    } else {
+      await loop.start();
+    }
   }
   log.info({ url, nodes: Object.keys(nodes.nodes).length }, "netbox-script listening");
   return {
-    url, nb, queue, intents, metrics, worker, reconcile,
+    url, nb, queue, intents, metrics, worker, reconcile, ...(elector ? { elector } : {}),
     async stop() {
-      if (timer) clearInterval(timer);
       await new Promise<void>((r) => {
         server.close(() => r());
         server.closeAllConnections();
       });
-      await worker.stop();
+      if (elector) {
+        await detach?.();
+        await elector.stop();
+      }
+      await loop.stop();
     },
   };
 }

@@ -4,10 +4,11 @@
  * is the point of the design.
  */
 import { readFileSync } from "node:fs";
-import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import express, { type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
 import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
+import { CaUnavailable } from "./ha/leaderIssuer.js";
 import type { Metrics } from "./metrics.js";
 
 export interface AppDeps extends ConfigFetchDeps {
@@ -16,6 +17,8 @@ export interface AppDeps extends ConfigFetchDeps {
   log: Logger;
   /** Largest accepted JSON body; evidence carries an event log (≤ 1 MiB, base64). */
   bodyLimit: string;
+  /** HA: the replicas' internal API (ha/internalApi.ts), mounted before the JSON parser (its MAC is over raw bytes). */
+  internal?: Router;
 }
 
 /** The API's OpenAPI 3.1 document (talos-config-server/openapi.yaml), served at GET /openapi.yaml. */
@@ -26,6 +29,7 @@ export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
+  if (deps.internal) app.use(deps.internal);
   app.use(express.json({ limit: deps.bodyLimit, strict: true, type: "application/json" }));
 
   const step = (name: "challenge" | "evidence" | "confirm", fn: (req: Request) => Promise<Outcome<unknown>>) =>
@@ -75,6 +79,11 @@ export function createApp(deps: AppDeps): Express {
     if (typeof e.status === "number" && e.status >= 400 && e.status < 500) {
       // the body parser's other refusals (aborted, bad length, …): the client's fault, never an internal error
       res.status(400).json({ error: "bad-request", reasons: [{ check: "request.body", detail: e.type ? `the body could not be read (${e.type})` : "the body could not be read" }] });
+      return;
+    }
+    if (err instanceof CaUnavailable) {
+      // HA: the leader could not be reached or could not sign; nothing was issued (journalled by the issuer)
+      res.status(503).json({ error: "unavailable", reasons: [{ check: "ca.signer", detail: err.message }] });
       return;
     }
     deps.log.error({ err }, "internal error");

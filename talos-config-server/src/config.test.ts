@@ -128,3 +128,26 @@ test("the commented example configuration is valid (with a real Talos site file 
   assert.deepEqual(c.server.ca.signer.pin, { env: "FLEETD_CA_PIN" });
   assert.equal(c.site.netbox.token, TOKEN);
 });
+
+test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timings are ordered, the fields are checked", () => {
+  const ha = { namespace: "fleetd", identity: "tcs-0", internalUrl: "https://10.0.0.7:8443", peerSecretFile: "/run/secrets/peer" };
+  const noDb = (extra: Record<string, unknown>) => {
+    const r = raw({ ha: { ...ha, ...extra } });
+    delete (r["server"] as Record<string, unknown>)["stateDb"];
+    return r;
+  };
+  const c = toServerConfig("f.yaml", noDb({}), ENV);
+  assert.deepEqual(
+    { ...c.server.ha },
+    { ...ha, kubeconfig: "in-cluster", signerLease: "fleetd-ca-signer", loopsLease: "fleetd-config-server", leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2 },
+  );
+  assert.equal(toServerConfig("f.yaml", raw(), ENV).server.ha, undefined, "without it: single process");
+  refused(() => toServerConfig("f.yaml", raw({ ha }), ENV), /server\.stateDb: not with ha/);
+  refused(() => toServerConfig("f.yaml", noDb({ leaseDurationSeconds: 10, renewDeadlineSeconds: 10 }), ENV), /server\.ha: need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds/);
+  refused(() => toServerConfig("f.yaml", noDb({ namespace: "Not_A_Namespace" }), ENV), /server\.ha\.namespace/);
+  refused(() => toServerConfig("f.yaml", noDb({ internalUrl: "ftp://x" }), ENV), /server\.ha\.internalUrl/);
+  refused(() => toServerConfig("f.yaml", noDb({ peerSecret: "inline" }), ENV), /server\.ha/);
+  const r = raw();
+  delete (r["server"] as Record<string, unknown>)["stateDb"];
+  refused(() => toServerConfig("f.yaml", r, ENV), /server\.stateDb: required/);
+});

@@ -33,8 +33,36 @@ export const ServerSection = z
       .prefault({}),
     /** PEM certificate (chain) and private key served by HTTPS. Required unless `mode: lab`. */
     tls: z.strictObject({ certFile: Path, keyFile: Path }).optional(),
-    /** SQLite file: sessions, AK Names, pending EKs (`fleetd pending`), install codes, issued serials. */
-    stateDb: Path,
+    /** SQLite file: sessions, AK Names, pending EKs (`fleetd pending`), install codes, issued serials. Not with `ha`. */
+    stateDb: Path.optional(),
+    /**
+     * High availability (optional; without it, one process as before): the state in Kubernetes Secrets, the CA
+     * signer a single leader (Lease `signerLease`) that the other replicas forward issuance to, and the
+     * server's loops (session sweeper, CSR gate) on the leader of `loopsLease` only. See README "HA".
+     */
+    ha: z
+      .strictObject({
+        /** kubeconfig of the cluster holding the state and the Leases; "in-cluster" (default) for a pod's service account. */
+        kubeconfig: Path.default("in-cluster"),
+        namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name (DNS-1123 label)"),
+        /** This replica, unique among them (the pod name). */
+        identity: z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':', '-'"),
+        /** Where the other replicas reach this one (the pod's address), published on the Lease while leading. */
+        internalUrl: z.url({ protocol: /^https?$/ }),
+        /** The replicas' shared secret (≥ 32 bytes) authenticating internal requests (HMAC-SHA256). */
+        peerSecretFile: Path,
+        /** PEM CA the replicas' HTTPS certificates chain to (default: the system's). */
+        peerCaFile: Path.optional(),
+        signerLease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-ca-signer"),
+        loopsLease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-config-server"),
+        leaseDurationSeconds: seconds(3, 300, 15),
+        renewDeadlineSeconds: seconds(2, 299, 10),
+        retryPeriodSeconds: seconds(1, 60, 2),
+      })
+      .refine((h) => h.retryPeriodSeconds < h.renewDeadlineSeconds && h.renewDeadlineSeconds < h.leaseDurationSeconds, {
+        message: "need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds",
+      })
+      .optional(),
     /** NetBox device-role slugs of the nodes file's roles (defaults as the nodes file's). */
     roleSlugs: z
       .strictObject({ worker: Slug.default("fleetd-worker"), "control-plane": Slug.default("fleetd-control-plane") })
@@ -102,6 +130,8 @@ export const ServerSection = z
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   })
   .superRefine((s, ctx) => {
+    if (!s.ha && !s.stateDb) ctx.addIssue({ code: "custom", path: ["stateDb"], message: "required (unless ha: the state is then in Kubernetes)" });
+    if (s.ha && s.stateDb) ctx.addIssue({ code: "custom", path: ["stateDb"], message: "not with ha: the replicas share the Kubernetes-backed state" });
     if (s.mode !== "lab" && !s.tls) {
       ctx.addIssue({
         code: "custom",

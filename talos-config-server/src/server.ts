@@ -31,6 +31,16 @@ import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
 import { loadKube } from "@fleetd/shared/kube/client";
 import type { BootstrapTokens } from "@fleetd/shared/protocol/server/deps";
+import { KubeAttestationStore } from "@fleetd/shared/state/kubeStore";
+import type { AttestationStore } from "@fleetd/shared/state/store";
+import type { CertificateSigner } from "@fleetd/shared/pki/signer";
+import { INTERNAL_URL_ANNOTATION, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/shared/kube/leader";
+import type { Router } from "express";
+import { createForwarder } from "./ha/forward.js";
+import { internalRouter } from "./ha/internalApi.js";
+import { LeaderIssuer } from "./ha/leaderIssuer.js";
+import { loadPeerSecret, PeerVerifier } from "./ha/peerAuth.js";
+import { SharedBundleState } from "./ha/sharedBundle.js";
 import { createApp } from "./app.js";
 import { startCsrGate, type CsrGate } from "./csrGate.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
@@ -75,7 +85,29 @@ function checkSignerIsCurrentCa(signer: Pkcs11Signer, state: BundleState, path: 
   }
 }
 
-export async function startServer(cfg: ServerConfig, log: Logger): Promise<RunningServer> {
+/** Loops the lead wires in: the kubelet CSR gate goes here as `{ start() { gate = startCsrGate(deps) }, stop: () => gate.stop() }`. */
+export interface ServerHooks {
+  loops?: LeaderLoop[];
+}
+
+/** Expired sessions are deleted every minute. */
+function sessionSweeper(store: AttestationStore, log: Logger): LeaderLoop {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    start() {
+      timer ??= setInterval(() => {
+        store.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
+      }, 60_000);
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}
+
+export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerHooks = {}): Promise<RunningServer> {
   const s = cfg.server;
   const now = () => new Date();
   // Everything that can be checked without side effects first.
@@ -90,33 +122,102 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
   // The management cluster's kubeconfig and the Templates' CA are read now, before the signer opens.
   const fx = tinkerbellEffectsFromConfig(cfg.site);
 
-  const signer = await openPkcs11Signer(s.ca.signer);
-  let store: SqliteAttestationStore | undefined;
-  try {
-    checkSignerIsCurrentCa(signer, bundle, s.ca.bundleStateFile);
-    store = new SqliteAttestationStore(s.stateDb);
-  } catch (e) {
-    await signer.close();
-    throw e;
-  }
-  const db = store;
-  log.info({ signer: signer.description, bundle: s.ca.bundleStateFile, stateDb: s.stateDb }, "CA signer open");
-
   const nb = createNetBox(cfg.site.netbox);
   const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, roleSlugs: s.roleSlugs });
-  const pki = new PkiIssuer({
-    signer,
-    state: () => bundle,
-    save: async (next) => {
-      saveBundleStateFile(s.ca.bundleStateFile, next);
-      bundle = next;
-    },
-    lifetimeDays: s.ca.ldevidLifetimeDays,
-    now,
-  });
-  // One issuance at a time: each reads the bundle state, records itself and saves before the next starts.
-  const issuing = new SerialQueue();
-  const issuer: Issuer = { issue: (req) => issuing.run(() => pki.issue(req)) };
+  /** HA: the issuance records shared through a Secret (ha/sharedBundle.ts); the file stays the list of CAs. */
+  let sharedBundle: SharedBundleState | undefined;
+  const pkiOver = (signer: CertificateSigner): Issuer =>
+    new PkiIssuer({
+      signer,
+      state: () => bundle,
+      save: async (next) => {
+        await sharedBundle?.save(next); // HA: fails (nothing released) if another replica signs now
+        saveBundleStateFile(s.ca.bundleStateFile, next);
+        bundle = next;
+      },
+      lifetimeDays: s.ca.ldevidLifetimeDays,
+      now,
+    });
+
+  let db: AttestationStore;
+  let issuer: Issuer;
+  let closeSigner: () => Promise<void>;
+  let internal: Router | undefined;
+  const electors: LeaderElector[] = [];
+  let loopsElector: LeaderElector | undefined;
+  if (!s.ha) {
+    const signer = await openPkcs11Signer(s.ca.signer);
+    try {
+      checkSignerIsCurrentCa(signer, bundle, s.ca.bundleStateFile);
+      db = new SqliteAttestationStore(s.stateDb ?? "");
+    } catch (e) {
+      await signer.close();
+      throw e;
+    }
+    log.info({ signer: signer.description, bundle: s.ca.bundleStateFile, stateDb: s.stateDb }, "CA signer open");
+    const pki = pkiOver(signer);
+    // One issuance at a time: each reads the bundle state, records itself and saves before the next starts.
+    const issuing = new SerialQueue();
+    issuer = { issue: (req) => issuing.run(() => pki.issue(req)) };
+    closeSigner = () => signer.close();
+  } else {
+    const ha = s.ha;
+    const secret = loadPeerSecret(ha.peerSecretFile);
+    let peerCa: string | undefined;
+    if (ha.peerCaFile) {
+      try {
+        peerCa = readFileSync(ha.peerCaFile, "utf8");
+      } catch (e) {
+        throw new ConfigError(`server.ha.peerCaFile: cannot read ${ha.peerCaFile}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}`);
+      }
+    }
+    let kube;
+    try {
+      kube = loadKube(ha.kubeconfig);
+    } catch (e) {
+      throw new ConfigError(`server.ha.kubeconfig: ${ha.kubeconfig}: ${(e as Error).message}`);
+    }
+    db = new KubeAttestationStore({ kube, namespace: ha.namespace });
+    const shared = new SharedBundleState(kube, ha.namespace, ha.identity);
+    sharedBundle = shared;
+    const lease = {
+      kube,
+      namespace: ha.namespace,
+      identity: ha.identity,
+      leaseDurationSeconds: ha.leaseDurationSeconds,
+      renewDeadlineSeconds: ha.renewDeadlineSeconds,
+      retryPeriodSeconds: ha.retryPeriodSeconds,
+      log,
+    };
+    const signerElector = new LeaderElector({ ...lease, name: ha.signerLease, annotations: { [INTERNAL_URL_ANNOTATION]: ha.internalUrl } });
+    loopsElector = new LeaderElector({ ...lease, name: ha.loopsLease });
+    electors.push(signerElector, loopsElector);
+    const leaderIssuer = new LeaderIssuer({
+      elector: signerElector,
+      async openSigner() {
+        const signer = await openPkcs11Signer(s.ca.signer);
+        try {
+          // the file's CAs with the issuance records every previous leader shared
+          bundle = await shared.load(loadBundleStateFile(s.ca.bundleStateFile));
+          checkSignerIsCurrentCa(signer, bundle, s.ca.bundleStateFile);
+        } catch (e) {
+          await signer.close();
+          throw e;
+        }
+        return signer;
+      },
+      issuerFor: pkiOver,
+      forward: createForwarder({ elector: signerElector, secret, ...(peerCa ? { ca: peerCa } : {}) }),
+      journal: inventory,
+      log,
+    });
+    leaderIssuer.attach();
+    issuer = leaderIssuer;
+    closeSigner = () => leaderIssuer.close();
+    internal = internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret), secret, log });
+    log.info({ namespace: ha.namespace, identity: ha.identity, signerLease: ha.signerLease, loopsLease: ha.loopsLease }, "HA: Kubernetes state; CA signer and loops on the lease holders");
+  }
+  const store = db;
   // Admission (intake confirmed → Hardware + the provision Workflow in Tinkerbell), when the site configuration
   // names the management cluster; otherwise a journal line asks the operator to request provision in NetBox.
   const admission: Admission = fx.effects
@@ -142,7 +243,7 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
       };
   if (!workload) log.warn("no workload cluster configured (kubernetes.workload): no bootstrap token Secrets, no CSR gate; rendered nodes cannot join a cluster");
   const service = new AttestationService({
-    store: db,
+    store,
     inventory,
     journal: inventory,
     measuredBoot: new PolicyMeasuredBoot(s.siteAuthoritiesDir, policyDir),
@@ -161,10 +262,10 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
-  const metrics = createMetrics({ pendingEks: async () => (await db.listPendingEks()).length });
+  const metrics = createMetrics({ pendingEks: async () => (await store.listPendingEks()).length });
   const app = createApp({
     service,
-    store: db,
+    store,
     limiter: new FailureLimiter(s.rateLimit.maxFailures, s.rateLimit.windowSeconds * 1000, s.rateLimit.maxAddresses),
     log,
     metrics,
@@ -172,6 +273,7 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
     now: () => Date.now(),
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
     bodyLimit: `${s.bodyLimitBytes}b`,
+    ...(internal ? { internal } : {}),
   });
   const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2" }, app) : createHttpServer(app);
   try {
@@ -183,8 +285,8 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
       });
     });
   } catch (e) {
-    await signer.close();
-    await db.close();
+    await closeSigner();
+    await store.close();
     throw new ConfigError(`cannot listen on ${s.listen.host}:${s.listen.port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   const addr = server.address();
@@ -193,15 +295,28 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
   const url = `${tls ? "https" : "http"}://${host}:${port}`;
   log.info({ url, mode: s.mode }, "talos-config-server listening");
 
-  const gate: CsrGate | undefined =
+  // The kubelet bootstrap CSR gate (workload cluster): one of the server's loops, so with HA it runs only on
+  // the loops Lease's holder and two replicas never judge the same CSR at once.
+  let gate: CsrGate | undefined;
+  const csrGateLoop: LeaderLoop | undefined =
     workload && s.csrGate.run
-      ? startCsrGate({ kube: workload, store: db, journal: inventory, log, registry: metrics.registry, now, intervalMs: s.csrGate.intervalSeconds * 1000, tokenGraceMs: s.csrGate.tokenGraceSeconds * 1000 })
+      ? {
+          start() {
+            gate = startCsrGate({ kube: workload, store, journal: inventory, log, registry: metrics.registry, now, intervalMs: s.csrGate.intervalSeconds * 1000, tokenGraceMs: s.csrGate.tokenGraceSeconds * 1000 });
+          },
+          async stop() {
+            const g = gate;
+            gate = undefined;
+            await g?.stop();
+          },
+        }
       : undefined;
-
-  const sweeper = setInterval(() => {
-    db.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
-  }, 60_000);
-  sweeper.unref();
+  // The server's loops: with HA only on the loops Lease's holder, else here.
+  const loops: LeaderLoop[] = [sessionSweeper(store, log), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
+  const detach: (() => Promise<void>)[] = [];
+  if (loopsElector) for (const l of loops) detach.push(runWhileLeader(loopsElector, l));
+  else for (const l of loops) await l.start();
+  for (const e of electors) e.start();
 
   let stopping: Promise<void> | undefined;
   return {
@@ -209,15 +324,19 @@ export async function startServer(cfg: ServerConfig, log: Logger): Promise<Runni
     server,
     stop() {
       stopping ??= (async () => {
-        clearInterval(sweeper);
-        await gate?.stop();
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const force = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
         await closed;
         clearTimeout(force);
-        await signer.close();
-        await db.close();
+        if (electors.length > 0) {
+          for (const d of detach) await d();
+          for (const e of electors) await e.stop(); // steps down: the signer closes, the Leases are released
+        } else {
+          for (const l of loops) await l.stop();
+        }
+        await closeSigner();
+        await store.close();
         log.info("talos-config-server stopped: listener closed, PKCS#11 session closed, state closed");
       })();
       return stopping;

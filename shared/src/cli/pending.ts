@@ -1,18 +1,33 @@
 /**
  * `fleetd pending [--config FILE] [--json]` — machines whose EKs no node approves: what their challenges
  * claimed (serial, MACs), where they came from, when and how often. Read from talos-config-server's state
- * database (`server.stateDb` of the same configuration file). Claims are unproven; approve an EK by putting
+ * state (`server.stateDb` of the same configuration file, or with `server.ha` the Kubernetes-backed state in
+ * `server.ha.namespace` through `server.ha.kubeconfig`). Claims are unproven; approve an EK by putting
  * its binding into the nodes file and running `inventory apply`, never from this list alone.
  */
 import { existsSync } from "node:fs";
 import { z } from "zod";
 import { ConfigError, readConfigFile } from "../netbox/config.js";
+import { loadKube } from "../kube/client.js";
+import { KubeAttestationStore } from "../state/kubeStore.js";
 import { SqliteAttestationStore } from "../state/sqliteStore.js";
-import type { PendingEk } from "../state/store.js";
+import type { AttestationStore, PendingEk } from "../state/store.js";
 import { type CliCommand, parseOptions, printJson } from "./common.js";
 
-/** Only the state database's path; the rest of the `server` section is talos-config-server's to validate. */
-const StatePath = z.object({ server: z.object({ stateDb: z.string().min(1, "must be a path") }).loose() }).loose();
+/** Only where the state is; the rest of the `server` section is talos-config-server's to validate. */
+const StatePath = z
+  .object({
+    server: z
+      .object({
+        stateDb: z.string().min(1, "must be a path").optional(),
+        ha: z.object({ kubeconfig: z.string().min(1).default("in-cluster"), namespace: z.string().min(1) }).loose().optional(),
+      })
+      .loose()
+      .refine((s) => s.stateDb !== undefined || s.ha !== undefined, { message: "needs stateDb (or ha.namespace)", path: ["stateDb"] }),
+  })
+  .loose();
+
+export type StateSource = { kind: "sqlite"; path: string } | { kind: "kubernetes"; kubeconfig: string; namespace: string };
 
 export interface PendingRow {
   ekBinding: string;
@@ -24,19 +39,25 @@ export interface PendingRow {
   count: number;
 }
 
-export function stateDbPath(path: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+export function stateSource(path: string | undefined, env: NodeJS.ProcessEnv = process.env): StateSource {
   const f = readConfigFile(path, env);
   const r = StatePath.safeParse(f.raw);
   if (!r.success) {
     const i = r.error.issues[0];
     throw new ConfigError(`${f.path}: ${i ? `${i.path.map(String).join(".") || "(root)"}: ${i.message}` : "invalid"} (the state database of talos-config-server)`);
   }
-  return r.data.server.stateDb;
+  const { ha, stateDb } = r.data.server;
+  return ha ? { kind: "kubernetes", kubeconfig: ha.kubeconfig, namespace: ha.namespace } : { kind: "sqlite", path: stateDb ?? "" };
 }
 
-export async function listPending(db: string): Promise<PendingRow[]> {
-  if (!existsSync(db)) throw new ConfigError(`no state database at ${db} (has talos-config-server run with this configuration?)`);
-  const store = new SqliteAttestationStore(db);
+function openStore(src: StateSource): AttestationStore {
+  if (src.kind === "kubernetes") return new KubeAttestationStore({ kube: loadKube(src.kubeconfig), namespace: src.namespace });
+  if (!existsSync(src.path)) throw new ConfigError(`no state database at ${src.path} (has talos-config-server run with this configuration?)`);
+  return new SqliteAttestationStore(src.path);
+}
+
+export async function listPending(src: StateSource): Promise<PendingRow[]> {
+  const store = openStore(src);
   try {
     return (await store.listPendingEks()).map(toRow);
   } finally {
@@ -67,7 +88,7 @@ export const command: CliCommand = {
   usage: "[--config FLEETD_CONFIG] [--json]",
   async run(args) {
     const { values } = parseOptions(args, { config: { type: "string" }, json: { type: "boolean" } });
-    const rows = await listPending(stateDbPath(typeof values["config"] === "string" ? values["config"] : undefined));
+    const rows = await listPending(stateSource(typeof values["config"] === "string" ? values["config"] : undefined));
     if (values["json"] === true) printJson({ pending: rows });
     else process.stdout.write(`${renderPending(rows)}\n`);
     return 0;

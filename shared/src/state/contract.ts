@@ -104,6 +104,30 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
     }
   });
 
+  test(`${name}: concurrent first-one-wins operations: one session create, one AK Name, one finish, distinct generations`, async () => {
+    const s = await open();
+    try {
+      const N = 8;
+      const creates = await Promise.allSettled(Array.from({ length: N }, () => s.createSession(session("s3"))));
+      assert.equal(creates.filter((r) => r.status === "fulfilled").length, 1, "one create of a session id");
+      const aks = await Promise.all(Array.from({ length: N }, (_, i) => s.recordAkName("000bcc", `n${i}`, i)));
+      assert.equal(aks.filter(Boolean).length, 1, "one recording of an AK Name");
+      const gens = await Promise.all(Array.from({ length: N }, () => s.nextGeneration("g")));
+      assert.deepEqual([...gens].sort((a, b) => a - b), Array.from({ length: N }, (_, i) => i + 1), "each generation handed out once");
+      await s.putInstallCode({ codeHash: "c9", node: "n9", uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 9000 });
+      const claims = await Promise.all(Array.from({ length: N }, (_, i) => s.claimInstallCode("c9", `Y${i}`, 300, 60_000)));
+      const winners = claims.filter((c): c is NonNullable<typeof c> => c !== undefined);
+      assert.equal(winners.length, 1, "one claim");
+      const claimer = winners[0]?.claimedBy ?? "";
+      const finishes = await Promise.all(Array.from({ length: N }, () => s.finishInstallCode("c9", claimer)));
+      assert.equal(finishes.filter(Boolean).length, 1, "one finish");
+      await Promise.all(Array.from({ length: N }, (_, i) => s.recordPendingEk({ binding: "b9", serial: "S", macs: [], sourceAddress: "x" }, 100 + i)));
+      assert.equal((await s.listPendingEks()).find((p) => p.binding === "b9")?.count, N, "every sighting counted");
+    } finally {
+      await s.close();
+    }
+  });
+
   test(`${name}: generations count up per node; issued certificates and bootstrap tokens are kept`, async () => {
     const s = await open();
     try {

@@ -1,0 +1,101 @@
+/**
+ * Two netbox-script replicas against one NetBox, electing a leader on a Lease of one real kube-apiserver: both
+ * accept the webhook hints (each durably in its own queue), only the leader's worker runs, so one
+ * `desired_action` yields one dispatch (one decision, one recorded intent) even with the hint queued on both.
+ * When the leader stops, the other takes over and works off what it had queued: the request was already
+ * cleared in NetBox, so nothing is dispatched a second time.
+ */
+import { strict as assert } from "node:assert";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { pino } from "pino";
+import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
+import { loadKube } from "@fleetd/shared/kube/client";
+import { LeaderElector } from "@fleetd/shared/kube/leader";
+import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { waitFor } from "../harness/ports.js";
+import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
+import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
+
+const NS = "fleetd";
+let cp: ControlPlane;
+let f: Fleet;
+const decisions = new Decisions();
+const byReplica = new Map<string, number>();
+let a: Handler;
+let b: Handler;
+
+async function start(id: string, port: number, nodesFile: string): Promise<Handler> {
+  const stateDir = mkdtempSync(join(f.dir, `state-${id}-`));
+  const elector = new LeaderElector({ kube: loadKube(cp.kubeconfig), namespace: NS, name: "fleetd-netbox-script", identity: id, leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 });
+  const cfg = toHandlerConfig(f.config(f.handler.token, { handler: { listen: { host: "127.0.0.1", port }, stateDir, nodesFile, reconcileIntervalSeconds: 3600 }, features: { controlPlanes: false } }));
+  return startHandler(cfg, {
+    logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }),
+    elector,
+    onDecision: (e) => {
+      byReplica.set(id, (byReplica.get(id) ?? 0) + 1);
+      decisions.push(e);
+    },
+  });
+}
+
+const dispatches = () => decisions.events.filter((e) => e.decision.outcome === "dispatch");
+const isLeader = (h: Handler) => h.elector?.isLeader() === true;
+
+before(async () => {
+  [cp, f] = await Promise.all([startControlPlane(), startFleet()]);
+  await loadKube(cp.kubeconfig).core.createNamespace({ body: { metadata: { name: NS } } });
+  assert.equal(fleetd(["netbox", "setup", "--config", f.configFile(f.nb.authorization.replace(/^Bearer /, ""))]).code, 0);
+  const nodesFile = join(f.dir, "handler-nodes.yaml");
+  writeFileSync(nodesFile, handlerNodesText());
+  const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
+  assert.equal(apply.code, 0, apply.stderr);
+  // a receives NetBox's webhook; b listens elsewhere (a second replica behind another address)
+  a = await start("handler-a", f.handlerPort, nodesFile);
+  b = await start("handler-b", 0, nodesFile);
+  await waitFor("a leader", 30_000, async () => isLeader(a) || isLeader(b));
+}, { timeout: 20 * 60_000 });
+
+after(async () => {
+  await a?.stop();
+  await b?.stop();
+  await f?.nb.stop();
+  await cp?.stop();
+});
+
+test("one desired_action, the hint queued on both replicas: one dispatch, one intent; the follower decides nothing", async () => {
+  assert.notEqual(isLeader(a), isLeader(b), "exactly one leader");
+  const leader = isLeader(a) ? a : b;
+  const follower = leader === a ? b : a;
+  const w1 = await device(f, "worker-1");
+  await requestAction(f, f.alice.token, "worker-1", "provision"); // NetBox's webhook goes to a
+  // the hint on both sides: each replica's reconcile queues the device (the follower's worker does not run)
+  await Promise.all([a.reconcile(), b.reconcile()]);
+  await decisions.wait(0, (e) => e.deviceId === w1.id && e.decision.outcome === "dispatch", "provision worker-1");
+  // let the leader work off everything it has for the device, then look again
+  await waitFor("the leader's queue drained", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
+  await leader.reconcile();
+  await waitFor("the leader's queue drained again", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
+  assert.equal(dispatches().length, 1, JSON.stringify(decisions.events.map((e) => [e.job.source, e.decision.outcome])));
+  assert.equal(a.intents.all().length + b.intents.all().length, 1, "one intent recorded across the replicas");
+  assert.equal(follower.intents.all().length, 0);
+  assert.equal(byReplica.get(follower === a ? "handler-a" : "handler-b") ?? 0, 0, "the follower decided nothing");
+  assert.ok(follower.queue.hasPendingFor(w1.id), "the follower kept its hint (durable; run if it leads)");
+  assert.equal((await device(f, "worker-1")).cf["desired_action"], null, "the request was cleared");
+});
+
+test("the leader stops: the other leads, works off its queued hint, and dispatches nothing twice", async () => {
+  const leader = isLeader(a) ? a : b;
+  const follower = leader === a ? b : a;
+  const w1 = await device(f, "worker-1");
+  const mark = decisions.events.length;
+  await leader.stop();
+  await waitFor("the follower leads", 30_000, async () => isLeader(follower));
+  await waitFor("the follower worked off its hint", 30_000, async () => !follower.queue.hasPendingFor(w1.id));
+  const after = decisions.events.slice(mark);
+  assert.ok(after.length >= 1, "the new leader decided its queued hint");
+  assert.ok(after.every((e) => e.decision.outcome !== "dispatch"), JSON.stringify(after.map((e) => e.decision.outcome)));
+  assert.equal(dispatches().length, 1);
+  assert.equal(follower.intents.all().length, 0);
+});
