@@ -373,3 +373,75 @@ test("kube-controller-manager's approver approved no bootstrap CSR (every approv
   // kcm's approver did try, and was refused (its sync errors carry the policy's message)
   assert.match(cp.logs(), POLICY_MESSAGE);
 });
+
+test("two replicas: the gate runs only on the Lease holder, one approval per CSR; the other takes over when it steps down", async () => {
+  const { LeaderElector, runWhileLeader } = await import("@fleetd/shared/kube/leader");
+  const replicas = ["replica-a", "replica-b"].map((identity) => {
+    const elector = new LeaderElector({ kube: admin, namespace: "fleetd", name: "fleetd-config-server-it", identity, leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 1 });
+    const own = new MemoryJournal();
+    let starts = 0;
+    let running: CsrGate | undefined;
+    const detach = runWhileLeader(elector, {
+      start() {
+        starts++;
+        running = startCsrGate({ kube: gateKube, store, journal: own, log: pino({ level: "silent" }), intervalMs: 200, tokenGraceMs: 3600_000 });
+      },
+      async stop() {
+        const g = running;
+        running = undefined;
+        await g?.stop();
+      },
+    });
+    elector.start();
+    return { identity, elector, journal: own, detach, starts: () => starts };
+  });
+  const approvals = (csr: string) => replicas.flatMap((r) => r.journal.about(csr).filter((e) => e.entry.kind === "success").map(() => r.identity));
+  try {
+    const t = await fleetdToken("worker-7");
+    await submit(t.bearer, "ha-one", makeCsr("/O=system:nodes/CN=system:node:worker-7").pem);
+    await poll("a replica's gate to approve ha-one", async () => cond(await read("ha-one"), "Approved"));
+    await sleep(1500); // several more passes of any gate that runs
+    const leader = replicas.find((r) => r.elector.isLeader());
+    assert.ok(leader, "one replica leads");
+    assert.deepEqual(approvals("ha-one"), [leader.identity], "approved once, by the leader's gate");
+    assert.equal(replicas.reduce((n, r) => n + r.starts(), 0), 1, "only one gate ever started");
+    assert.equal((await read("ha-one")).status?.conditions?.filter((c) => c.type === "Approved").length, 1);
+
+    // the leader steps down (as on SIGTERM): the other replica's gate takes over and approves the next CSR once
+    await leader.detach();
+    await leader.elector.stop();
+    const other = replicas.find((r) => r !== leader)!;
+    await poll("the other replica to lead", async () => (other.elector.isLeader() ? true : undefined), 30_000);
+    const t2 = await fleetdToken("worker-8");
+    await submit(t2.bearer, "ha-two", makeCsr("/O=system:nodes/CN=system:node:worker-8").pem);
+    await poll("the new leader's gate to approve ha-two", async () => cond(await read("ha-two"), "Approved"));
+    await sleep(1000);
+    assert.deepEqual(approvals("ha-two"), [other.identity]);
+    assert.equal((await read("ha-two")).status?.conditions?.filter((c) => c.type === "Approved").length, 1);
+  } finally {
+    for (const r of replicas) {
+      await r.detach();
+      await r.elector.stop();
+    }
+  }
+});
+
+test("even without a Lease, two gates racing on one CSR approve it once (the approval carries the resourceVersion read)", async () => {
+  const mk = () => new MemoryJournal();
+  const [ja, jb] = [mk(), mk()];
+  const a = startCsrGate({ kube: gateKube, store, journal: ja, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
+  const b = startCsrGate({ kube: gateKube, store, journal: jb, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
+  try {
+    await Promise.all([a.sync(), b.sync()]); // each gate's first pass (run at start) is over before the CSR exists
+    const t = await fleetdToken("worker-9");
+    await submit(t.bearer, "race", makeCsr("/O=system:nodes/CN=system:node:worker-9").pem);
+    const [ra, rb] = await Promise.all([a.sync(), b.sync()]);
+    const winners = [ra, rb].filter((r) => r.approved.includes("race")).length;
+    assert.equal(winners, 1, `one gate approved: ${JSON.stringify([ra, rb])}; conditions: ${JSON.stringify((await read("race")).status?.conditions)}`);
+    assert.equal((await read("race")).status?.conditions?.filter((c) => c.type === "Approved").length, 1);
+    assert.equal([...ja.about("race"), ...jb.about("race")].filter((e) => e.entry.kind === "success").length, 1, "one approval journalled");
+  } finally {
+    await a.stop();
+    await b.stop();
+  }
+});
