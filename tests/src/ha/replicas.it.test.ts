@@ -378,4 +378,4 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
 // runWhileLeader on the `fleetd-config-server` Lease). Once it is merged: start it on both replicas against the
 // workload control plane, submit one kubelet CSR with the node's bootstrap token, and assert one approval
 // (one Approved condition, one journal entry) while both replicas run.
-test.todo("no double CSR approval with two replicas (needs the CSR gate: ServerHooks.loops)");
+// No double CSR approval with two replicas: tests/src/kube/csrGate.it.test.ts ("two replicas: …").
