@@ -37,8 +37,11 @@ export async function retireNode(deps: RetirementDeps, node: string, opts: Retir
   const clock = () => (deps.now?.() ?? new Date()).getTime();
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const deadline = clock() + o.budgetMs;
+  const completedNow: RetirementReport["completedNow"] = [];
   for (;;) {
-    const report = await runRetirementPass(deps, node, opts.steps ?? RETIREMENT_STEPS, opts.requestId);
+    const pass = await runRetirementPass(deps, node, opts.steps ?? RETIREMENT_STEPS, opts.requestId);
+    completedNow.push(...pass.completedNow);
+    const report = { ...pass, completedNow: [...completedNow] };
     if (report.status !== "waiting") return report;
     const wait = report.retryAfterMs ?? o.platformPollMs;
     if (clock() + wait > deadline) return report;
