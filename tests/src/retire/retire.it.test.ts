@@ -17,8 +17,8 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { patchDevice } from "@fleetd/shared/netbox/device";
-import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, progressConfigMapName, retireNode,
-  STEP_NAMES, type RetirementDeps } from "@fleetd/shared/retire/index";
+import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, progressConfigMapName, retireNode, runRetirementPass,
+  STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/shared/retire/index";
 import { openssl } from "../harness/openssl.js";
 import { sleep } from "../harness/process.js";
 import { configMapTestPlatform } from "./platform.js";
@@ -80,6 +80,11 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
     (await w.kube.policy.readNamespacedPodDisruptionBudget({ name: "web", namespace: APPS_NS })).status?.disruptionsAllowed === 1);
   const agent = await daemonSetPod(w.kube, node, "agent");
   await poll("the DaemonSet pod Running", async () => (await runningPodsOn(w.kube, node)).some((p) => p.metadata?.name === agent));
+  // A mirror pod (what a kubelet publishes for a static pod): the API server's copy cannot be evicted usefully.
+  await w.kube.core.createNamespacedPod({ namespace: APPS_NS, body: {
+    metadata: { name: `static-${node}`, namespace: APPS_NS, annotations: { "kubernetes.io/config.mirror": "0123abcd", "kubernetes.io/config.source": "file" } },
+    spec: { nodeName: node, containers: [{ name: "c", image: "registry.invalid/static:1" }] },
+  } });
   await tokenSecret("w1aaaa", node);
   await tokenSecret("w1bbbb", undefined, "fleetd bootstrap token for node worker-1");
   await tokenSecret("otherz", "spare-1");
@@ -106,7 +111,7 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   assert.match(evict?.detail ?? "", /evicted now: apps\/web-[^,]+, apps\/web-/);
   const refused = /(\d+) eviction\(s\) refused by a PodDisruptionBudget/.exec(evict?.detail ?? "");
   assert.ok(refused && Number(refused[1]) >= 1, `the PDB refused at least once: ${evict?.detail}`);
-  assert.match(evict?.detail ?? "", new RegExp(`skipped: apps/${agent} \\(DaemonSet agent\\)`));
+  assert.match(evict?.detail ?? "", new RegExp(`skipped: apps/${agent} \\(DaemonSet agent\\), apps/static-${node} \\(mirror pod\\)`));
   // workload cluster: the web pods run on spare-1; the node and its records are gone, the others' stay
   assert.equal((await runningPodsOn(w.kube, "spare-1")).filter((p) => p.metadata?.labels?.["app"] === "web").length, 2);
   assert.equal(await nodeExists(node), false);
@@ -238,4 +243,40 @@ test("SIGKILL mid-retirement, then a restart: it finishes without repeating comp
   const journal = await journalOf(w, node);
   for (const s of STEP_NAMES) assert.equal(journal.filter((j) => j.comments.startsWith(`retirement step ${s} done:`)).length, 1, s);
   assert.equal((await netboxDevice(w, node)).status, "offline");
+});
+
+test("two replicas on one node: the compare-and-swap claim lets exactly one run the step; a fresh claim makes others busy; a stale one is taken over", async () => {
+  const progress = configMapProgress(w.kube, MGMT_NS);
+  const journal: string[] = [];
+  // The journal is not under test here: these nodes have no NetBox device.
+  const deps = (owner: string, options: RetirementDeps["options"] = {}): RetirementDeps => ({
+    ...depsFor(owner, options), journal: { record: async (_n, e) => void journal.push(`${owner}: ${e.summary}`) },
+  });
+  let runs = 0;
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((r) => (release = r));
+  const slow: Step = { name: "cordon", summary: "a step the test holds", async run() { runs++; await gate; return { done: true, detail: "ran" }; } };
+  const a = runRetirementPass(deps("replica-a"), "cas-1", [slow]);
+  const b = runRetirementPass(deps("replica-b"), "cas-1", [slow]);
+  await poll("one replica's claim", async () => (await progress.read("cas-1"))?.record.steps.cordon?.state === "claimed");
+  const c = await runRetirementPass(deps("replica-c"), "cas-1", [slow]);
+  assert.equal(c.status, "busy");
+  assert.match(c.waitingFor ?? "", /step cordon is claimed by replica-[ab] since /);
+  release();
+  const results = await Promise.all([a, b]);
+  assert.deepEqual(results.map((r) => r.status).sort(), ["busy", "complete"]);
+  assert.equal(runs, 1, "the step ran once");
+  assert.equal((await progress.read("cas-1"))?.record.steps.cordon?.attempts, 1);
+
+  // A claim whose holder died (older than claimTtlMs) is taken over.
+  const old = new Date(Date.now() - 3_600_000).toISOString();
+  await progress.write("cas-2", { node: "cas-2", startedAt: old, steps: { cordon: { state: "claimed", owner: "dead-replica", claimedAt: old, attempts: 1 } } }, undefined);
+  const taken = await runRetirementPass(deps("replica-a", { claimTtlMs: 60_000 }), "cas-2", [{ ...slow, run: async () => ({ done: true, detail: "ran after takeover" }) }]);
+  assert.equal(taken.status, "complete");
+  const rec = (await progress.read("cas-2"))?.record.steps.cordon;
+  assert.equal(rec?.owner, "replica-a");
+  assert.equal(rec?.attempts, 2);
+  // A record that is not fleetd's is refused, not overwritten.
+  await w.kube.core.createNamespacedConfigMap({ namespace: MGMT_NS, body: { metadata: { name: progressConfigMapName("cas-3") }, data: { "progress.json": "{}" } } });
+  await assert.rejects(runRetirementPass(deps("replica-a"), "cas-3", [slow]), /not labelled as fleetd's; refusing to use it/);
 });
