@@ -22,7 +22,7 @@ import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, 
 import { openssl } from "../harness/openssl.js";
 import { sleep } from "../harness/process.js";
 import { configMapTestPlatform } from "./platform.js";
-import { addNode, APPS_NS, daemonSetPod, deployment, journalOf, MGMT_NS, netboxDevice, pdb, poll, runningPodsOn, startWorld, type World } from "./world.js";
+import { addNode, APPS_NS, daemonSetPod, deployment, journalOf, MGMT_NS, netboxDevice, pdb, poll, retireIdentity, runningPodsOn, startWorld, type World } from "./world.js";
 
 let w: World;
 const apps = () => w.kube.config.makeApiClient(k8s.AppsV1Api);
@@ -146,16 +146,21 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   process.stdout.write(`# evict: ${evict?.detail}\n`);
 });
 
-test("a PDB that never lets go: evict stops blocked after its timeout naming pod and PDB; re-running keeps completed steps; removing the PDB lets it go on", async () => {
+test("a PDB that never lets go (run as the documented RBAC): evict stops blocked after its timeout naming pod and PDB; re-running keeps completed steps; removing the PDB lets it go on", async () => {
   const node = "edge-1";
   await addNode(w, node);
   await apps().createNamespacedDeployment({ namespace: APPS_NS, body: deployment("db", 1) });
   await w.kube.policy.createNamespacedPodDisruptionBudget({ namespace: APPS_NS, body: pdb("db", 1) });
+  await tokenSecret("edgeaa", node);
+  await csr("csr-edge-1", "system:node:edge-1");
   await poll("the db pod Running on edge-1", async () => (await runningPodsOn(w.kube, node)).some((p) => p.metadata?.labels?.["app"] === "db"));
   await poll("the disruption controller to see the db pod healthy", async () =>
     (await w.kube.policy.readNamespacedPodDisruptionBudget({ name: "db", namespace: APPS_NS })).status?.currentHealthy === 1);
 
-  const deps = depsFor("replica-a", { evictionTimeoutMs: 3000, budgetMs: 2000 });
+  // As a ServiceAccount bound to exactly netbox-script/manifests/retire-rbac.yaml: the documented RBAC suffices.
+  const sa = await retireIdentity(w);
+  await assert.rejects(sa.core.listNamespacedSecret({ namespace: APPS_NS }), (e: unknown) => (e as { code?: number }).code === 403, "and no more than that");
+  const deps = { ...depsFor("replica-a", { evictionTimeoutMs: 3000, budgetMs: 2000 }), workload: sa, progress: configMapProgress(sa, MGMT_NS) };
   const first = await retireNode(deps, node);
   assert.equal(first.status, "blocked", JSON.stringify(first, null, 1));
   assert.match(first.waitingFor ?? "", /1 pod\(s\) still on edge-1 after 3 s: apps\/db-[a-z0-9-]+: eviction refused \(Cannot evict pod as it would violate the pod's disruption budget\./);
@@ -176,6 +181,9 @@ test("a PDB that never lets go: evict stops blocked after its timeout naming pod
   assert.equal(third.status, "waiting", JSON.stringify(third, null, 1)); // now waiting on the wipe Workflow
   assert.deepEqual(third.completedNow, ["evict", "netboot", "delete-node", "delete-cluster-records"], JSON.stringify(third, null, 1));
   assert.match(third.waitingFor ?? "", /wipe Workflow standin-wipe-edge-1 is running/);
+  assert.equal(await nodeExists(node), false);
+  assert.ok(!(await secretNames()).includes("bootstrap-token-edgeaa"));
+  assert.ok(!(await csrNames()).includes("csr-edge-1"));
 });
 
 const childScript = join(fileURLToPath(import.meta.url), "../child.js");

@@ -154,3 +154,37 @@ export async function netboxDevice(w: World, name: string) {
 }
 
 export type { NetBox };
+
+/**
+ * A Kube acting as a ServiceAccount bound to exactly the rules of netbox-script/manifests/retire-rbac.yaml
+ * (the management Role placed in MGMT_NS), so a retirement run with it proves the documented RBAC suffices.
+ */
+export async function retireIdentity(w: World): Promise<Kube> {
+  const { readFileSync } = await import("node:fs");
+  const { parseAllDocuments } = await import("yaml");
+  const { repoRoot } = await import("../netbox/fixture.js");
+  const docs = parseAllDocuments(readFileSync(`${repoRoot}/netbox-script/manifests/retire-rbac.yaml`, "utf8")).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace?: string } });
+  const sa = { kind: "ServiceAccount", name: "fleetd-retire", namespace: MGMT_NS };
+  await w.kube.core.createNamespacedServiceAccount({ namespace: MGMT_NS, body: { metadata: { name: sa.name } } });
+  for (const d of docs) {
+    if (d.kind === "ClusterRole") {
+      await w.kube.rbac.createClusterRole({ body: d as k8s.V1ClusterRole });
+      await w.kube.rbac.createClusterRoleBinding({ body: { metadata: { name: d.metadata.name }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: d.metadata.name }, subjects: [sa] } });
+    } else if (d.kind === "Role") {
+      const namespace = d.metadata.namespace === "kube-system" ? "kube-system" : MGMT_NS;
+      await w.kube.rbac.createNamespacedRole({ namespace, body: { ...(d as k8s.V1Role), metadata: { ...d.metadata, namespace } } });
+      await w.kube.rbac.createNamespacedRoleBinding({ namespace, body: { metadata: { name: d.metadata.name, namespace }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: d.metadata.name }, subjects: [sa] } });
+    } else {
+      throw new Error(`unexpected ${d.kind} in retire-rbac.yaml`);
+    }
+  }
+  const tr = await w.kube.core.createNamespacedServiceAccountToken({ name: sa.name, namespace: MGMT_NS, body: { spec: { audiences: ["https://kubernetes.default.svc.cluster.local"], expirationSeconds: 3600 } } });
+  const config = new k8s.KubeConfig();
+  config.loadFromOptions({
+    clusters: [{ name: "c", server: w.cp.server, caData: Buffer.from(w.cp.caPem).toString("base64") }],
+    users: [{ name: `system:serviceaccount:${MGMT_NS}:${sa.name}`, token: tr.status?.token ?? "" }],
+    contexts: [{ name: "x", cluster: "c", user: `system:serviceaccount:${MGMT_NS}:${sa.name}` }],
+    currentContext: "x",
+  });
+  return kubeFromConfig(config);
+}
