@@ -16,7 +16,7 @@ export interface ConfigMapTestPlatform extends RetirementPlatform {
   starts(name: string): Promise<number>;
 }
 
-export function configMapTestPlatform(kube: Kube, namespace: string, initialJobState = "running"): ConfigMapTestPlatform {
+export function configMapTestPlatform(kube: Kube, namespace: string, initialJobState = "running", initialWorkflowState = "running"): ConfigMapTestPlatform {
   const read = (name: string) => kube.core.readNamespacedConfigMap({ name, namespace });
   /** Create or count a start; idempotent per name (as the real effects must be). */
   const start = async (name: string, kind: string, initial: string): Promise<string> => {
@@ -49,7 +49,7 @@ export function configMapTestPlatform(kube: Kube, namespace: string, initialJobS
     }
   };
   return {
-    startWipe: (node) => start(`standin-wipe-${node}`, "Workflow", "running"),
+    startWipe: (node) => start(`standin-wipe-${node}`, "Workflow", initialWorkflowState),
     workflowState: async (name) => (await state(name)) as Awaited<ReturnType<RetirementPlatform["workflowState"]>>,
     startPowerOff: (node) => start(`standin-poweroff-${node}`, "Job", initialJobState),
     jobState: async (name) => (await state(name)) as Awaited<ReturnType<RetirementPlatform["jobState"]>>,

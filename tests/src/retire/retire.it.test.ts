@@ -34,8 +34,8 @@ after(async () => {
   await w?.stop();
 });
 
-function depsFor(owner: string, options: RetirementDeps["options"] = {}, jobState = "completed"): RetirementDeps & { platform: ReturnType<typeof configMapTestPlatform> } {
-  const platform = configMapTestPlatform(w.kube, MGMT_NS, jobState);
+function depsFor(owner: string, options: RetirementDeps["options"] = {}, workflowState = "running"): RetirementDeps & { platform: ReturnType<typeof configMapTestPlatform> } {
+  const platform = configMapTestPlatform(w.kube, MGMT_NS, "completed", workflowState);
   return {
     workload: w.kube,
     progress: configMapProgress(w.kube, MGMT_NS),
@@ -93,7 +93,7 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   const dev = await netboxDevice(w, node);
   await patchDevice(w.fleet.admin, dev.id, { status: "decommissioning", custom_fields: { ldevid_serial: "0a1b2c", attested_serial: dev.serial } }, null, "test: decommission");
 
-  const deps = depsFor("replica-a");
+  const deps = depsFor("replica-a", {}, "pending");
   const running = retireNode(deps, node);
   // The PDB allows one disruption: the first web pod goes, the second is refused (429) while its replacement
   // has nowhere to run. Make room once the replacement is pending; the refused eviction then succeeds.
@@ -101,6 +101,10 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
     (await w.kube.core.listNamespacedPod({ namespace: APPS_NS, labelSelector: "app=web" })).items.some((p) => !p.spec?.nodeName));
   await sleep(1500);
   await w.kube.core.patchNode({ name: "spare-1", body: { spec: { unschedulable: false } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  // The Workflow is pending (the machine has not booted HookOS): the Node is kept, else its kubelet would re-register it.
+  await poll("delete-node to wait for HookOS", async () => (await deps.progress.read(node))?.record.steps["delete-node"]?.state === "waiting", 120_000);
+  assert.equal(await nodeExists(node), true);
+  await deps.platform.set(`standin-wipe-${node}`, "running");
   await poll("the wipe step to wait on the Workflow", async () => (await deps.progress.read(node))?.record.steps.wipe?.state === "waiting", 120_000);
   await deps.platform.set(`standin-wipe-${node}`, "success");
   const report = await running;
@@ -136,6 +140,7 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   for (const s of STEP_NAMES) {
     assert.equal(journal.filter((j) => j.comments.startsWith(`retirement step ${s} done:`)).length, 1, `journal entry for ${s}\n${journal.map((j) => j.comments).join("\n")}`);
   }
+  assert.ok(journal.some((j) => j.comments.startsWith("retirement step delete-node waiting: wipe Workflow standin-wipe-worker-1 is pending: the machine is not in HookOS yet")));
   assert.ok(journal.some((j) => j.comments.startsWith("retirement step wipe waiting: wipe Workflow standin-wipe-worker-1 is running")));
   assert.ok(journal.some((j) => j.comments === `retirement of ${node} complete (8 steps)`));
   // A second call does nothing: the retirement is complete.
