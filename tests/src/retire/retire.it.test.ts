@@ -193,10 +193,11 @@ test("a PDB that never lets go (run as the documented RBAC): evict stops blocked
 
 const childScript = join(fileURLToPath(import.meta.url), "../child.js");
 
-function runChild(node: string): { proc: ReturnType<typeof spawn>; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> } {
+function runChild(node: string, workflowState = "running"): { proc: ReturnType<typeof spawn>; done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> } {
   const proc = spawn(process.execPath, [childScript], {
     env: { ...process.env, FLEETD_RETIRE_KUBECONFIG: w.cp.kubeconfig, FLEETD_RETIRE_NAMESPACE: MGMT_NS, FLEETD_RETIRE_NODE: node,
-      FLEETD_RETIRE_OWNER: "replica-child", FLEETD_RETIRE_NETBOX_URL: w.fleet.nb.url, FLEETD_RETIRE_NETBOX_TOKEN: w.fleet.nb.authorization.replace(/^Bearer /, "") },
+      FLEETD_RETIRE_OWNER: "replica-child", FLEETD_RETIRE_NETBOX_URL: w.fleet.nb.url, FLEETD_RETIRE_NETBOX_TOKEN: w.fleet.nb.authorization.replace(/^Bearer /, ""),
+      FLEETD_RETIRE_WORKFLOW_STATE: workflowState },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
@@ -292,4 +293,61 @@ test("two replicas on one node: the compare-and-swap claim lets exactly one run 
   // A record that is not fleetd's is refused, not overwritten.
   await w.kube.core.createNamespacedConfigMap({ namespace: MGMT_NS, body: { metadata: { name: progressConfigMapName("cas-3") }, data: { "progress.json": "{}" } } });
   await assert.rejects(runRetirementPass(deps("replica-a"), "cas-3", [slow]), /not labelled as fleetd's; refusing to use it/);
+});
+
+test("SIGKILL in the middle of a step (evict, held by a PDB), then a restart: the step is taken up again, the cordon is not repeated", async () => {
+  const node = "kill-2";
+  // a NetBox device for the journal, like the others
+  const w1 = await netboxDevice(w, "worker-1");
+  const r = await fetch(`${w.fleet.nb.url}/api/dcim/devices/`, { method: "POST", headers: { authorization: w.fleet.nb.authorization, "content-type": "application/json" },
+    body: JSON.stringify({ name: node, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "decommissioning" }) });
+  assert.equal(r.status, 201, await r.text());
+  await addNode(w, node);
+  await apps().createNamespacedDeployment({ namespace: APPS_NS, body: {
+    ...deployment("batch", 1),
+    spec: { ...deployment("batch", 1).spec!, template: { ...deployment("batch", 1).spec!.template, spec: {
+      ...deployment("batch", 1).spec!.template.spec!, nodeSelector: { "kubernetes.io/hostname": node } } } },
+  } });
+  await w.kube.policy.createNamespacedPodDisruptionBudget({ namespace: APPS_NS, body: pdb("batch", 1) });
+  await poll("the batch pod Running on kill-2", async () => (await runningPodsOn(w.kube, node)).some((p) => p.metadata?.labels?.["app"] === "batch"));
+  await poll("the disruption controller to see it healthy", async () =>
+    (await w.kube.policy.readNamespacedPodDisruptionBudget({ name: "batch", namespace: APPS_NS })).status?.currentHealthy === 1);
+  const progress = configMapProgress(w.kube, MGMT_NS);
+
+  const first = runChild(node, "pending");
+  await poll("the child to hold the evict step", async () => {
+    const rec = (await progress.read(node))?.record;
+    return rec?.steps.cordon?.state === "done" && rec.steps.evict?.state === "claimed";
+  }, 120_000);
+  await sleep(1000); // a few refused evictions
+  first.proc.kill("SIGKILL");
+  assert.equal((await first.done).signal, "SIGKILL");
+  const held = (await progress.read(node))?.record;
+  assert.equal(held?.steps.evict?.state, "claimed", "killed while the step was running");
+  assert.equal(held?.steps.evict?.owner, "replica-child");
+  const kept = await runningPodsOn(w.kube, node);
+  assert.equal(kept.length, 1, "the PDB kept the pod");
+  const original = kept[0]?.metadata?.name ?? "";
+
+  // A repeated cordon would undo this; the PDB goes so that the eviction can succeed.
+  await w.kube.core.patchNode({ name: node, body: { spec: { unschedulable: false } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  await w.kube.policy.deleteNamespacedPodDisruptionBudget({ name: "batch", namespace: APPS_NS });
+  const platform = configMapTestPlatform(w.kube, MGMT_NS);
+  const second = runChild(node, "pending");
+  await poll("the restarted child to wait for HookOS at delete-node", async () => (await progress.read(node))?.record.steps["delete-node"]?.state === "waiting", 120_000);
+  const mid = (await progress.read(node))?.record;
+  assert.equal(mid?.steps.cordon?.attempts, 1, "cordon not re-run");
+  assert.equal(mid?.steps.cordon?.completedAt, held?.steps.cordon?.completedAt);
+  assert.equal(mid?.steps.evict?.attempts, 2, "the interrupted step was taken up again");
+  assert.equal((await w.kube.core.readNode({ name: node })).spec?.unschedulable ?? false, false, "the Node is as the test left it: no second cordon");
+  // (the test uncordoned the node, so the Deployment's replacement may land here again; the original is gone)
+  assert.ok(!(await w.kube.core.listNamespacedPod({ namespace: APPS_NS })).items.some((p) => p.metadata?.name === original), `${original} was evicted`);
+  await platform.set(`standin-wipe-${node}`, "success");
+  const res = await second.done;
+  assert.equal(res.code, 0, res.stderr.slice(-3000));
+  const report = JSON.parse(res.stdout.trim().split("\n").pop() ?? "{}") as { status: string; completedNow: string[] };
+  assert.equal(report.status, "complete");
+  assert.deepEqual(report.completedNow, STEP_NAMES.slice(1));
+  const journal = await journalOf(w, node);
+  for (const s of STEP_NAMES) assert.equal(journal.filter((j) => j.comments.startsWith(`retirement step ${s} done:`)).length, 1, s);
 });
