@@ -20,6 +20,7 @@ import { patchDevice } from "@fleetd/shared/netbox/device";
 import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, progressConfigMapName, retireNode, runRetirementPass,
   STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/shared/retire/index";
 import { openssl } from "../harness/openssl.js";
+import { fleetd } from "../netbox/fixture.js";
 import { sleep } from "../harness/process.js";
 import { configMapTestPlatform } from "./platform.js";
 import { addNode, APPS_NS, daemonSetPod, deployment, journalOf, MGMT_NS, netboxDevice, pdb, poll, retireIdentity, runningPodsOn, startWorld, type World } from "./world.js";
@@ -143,6 +144,15 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   assert.ok(journal.some((j) => j.comments.startsWith("retirement step delete-node waiting: wipe Workflow standin-wipe-worker-1 is pending: the machine is not in HookOS yet")));
   assert.ok(journal.some((j) => j.comments.startsWith("retirement step wipe waiting: wipe Workflow standin-wipe-worker-1 is running")));
   assert.ok(journal.some((j) => j.comments === `retirement of ${node} complete (8 steps)`));
+  // The operator's view: `fleetd retire status`.
+  const kubeCfg = { kubernetes: { management: { kubeconfig: w.cp.kubeconfig, namespace: MGMT_NS }, workload: { kubeconfig: w.cp.kubeconfig } } };
+  const status = fleetd(["retire", "status", node, "--config", w.fleet.configFile(undefined, kubeCfg)]);
+  assert.equal(status.code, 0, status.stderr);
+  assert.match(status.stdout, /^worker-1: retirement complete at /);
+  for (const s of STEP_NAMES) assert.match(status.stdout, new RegExp(`^${s} +done +${s === "delete-node" || s === "wipe" ? "\\d+" : "1"} +replica-a `, "m"));
+  const none = fleetd(["retire", "status", "no-such-node", "--config", w.fleet.configFile(undefined, kubeCfg)]);
+  assert.equal(none.code, 1);
+  assert.match(none.stderr, /no retirement record for no-such-node/);
   // A second call does nothing: the retirement is complete.
   const again = await retireNode(deps, node);
   assert.equal(again.status, "complete");
