@@ -4,6 +4,7 @@
  *   fleetd-tink-action attest --mode intake|provision|attest|wipe      (FLEETD_* environment; see attest.ts)
  *   fleetd-tink-action write-meta --disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size N]
  *   fleetd-tink-action lldp [--interface IF] [--wait S]               (what attest would claim about the switch port)
+ *   fleetd-tink-action clear-tpm                                      (FLEETD_CLEAR_TPM=yes: TPM2_Clear at retirement)
  * Exit codes: 0 done; write-meta: 1 refused (the disk is left unchanged), 2 usage or input error;
  * attest: 1 unexpected, 2 configuration or local input, 3 refused, 4 TPM/transport, 5 still pending at the timeout.
  */
@@ -17,6 +18,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
   lldp: {
     summary: "show the boot interface and the LLDP neighbour the attest step would claim",
     load: () => import("./lldpCommand.js"),
+  },
+  "clear-tpm": {
+    summary: "clear the TPM's owner hierarchy (TPM2_Clear, lockout) at retirement, where the site allows it (FLEETD_CLEAR_TPM=yes)",
+    load: () => import("./clearTpm.js"),
   },
   "write-meta": {
     summary: "write the install code into META key 0x0b of a Talos disk (or image), keeping the other keys",

@@ -27,6 +27,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
   "inventory check": { summary: "compare the nodes file, NetBox and what machines reported; exit 1 on drift", load: () => import("./inventory-check.js") },
   "netbox setup": { summary: "create fleetd's custom fields, webhook, event rules and custom links in NetBox (idempotent)", load: () => import("./netbox-setup.js") },
   "kube setup": { summary: "apply the CSR gate's RBAC and approval policy to the workload cluster (idempotent; --print for YAML)", load: () => import("./kubeSetup.js") },
+  "retire status": { summary: "show each node retirement's steps (progress records in the management cluster)", load: () => import("./retire-status.js") },
   pending: { summary: "list unknown EKs waiting for an operator (from talos-config-server's state database)", load: () => import("./pending.js") },
 };
 

@@ -70,6 +70,7 @@ export const TPM_CC = {
   CreateLoaded: 0x00000191,
   CreatePrimary: 0x00000131,
   Startup: 0x00000144,
+  Clear: 0x00000126,
 } as const;
 
 /** TPM_SE (Part 2 §6.11): session types. */
@@ -108,6 +109,18 @@ export const TPM_PT = {
   MAX_RESPONSE_SIZE: 0x11f,
   MAX_DIGEST: 0x120,
   NV_BUFFER_MAX: 0x12c,
+  /** TPMA_PERMANENT (Part 2 §8.6), the first of the variable properties. */
+  PERMANENT: 0x200,
+} as const;
+
+/** TPMA_PERMANENT (Part 2 §8.6) bits fleetd reads before TPM2_Clear. */
+export const TPMA_PERMANENT = {
+  ownerAuthSet: 1 << 0,
+  endorsementAuthSet: 1 << 1,
+  lockoutAuthSet: 1 << 2,
+  disableClear: 1 << 8,
+  inLockout: 1 << 9,
+  tpmGeneratedEPS: 1 << 10,
 } as const;
 
 /** TPM_HT (Part 2 §7.2): the first octet of a handle. */
@@ -460,6 +473,17 @@ export const TPM2_FlushContext = command({
   response: none,
 });
 
+/** TPM2_Clear (Part 3 §24.6): new storage primary seed, owner/endorsement objects and auth values gone; EPS kept. */
+export const TPM2_Clear = command({
+  name: "TPM2_Clear",
+  code: TPM_CC.Clear,
+  handles: ["authHandle"],
+  authHandles: 1,
+  params: none,
+  responseHandles: [],
+  response: none,
+});
+
 /** Every command declared here, by code (the flush-on-close transport reads handle areas with it). */
 export const COMMANDS: ReadonlyMap<number, CommandSpec<unknown, unknown>> = new Map(
   [
@@ -479,6 +503,7 @@ export const COMMANDS: ReadonlyMap<number, CommandSpec<unknown, unknown>> = new 
     TPM2_NV_ReadPublic,
     TPM2_NV_Read,
     TPM2_FlushContext,
+    TPM2_Clear,
   ].map((c) => [c.code, c as CommandSpec<unknown, unknown>]),
 );
 

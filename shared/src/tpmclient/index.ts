@@ -17,3 +17,4 @@ export * from "./attest.js";
 export * from "./sign.js";
 export * from "./pcr.js";
 export * from "./transients.js";
+export * from "./clear.js";

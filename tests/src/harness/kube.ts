@@ -127,6 +127,8 @@ const died = (d: Daemon) => (d.hasExited() ? `${d.name} exited:\n${d.output().sl
 export interface ControlPlaneOptions {
   /** Extra kube-apiserver flags (e.g. feature gates). */
   apiserverArgs?: string[];
+  /** Extra kube-controller-manager controllers (e.g. "deployment", "replicaset" for workloads that KWOK runs). */
+  extraControllers?: string[];
   /** Readiness timeout for each process; default 120 s (the apiserver's first start on 2 busy cores is slow). */
   timeoutMs?: number;
 }
@@ -207,7 +209,7 @@ async function startOnce(bin: string, opts: ControlPlaneOptions): Promise<Contro
       `--kubeconfig=${f("controller-manager.kubeconfig")}`,
       "--secure-port=0", // no serving endpoint: nothing to listen on
       "--leader-elect=false",
-      "--controllers=csrsigning,csrapproving,csrcleaner,garbagecollector,disruption,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher,tokencleaner",
+      `--controllers=${["csrsigning,csrapproving,csrcleaner,garbagecollector,disruption,serviceaccount,serviceaccount-token,namespace,root-ca-cert-publisher,tokencleaner", ...(opts.extraControllers ?? [])].join(",")}`,
       `--cluster-signing-cert-file=${f("ca.crt")}`, `--cluster-signing-key-file=${f("ca.key")}`,
       "--use-service-account-credentials=true",
       `--service-account-private-key-file=${f("sa.key")}`, `--root-ca-file=${f("ca.crt")}`,
