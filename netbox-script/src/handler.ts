@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import { join } from "node:path";
+import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
 import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
@@ -15,6 +16,7 @@ import { loadKube } from "@fleetd/shared/kube/client";
 import { LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/shared/kube/leader";
 import type { HandlerConfig } from "./config.js";
 import type { RetireFn } from "./effects.js";
+import { retirementFor } from "./retirement.js";
 import { IntentLog } from "./intents.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { FileQueue } from "./queue.js";
@@ -80,13 +82,24 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
       log.warn({ err: (e as Error).message }, "Tinkerbell templates not synced at start");
     }
   }
+  // Retirement (status decommissioning) needs both clusters; without them a decommission is only recorded.
+  let retire = opts.retire;
+  const k = cfg.site.kubernetes;
+  if (!retire && tinkerbell && k) {
+    retire = retirementFor({
+      tinkerbell, management: loadKube(k.management.kubeconfig), workload: loadKube(k.workload.kubeconfig), nb, nodes,
+      bootMac: (id) => bootMacOf(nb, id), owner: process.env["HOSTNAME"] ?? hostname(), log,
+    }).retire;
+  } else if (!retire) {
+    log.warn("retirement is not wired (it needs kubernetes.management with its tinkerbell section and kubernetes.workload): a decommission is only recorded");
+  }
   const metrics = createMetrics();
   const queue = new FileQueue(join(cfg.handler.stateDir, "queue"));
   const intents = new IntentLog(cfg.handler.stateDir);
   const received = new Map<string, number>();
   const worker = new Worker({
     cfg, nb, nodes, queue, intents, log, metrics,
-    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(opts.retire ? { retire: opts.retire } : {}), bootMac: (id) => bootMacOf(nb, id) },
+    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(retire ? { retire } : {}), bootMac: (id) => bootMacOf(nb, id) },
     onDecision: (e) => {
       const t0 = received.get(e.job.id);
       if (t0 !== undefined) {
