@@ -4,21 +4,18 @@
  * release, fetched through the Go module proxy into the module cache — never copied into this repository — and
  * installed into a test control plane (created, then waited for until Established).
  */
-import { execFileSync } from "node:child_process";
 import * as https from "node:https";
 import { readdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import type { ControlPlane } from "./kube.js";
 import { sleep } from "./process.js";
+import { tinkerbellModuleDir } from "./tinkerbell.js";
 
-export const TINKERBELL_MODULE = "github.com/tinkerbell/tinkerbell";
+/** The version tests/go/tinkerbell-bin/go.mod pins (the built program and these CRDs come from it). */
 export const TINKERBELL_VERSION = "v0.25.0";
-
-let dir: string | undefined;
 
 /** POST a JSON body with the kubeconfig's credentials; the HTTP status (and the body on errors, thrown). */
 async function postRaw(kc: k8s.KubeConfig, path: string, body: unknown): Promise<number> {
@@ -39,26 +36,9 @@ async function postRaw(kc: k8s.KubeConfig, path: string, body: unknown): Promise
   });
 }
 
-/** The module's directory in the Go module cache (downloaded on first use). */
-export function tinkerbellModuleDir(): string {
-  if (dir) return dir;
-  let out: string;
-  try {
-    // Outside any module (cwd = tmpdir), `go mod download` fetches exactly this version.
-    out = execFileSync("go", ["mod", "download", "-json", `${TINKERBELL_MODULE}@${TINKERBELL_VERSION}`], {
-      cwd: tmpdir(), encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 10 * 60_000, env: { ...process.env, GO111MODULE: "on", GOFLAGS: "" },
-    });
-  } catch (e) {
-    throw new Error(`go mod download ${TINKERBELL_MODULE}@${TINKERBELL_VERSION} failed (needs Go and the Go module proxy): ${(e as { stderr?: string }).stderr ?? (e as Error).message}`);
-  }
-  const info = z.object({ Dir: z.string().min(1), Error: z.string().optional() }).parse(JSON.parse(out));
-  if (info.Error) throw new Error(`go mod download: ${info.Error}`);
-  dir = info.Dir;
-  return dir;
-}
-
-export function tinkerbellCrdFiles(): string[] {
-  const base = join(tinkerbellModuleDir(), "crd/bases/v1alpha1");
+/** The v1alpha1 CRD files in the pinned module (tests/go/tinkerbell-bin/go.mod) in the Go module cache. */
+export async function tinkerbellCrdFiles(): Promise<string[]> {
+  const base = join(await tinkerbellModuleDir(), "crd/bases/v1alpha1");
   return readdirSync(base).filter((f) => f.endsWith(".yaml")).sort().map((f) => join(base, f));
 }
 
@@ -70,7 +50,7 @@ export async function installTinkerbellCrds(cp: Pick<ControlPlane, "kubeconfig">
   kc.loadFromFile(cp.kubeconfig);
   const api = kc.makeApiClient(k8s.ApiextensionsV1Api);
   const names: string[] = [];
-  for (const file of tinkerbellCrdFiles()) {
+  for (const file of await tinkerbellCrdFiles()) {
     const crd = Crd.parse(parseYaml(readFileSync(file, "utf8")));
     // Raw JSON, not client-node's typed createCustomResourceDefinition: its serializer maps JSONSchemaProps
     // fields by their TypeScript names (`_default`, `_enum`) and would silently drop `default` and `enum`.
