@@ -41,6 +41,7 @@ export function retirementFor(w: RetirementWiring): { retire: RetireFn; running(
     const platform = tinkerbellRetirementPlatform({
       effects: w.tinkerbell,
       requestId: req.requestKey,
+      log: w.log,
       node: async (name) => tinkNodeOf(name, entry, await w.bootMac(req.deviceId)),
     });
     const run = retireNode(

@@ -16,8 +16,12 @@ export const powerOffStep: Step = {
         return { done: true, detail: `power-off Job ${job} completed`, data: { powerOffJob: job } };
       case "running":
         return { done: false, retryAfterMs: opts.platformPollMs, waitingFor: `power-off Job ${job} is running`, data: { job } };
-      default:
-        return { done: false, blocked: true, retryAfterMs: opts.platformPollMs, waitingFor: `power-off Job ${job} is ${state}; the next attempt starts a new Job`, data: { job: "" } };
+      default: {
+        // A failed Job is started again (a BMC busy for a moment; Rufio v0.25.0 also fails Jobs by itself when
+        // its Job controller re-creates a Task); after three failures an operator looks.
+        const failures = Number(own["failures"] ?? "0") + 1;
+        return { done: false, blocked: failures >= 3, retryAfterMs: opts.platformPollMs, waitingFor: `power-off Job ${job} is ${state} (failure ${failures} of 3); the next attempt starts a new Job`, data: { job: "", failures: String(failures) } };
+      }
     }
   },
 };

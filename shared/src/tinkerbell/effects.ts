@@ -43,7 +43,15 @@ export class TinkerbellEffects {
   }
 
   private get bmcOptions(): BmcOptions {
-    return { insecureTLS: this.o.site.bmcInsecureTLS, ...(this.o.env ? { env: this.o.env } : {}) };
+    const { redfish, amt } = this.o.site.bmc;
+    return {
+      insecureTLS: this.o.site.bmcInsecureTLS,
+      redfishBasicAuth: redfish.useBasicAuth,
+      amtScheme: amt.scheme,
+      ...(redfish.port !== undefined ? { redfishPort: redfish.port } : {}),
+      ...(redfish.systemName !== undefined ? { redfishSystemName: redfish.systemName } : {}),
+      ...(this.o.env ? { env: this.o.env } : {}),
+    };
   }
 
   /** Templates and the intake rule set as the site configuration renders them. */

@@ -5,7 +5,7 @@
  * object and recording it finds the same object again instead of starting a second one.
  */
 import type { RetirementPlatform } from "../retire/types.js";
-import { AnyObject, BMC_JOB } from "./api.js";
+import { AnyObject, BMC_JOB, WORKFLOW } from "./api.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
 import type { TinkNode } from "./node.js";
@@ -16,9 +16,15 @@ export interface TinkerbellRetirementOptions {
   node(name: string): Promise<TinkNode>;
   /** The retirement request (NetBox device + the change that set decommissioning): names the objects. */
   requestId: string;
+  /** How often a wipe Workflow whose boot Job failed is started again (default 3). */
+  bootRetries?: number;
+  log?: { warn(obj: object, msg: string): void };
 }
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 export function tinkerbellRetirementPlatform(o: TinkerbellRetirementOptions): RetirementPlatform {
+  const restarts = new Map<string, number>();
   return {
     async startWipe(name) {
       const started = await o.effects.start(await o.node(name), { mode: "wipe", requestId: o.requestId });
@@ -27,6 +33,20 @@ export function tinkerbellRetirementPlatform(o: TinkerbellRetirementOptions): Re
     async workflowState(name) {
       const w = await o.effects.workflowState(name);
       if (!w) return "missing";
+      // The netboot Job failed before any action ran (the machine never reached HookOS; Rufio v0.25.0 also fails
+      // Jobs by itself when its Job controller re-creates a Task): nothing happened to the disk, so the same
+      // Workflow is started again, a bounded number of times.
+      const bootFailed = w.state === "FAILED" && !w.action && w.conditions.some((c) => c.type === "BootJobFailed" && c.status === "True");
+      if (bootFailed && (restarts.get(name) ?? 0) < (o.bootRetries ?? 3)) {
+        restarts.set(name, (restarts.get(name) ?? 0) + 1);
+        o.log?.warn({ workflow: name, attempt: restarts.get(name), condition: w.conditions.find((c) => c.type === "BootJobFailed")?.message }, "wipe Workflow's boot Job failed before any action ran; starting it again");
+        const live = await o.effects.objects.get(WORKFLOW, name, AnyObject);
+        if (live) await o.effects.objects.delete(WORKFLOW, name, live.metadata.uid);
+        for (let i = 0; i < 150 && (await o.effects.objects.get(WORKFLOW, name, AnyObject)); i++) await sleep(200);
+        const node = live?.metadata.labels?.["fleetd.io/node"];
+        if (node) await o.effects.start(await o.node(node), { mode: "wipe", requestId: o.requestId });
+        return "pending";
+      }
       switch (w.state) {
         case "SUCCESS":
           return "success";

@@ -34,6 +34,22 @@ export const TinkerbellSiteConfig = z
      * written as the site says.
      */
     bmcInsecureTLS: z.boolean().default(true),
+    /** Site-wide BMC provider settings written into every Machine of that type (Rufio providerOptions). */
+    bmc: z
+      .strictObject({
+        redfish: z
+          .strictObject({
+            /** The Redfish port, when not 443. */
+            port: z.number().int().min(1).max(65535).optional(),
+            /** HTTP basic auth instead of a Redfish session. */
+            useBasicAuth: z.boolean().default(false),
+            /** The system to manage when one endpoint serves several. */
+            systemName: z.string().min(1).max(200).optional(),
+          })
+          .prefault({}),
+        amt: z.strictObject({ scheme: z.enum(["http", "https"]).default("http") }).prefault({}),
+      })
+      .prefault({}),
     /** Auto-enrollment of unknown agents into the intake Template (WorkflowRuleSet); off unless asked. */
     intake: z
       .strictObject({
