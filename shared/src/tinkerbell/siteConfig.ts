@@ -50,6 +50,12 @@ export const TinkerbellSiteConfig = z
         amt: z.strictObject({ scheme: z.enum(["http", "https"]).default("http") }).prefault({}),
       })
       .prefault({}),
+    /**
+     * Retirement's wipe Workflow also clears the TPM's owner hierarchy (tink-action `clear-tpm`, TPM2_Clear with
+     * the lockout hierarchy), so the old LDevID/LAK blobs die with it. Off unless the site allows it: it needs an
+     * empty lockout authorization, and a TPM an OS took ownership of refuses (the action then fails the Workflow).
+     */
+    clearTpmOnRetire: z.boolean().default(false),
     /** Auto-enrollment of unknown agents into the intake Template (WorkflowRuleSet); off unless asked. */
     intake: z
       .strictObject({
@@ -65,6 +71,9 @@ export const TinkerbellSiteConfig = z
         wipe: z.number().int().min(60).max(7200).default(900),
         install: z.number().int().min(60).max(7200).default(1800),
         writeMeta: z.number().int().min(30).max(3600).default(300),
+        /** Retirement's whole-disk wipe (zeroing a disk that cannot discard takes hours). */
+        wholeDiskWipe: z.number().int().min(60).max(86_400).default(18_000),
+        clearTpm: z.number().int().min(30).max(3600).default(120),
         global: z.number().int().min(300).max(86_400).default(5400),
       })
       .prefault({}),

@@ -99,6 +99,24 @@ const wipeAction = (i: TemplateInputs): z.infer<typeof Action> => ({
   environment: { DEST_DISK: DISK },
 });
 
+/** Retirement: the whole disk — discarded where the device can, else zeroed end to end — then no signature left. */
+const wholeDiskWipeAction = (i: TemplateInputs): z.infer<typeof Action> => ({
+  name: "wipe-disk",
+  image: i.site.images.wipe,
+  timeout: i.site.timeouts.wholeDiskWipe,
+  command: ["/bin/sh", "-c", 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || shred --iterations=0 --zero "$DEST_DISK") && wipefs --all --force "$DEST_DISK"'],
+  environment: { DEST_DISK: DISK },
+});
+
+/** Retirement, where the site allows it: TPM2_Clear (owner hierarchy), so the old LDevID/LAK blobs no longer load. */
+const clearTpmAction = (i: TemplateInputs): z.infer<typeof Action> => ({
+  name: "fleetd-clear-tpm",
+  image: i.site.images.action,
+  timeout: i.site.timeouts.clearTpm,
+  command: ["clear-tpm"],
+  environment: { FLEETD_TPM: "/dev/tpmrm0", FLEETD_CLEAR_TPM: "yes" },
+});
+
 function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action>[] {
   switch (kind) {
     case "intake":
@@ -106,7 +124,7 @@ function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action
     case "attest":
       return [attestAction(i, "attest")];
     case "wipe":
-      return [attestAction(i, "wipe"), wipeAction(i)];
+      return [attestAction(i, "wipe"), wholeDiskWipeAction(i), ...(i.site.clearTpmOnRetire ? [clearTpmAction(i)] : [])];
     case "wipe-unattested":
       // TPM 1.2 nodes (the handler's decision): nothing can be attested; the disk is wiped and HookOS stays.
       return [wipeAction(i)];
@@ -126,11 +144,13 @@ export function buildTemplateData(kind: TemplateKind, i: TemplateInputs): Templa
   if (i.site.server.url.startsWith("https://") && !i.serverCaPem?.includes("-----BEGIN CERTIFICATE-----")) {
     throw new TinkerbellError("template_invalid", `Template ${templateName(kind)}: an https server needs its CA certificate (PEM) for the action to pin`);
   }
+  const actions = actionsOf(kind, i);
   const data = {
     version: "0.1" as const,
     name: templateName(kind),
-    global_timeout: i.site.timeouts.global,
-    tasks: [{ name: kind, worker: "{{ .device_1 }}", volumes: VOLUMES, actions: actionsOf(kind, i) }],
+    // the actions' own timeouts may add up to more than the site's global timeout (zeroing a disk)
+    global_timeout: Math.max(i.site.timeouts.global, actions.reduce((n, a) => n + a.timeout, 0)),
+    tasks: [{ name: kind, worker: "{{ .device_1 }}", volumes: VOLUMES, actions }],
   };
   return checkTemplateData(data, templateName(kind));
 }

@@ -4,17 +4,15 @@
  * with a fresh CA and certificates (openssl CLI), bootstrap-token authentication, Node+RBAC authorization,
  * and the controller manager signing CSRs with the cluster CA. Every process dies with the test process.
  */
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { z } from "zod";
+import { runSetupScript } from "./setupScript.js";
 import { freeLoopbackPorts, registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "./process.js";
 
-const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
 
 export interface ControlPlane {
   /** Path of an admin kubeconfig (client certificate in group system:masters). */
@@ -32,32 +30,12 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
-let binDirPromise: Promise<string> | undefined;
-
 /**
  * The directory with etcd, kube-apiserver and kube-controller-manager; builds them on first use (many minutes
  * cold on 2 cores, then cached under ~/.cache/fleetd/go-bin). `.ci/setup` runs the same build ahead of tests.
  */
 export function kubeBinDir(): Promise<string> {
-  binDirPromise ??= new Promise<string>((res, rej) => {
-    const script = join(repoRoot, "tests/go/k8s/build.sh");
-    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (b: Buffer) => (out += b.toString("utf8")));
-    child.stderr.on("data", (b: Buffer) => {
-      const s = b.toString("utf8");
-      err = (err + s).slice(-4000);
-      process.stderr.write(s.replace(/^(?=.)/gm, "# [k8s build] ")); // progress: a cold build is long
-    });
-    child.on("error", (e) => rej(new Error(`cannot run ${script}: ${e.message}`)));
-    child.on("close", (code) => {
-      const dir = out.trim().split("\n").pop();
-      if (code !== 0 || !dir) rej(new Error(`tests/go/k8s/build.sh failed (exit ${code}): ${err.trim()}\n(needs Go >= 1.26 and the Go module proxy)`));
-      else res(dir);
-    });
-  });
-  return binDirPromise;
+  return runSetupScript("tests/go/k8s/build.sh", { progress: "# [k8s build] ", needs: "Go >= 1.26 and the Go module proxy" });
 }
 
 async function openssl(args: string[], cwd: string): Promise<void> {

@@ -4,35 +4,17 @@
  * (an eviction's delete) — so node retirement is tested with real evictions and no kubelet or container runtime.
  * Built by tests/go/kwok/build.sh (cached). Only Nodes annotated `kwok.x-k8s.io/node: fake` are managed.
  */
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import type * as k8s from "@kubernetes/client-node";
 import { freeLoopbackPorts, registerCleanup, startDaemon, type Daemon } from "./process.js";
+import { runSetupScript } from "./setupScript.js";
 
-const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
 export const KWOK_ANNOTATION = "kwok.x-k8s.io/node";
 
-let binPromise: Promise<string> | undefined;
-
-export function kwokBinary(): Promise<string> {
-  binPromise ??= new Promise<string>((res, rej) => {
-    const script = join(repoRoot, "tests/go/kwok/build.sh");
-    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (b: Buffer) => (out += b.toString("utf8")));
-    child.stderr.on("data", (b: Buffer) => (err = (err + b.toString("utf8")).slice(-4000)));
-    child.on("error", (e) => rej(new Error(`cannot run ${script}: ${e.message}`)));
-    child.on("close", (code) => {
-      const dir = out.trim().split("\n").pop();
-      if (code !== 0 || !dir) rej(new Error(`tests/go/kwok/build.sh failed (exit ${code}): ${err.trim()}`));
-      else res(join(dir, "kwok"));
-    });
-  });
-  return binPromise;
+export async function kwokBinary(): Promise<string> {
+  return join(await runSetupScript("tests/go/kwok/build.sh", { needs: "Go >= 1.26 and the Go module proxy" }), "kwok");
 }
 
 export interface Kwok {

@@ -5,37 +5,19 @@
  * auth from an htpasswd file (bcrypt, the one format sushy accepts), one emulated system. Power changes take
  * effect 1–11 s after the request, as the fake driver simulates hardware.
  */
-import { spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { z } from "zod";
 import { freeLoopbackPorts, registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "./process.js";
+import { runSetupScript } from "./setupScript.js";
 
-const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
-
-let venvPromise: Promise<string> | undefined;
 
 /** The sushy-tools venv; installs it on first use (tens of seconds, then cached). */
 export function sushyVenv(): Promise<string> {
-  venvPromise ??= new Promise<string>((res, rej) => {
-    const script = join(repoRoot, "tests/scripts/sushy/install.sh");
-    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (b: Buffer) => (out += b.toString("utf8")));
-    child.stderr.on("data", (b: Buffer) => (err = (err + b.toString("utf8")).slice(-4000)));
-    child.on("error", (e) => rej(new Error(`cannot run ${script}: ${e.message}`)));
-    child.on("close", (code) => {
-      const dir = out.trim().split("\n").pop();
-      if (code !== 0 || !dir) rej(new Error(`tests/scripts/sushy/install.sh failed (exit ${code}): ${err.trim()}`));
-      else res(dir);
-    });
-  });
-  return venvPromise;
+  return runSetupScript("tests/scripts/sushy/install.sh");
 }
 
 const SystemJson = z.object({

@@ -9,49 +9,23 @@
  * Identity: the program uses the control plane's admin kubeconfig (group system:masters). That is a test
  * harness shortcut; a deployment gives it a ServiceAccount with the RBAC of upstream's Helm chart.
  */
-import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import type { ControlPlane } from "./kube.js";
 import { freeLoopbackPorts, startDaemon, waitFor, type Daemon } from "./process.js";
+import { runSetupScript } from "./setupScript.js";
 import { portOpen } from "./ports.js";
 
-const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
-const goDir = join(repoRoot, "tests/go/tinkerbell-bin");
 
-/** Run one of the tests/go/tinkerbell-bin scripts; resolves with the last line of its stdout. */
-function runScript(name: string, progressPrefix: string): Promise<string> {
-  return new Promise<string>((res, rej) => {
-    const script = join(goDir, name);
-    const child = spawn("bash", [script], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (b: Buffer) => (out += b.toString("utf8")));
-    child.stderr.on("data", (b: Buffer) => {
-      const s = b.toString("utf8");
-      err = (err + s).slice(-4000);
-      if (progressPrefix) process.stderr.write(s.replace(/^(?=.)/gm, progressPrefix)); // a cold build is long
-    });
-    child.on("error", (e) => rej(new Error(`cannot run ${script}: ${e.message}`)));
-    child.on("close", (code) => {
-      const line = out.trim().split("\n").pop();
-      if (code !== 0 || !line) rej(new Error(`tests/go/tinkerbell-bin/${name} failed (exit ${code}): ${err.trim()}\n(needs Go >= 1.26 and the Go module proxy)`));
-      else res(line);
-    });
-  });
-}
-
-let binDirPromise: Promise<string> | undefined;
-let moduleDirPromise: Promise<string> | undefined;
+const runScript = (name: string, progress: string): Promise<string> =>
+  runSetupScript(`tests/go/tinkerbell-bin/${name}`, { ...(progress ? { progress } : {}), needs: "Go >= 1.26 and the Go module proxy" });
 
 /** The directory holding the `tinkerbell` program; builds it on first use (minutes cold, then cached). */
 export function tinkerbellBinDir(): Promise<string> {
-  binDirPromise ??= runScript("build.sh", "# [tinkerbell build] ");
-  return binDirPromise;
+  return runScript("build.sh", "# [tinkerbell build] ");
 }
 
 /**
@@ -59,8 +33,7 @@ export function tinkerbellBinDir(): Promise<string> {
  * `crd/bases/v1alpha1`, the agent protocol in `pkg/proto`. Nothing of it is copied into the repository.
  */
 export function tinkerbellModuleDir(): Promise<string> {
-  moduleDirPromise ??= runScript("moddir.sh", "");
-  return moduleDirPromise;
+  return runScript("moddir.sh", "");
 }
 
 export interface Tinkerbell {

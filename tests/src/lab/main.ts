@@ -151,8 +151,11 @@ try {
 if (!process.argv.includes("--tpm-only")) {
   process.stdout.write("\nPart 2: from a NetBox record to an active, attested Talos node\n");
   await lifecycle(report);
+  process.stdout.write("\nPart 3: the platforms — Tinkerbell, Rufio and a Redfish BMC: provision, then retirement\n");
+  await platforms(report);
 }
 process.exitCode = report.finish() ? 0 : 1;
 
 import { Report } from "./report.js";
 import { lifecycle } from "./lifecycle.js";
+import { platforms } from "./platforms.js";

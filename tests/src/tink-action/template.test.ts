@@ -3,7 +3,7 @@
  * repository, so the Template is checked against the v1alpha1 field list in research/tinkerbell.md §1.2 (the
  * controller's types.go and template_validator.go, as read there): a strict schema, so a misspelt key fails.
  * spec.data is rendered with Go's own text/template and missingkey=error, as the controller renders it
- * (tests/go/tinkerbell/render; Sprig is not loaded). Then fleetd's own rules: order, digests, namespaces,
+ * (tests/go/tinkrender). Then fleetd's own rules: order, digests, namespaces,
  * the shared volume, and an attest environment the action's configuration loader accepts.
  */
 import { strict as assert } from "node:assert";
@@ -16,6 +16,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { loadConfig } from "@fleetd/tink-action/config";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
+import { renderTemplate } from "../harness/tinkRender.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const manifest = parseYaml(readFileSync(join(repo, "tink-action/examples/template.yaml"), "utf8")) as { apiVersion: string; kind: string; metadata: { name: string }; spec: { data: string } };
@@ -73,11 +74,7 @@ function filledIn(data: string): string {
   return out.replace(/( +)-----BEGIN CERTIFICATE-----\n[\s\S]*?-----END CERTIFICATE-----\n/, (_m, indent: string) => ca.cert.trim().split("\n").map((l) => indent + l).join("\n") + "\n");
 }
 
-function render(template: string, data: unknown): { ok: true; text: string } | { ok: false; error: string } {
-  const r = spawnSync("go", ["run", "./render"], { cwd: join(repo, "tests/go/tinkerbell"), input: JSON.stringify({ template, data }), encoding: "utf8", timeout: 180_000 });
-  if (r.error) throw r.error;
-  return r.status === 0 ? { ok: true, text: r.stdout } : { ok: false, error: r.stderr };
-}
+const render = renderTemplate;
 
 function rendered(): TemplateData {
   const r = render(filledIn(manifest.spec.data), renderData);

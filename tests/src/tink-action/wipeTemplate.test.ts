@@ -1,6 +1,6 @@
 /**
  * The example wipe Template (tink-action/examples/wipe-template.yaml): spec.data renders with Go's
- * text/template and missingkey=error as the Tinkerbell controller renders it (tests/go/tinkerbell/render);
+ * text/template and missingkey=error as the Tinkerbell controller renders it (tests/go/tinkrender);
  * attest (wipe mode) → whole-disk wipe → clear-tpm, every image pinned by digest once filled in, and the
  * environments are ones the action's configuration loaders accept.
  */
@@ -14,6 +14,7 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { loadConfig, parseTpmSpec } from "@fleetd/tink-action/config";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
+import { renderTemplate } from "../harness/tinkRender.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const manifest = parseYaml(readFileSync(join(repo, "tink-action/examples/wipe-template.yaml"), "utf8")) as { apiVersion: string; kind: string; spec: { data: string } };
@@ -32,10 +33,9 @@ test("the wipe Template: attest (wipe mode), whole-disk wipe, then clear-tpm; re
   const ca = selfSigned("fleetd test CA");
   const filled = manifest.spec.data.split("FLEETD_TINK_ACTION_DIGEST").join("a".repeat(64)).split("DEBIAN_SLIM_DIGEST").join("b".repeat(64))
     .replace(/( +)-----BEGIN CERTIFICATE-----\n[\s\S]*?-----END CERTIFICATE-----\n/, (_m, indent: string) => ca.cert.trim().split("\n").map((l) => indent + l).join("\n") + "\n");
-  const r = spawnSync("go", ["run", "./render"], { cwd: join(repo, "tests/go/tinkerbell"), encoding: "utf8", timeout: 180_000,
-    input: JSON.stringify({ template: filled, data: { device_1: "b0:7b:25:00:00:21", fleetd_workflow: "fleetd-wipe-worker-1", Hardware: { Disks: ["/dev/nvme0n1"] } } }) });
-  assert.equal(r.status, 0, r.stderr);
-  const d = Data.parse(parseYaml(r.stdout));
+  const r = renderTemplate(filled, { device_1: "b0:7b:25:00:00:21", fleetd_workflow: "fleetd-wipe-worker-1", Hardware: { Disks: ["/dev/nvme0n1"] } });
+  assert.ok(r.ok, r.ok ? "" : r.error);
+  const d = Data.parse(parseYaml(r.text));
   const actions = d.tasks[0]?.actions ?? [];
   assert.deepEqual(actions.map((a) => a.name), ["fleetd-attest", "wipe-disk", "fleetd-clear-tpm"]);
   for (const a of actions) assert.match(a.image, /@sha256:[0-9a-f]{64}$/);

@@ -17,6 +17,7 @@ import { TinkerbellSiteConfig } from "@fleetd/shared/tinkerbell/siteConfig";
 import { buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind } from "@fleetd/shared/tinkerbell/templates";
 import { buildWorkflow } from "@fleetd/shared/tinkerbell/workflow";
 import { repoRoot } from "../netbox/fixture.js";
+import { renderTemplate } from "../harness/tinkRender.js";
 
 const ca = selfSigned("fleetd test CA");
 const site = TinkerbellSiteConfig.parse({
@@ -31,11 +32,7 @@ const site = TinkerbellSiteConfig.parse({
 });
 const MAC = "0c:c4:7a:00:00:21";
 
-function render(template: string, data: unknown): { ok: true; text: string } | { ok: false; error: string } {
-  const r = spawnSync("go", ["run", "."], { cwd: join(repoRoot, "tests/go/tinkrender"), input: JSON.stringify({ template, data }), encoding: "utf8", timeout: 300_000 });
-  if (r.error) throw r.error;
-  return r.status === 0 ? { ok: true, text: r.stdout } : { ok: false, error: r.stderr };
-}
+const render = renderTemplate;
 
 /** What the controller renders with: hardwareMap keys, and the Hardware's disks (none for an enrollment). */
 function dataFor(kind: TemplateKind): Record<string, unknown> {

@@ -1,3 +1,0 @@
-module fleetd/tests/go/tinkerbell
-
-go 1.22

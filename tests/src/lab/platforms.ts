@@ -1,0 +1,51 @@
+/**
+ * The lab's platform part: the same machine's Tinkerbell side with real platforms (tests/src/tinkerbell/
+ * platformWorld.ts): NetBox asks, netbox-script creates the objects, the real tink-controller renders fleetd's
+ * Templates and runs the netboot Job through Rufio against a Redfish BMC (sushy-tools), the real tink-server
+ * serves the actions to the agent; then retirement: wipe Workflow, power-off Job, NetBox offline.
+ */
+import { patchDevice } from "@fleetd/shared/netbox/device";
+import { readJournal } from "@fleetd/shared/netbox/journal";
+import { device } from "../netbox/handlerFixture.js";
+import { poll, workflow } from "../tinkerbell/fixtures.js";
+import { NODE, NS, startPlatformWorld, type PlatformWorld } from "../tinkerbell/platformWorld.js";
+import type { Report } from "./report.js";
+
+export async function platforms(report: Report): Promise<void> {
+  let w: PlatformWorld | undefined;
+  try {
+    await report.step("start NetBox, a Kubernetes control plane with Tinkerbell's CRDs, tink-server + tink-controller + Rufio (v0.25.0), a Redfish BMC, netbox-script", async () => {
+      w = await startPlatformWorld();
+      return `Kubernetes ${w.env.cp.version}; tink-server gRPC ${w.env.tb.grpcAddress}; BMC ${w.bmc.url} (system ${w.bmc.systemId}, NIC ${w.bmc.mac})`;
+    });
+    if (!w) return;
+    const world = w;
+    let wf = "";
+    await report.step(`desired_action provision on ${NODE}: Hardware, BMC Machine, Templates and the Workflow; the controller's netboot Job runs on the BMC; the agent is served fleetd's actions`, async () => {
+      const s = await world.served("provision");
+      wf = s.wf;
+      const st = await workflow(world.env, wf);
+      const names = await world.runToSuccess(wf, s.first);
+      return `Workflow ${wf}: template ${st.status?.templateRendering}, netboot Job complete ${String(st.status?.bootOptions?.jobs?.[`netboot-${wf}`]?.complete)}, BMC ${await world.bmc.powerState()} booting ${(await world.bmc.bootSource()).target}; actions served: ${names.join(" → ")}; ${(await workflow(world.env, wf)).status?.state}`;
+    });
+    await report.step("status decommissioning: retirement runs its steps — wipe Workflow served, Rufio powers the BMC off, NetBox offline", async () => {
+      const d = await device(world.f, NODE);
+      await patchDevice(world.f.client(world.f.alice.token), d.id, { status: "decommissioning" }, null, "lab: retire");
+      const wipe = await poll(world.env, "the wipe Workflow", async () => {
+        const items = ((await world.env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
+        return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
+      }, 120_000);
+      let first;
+      for (let i = 0; i < 4 && !first; i++) first = await world.firstAction(wipe).catch(async () => { await new Promise((r) => setTimeout(r, 5000)); return undefined; });
+      if (!first) throw new Error(`the wipe Workflow ${wipe} was never served`);
+      const names = await world.runToSuccess(wipe, first);
+      await poll(world.env, "the BMC off", async () => ((await world.bmc.powerState()) === "Off" ? true : undefined), 180_000);
+      await poll(world.env, "NetBox offline", async () => ((await device(world.f, NODE)).status === "offline" ? true : undefined), 120_000);
+      const steps = (await readJournal(world.f.admin, d.id)).map((j) => j.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
+      return `wipe Workflow ${wipe}: ${names.join(" → ")}; BMC ${await world.bmc.powerState()}; NetBox ${(await device(world.f, NODE)).status}\n${steps.join("\n")}`;
+    });
+    if (world.notes.length > 0) await report.step("noticed on the way", () => world.notes.join("\n"));
+  } finally {
+    await w?.stop();
+  }
+}
