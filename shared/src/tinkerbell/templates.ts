@@ -91,20 +91,18 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
   };
 }
 
-const wipeAction = (i: TemplateInputs): z.infer<typeof Action> => ({
+/**
+ * Erase the install disk. Before an install its signatures suffice (the image is written over it); retirement
+ * (`whole`) erases the whole disk — discarded where the device can, else zeroed end to end — and then checks no
+ * signature is left.
+ */
+const wipeAction = (i: TemplateInputs, whole = false): z.infer<typeof Action> => ({
   name: "wipe-disk",
   image: i.site.images.wipe,
-  timeout: i.site.timeouts.wipe,
-  command: ["/bin/sh", "-c", 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || dd if=/dev/zero of="$DEST_DISK" bs=1M count=64 conv=fsync)'],
-  environment: { DEST_DISK: DISK },
-});
-
-/** Retirement: the whole disk — discarded where the device can, else zeroed end to end — then no signature left. */
-const wholeDiskWipeAction = (i: TemplateInputs): z.infer<typeof Action> => ({
-  name: "wipe-disk",
-  image: i.site.images.wipe,
-  timeout: i.site.timeouts.wholeDiskWipe,
-  command: ["/bin/sh", "-c", 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || shred --iterations=0 --zero "$DEST_DISK") && wipefs --all --force "$DEST_DISK"'],
+  timeout: whole ? i.site.timeouts.wholeDiskWipe : i.site.timeouts.wipe,
+  command: ["/bin/sh", "-c", whole
+    ? 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || shred --iterations=0 --zero "$DEST_DISK") && wipefs --all --force "$DEST_DISK"'
+    : 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || dd if=/dev/zero of="$DEST_DISK" bs=1M count=64 conv=fsync)'],
   environment: { DEST_DISK: DISK },
 });
 
@@ -124,7 +122,7 @@ function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action
     case "attest":
       return [attestAction(i, "attest")];
     case "wipe":
-      return [attestAction(i, "wipe"), wholeDiskWipeAction(i), ...(i.site.clearTpmOnRetire ? [clearTpmAction(i)] : [])];
+      return [attestAction(i, "wipe"), wipeAction(i, true), ...(i.site.clearTpmOnRetire ? [clearTpmAction(i)] : [])];
     case "wipe-unattested":
       // TPM 1.2 nodes (the handler's decision): nothing can be attested; the disk is wiped and HookOS stays.
       return [wipeAction(i)];

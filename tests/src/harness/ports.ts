@@ -46,3 +46,23 @@ export async function waitFor(what: string, timeoutMs: number, probe: () => Prom
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ""}`);
 }
+
+/**
+ * Polls `probe` until it returns a value (not undefined); a throw counts as "not yet". After `timeoutMs` it
+ * throws `what` with the last error and, if given, `context()` (e.g. the processes' recent logs).
+ */
+export async function pollValue<T>(what: string, probe: () => Promise<T | undefined>, opts: { timeoutMs?: number; intervalMs?: number; context?: () => string } = {}): Promise<T> {
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  let last = "";
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = (e as Error).message;
+    }
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last error: ${last.slice(0, 500)})` : ""}${opts.context ? `\n${opts.context()}` : ""}`);
+    await sleep(opts.intervalMs ?? 250);
+  }
+}

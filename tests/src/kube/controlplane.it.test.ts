@@ -15,6 +15,7 @@ import * as k8s from "@kubernetes/client-node";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { openssl } from "../harness/openssl.js";
 import { sleep } from "../harness/process.js";
+import { pollValue } from "../harness/ports.js";
 
 let cp: ControlPlane;
 let admin: k8s.KubeConfig;
@@ -65,20 +66,8 @@ function statusWithToken(token: string, path: string): Promise<number> {
   });
 }
 
-async function poll<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = "";
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last error: ${last})` : ""}\n${cp.logs().slice(-4000)}`);
-    await sleep(250);
-  }
-}
+const poll = <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> =>
+  pollValue(what, probe, { timeoutMs, context: () => cp.logs().slice(-4000) });
 
 test("the admin creates a namespace and a ConfigMap and reads it back", async () => {
   const core = admin.makeApiClient(k8s.CoreV1Api);

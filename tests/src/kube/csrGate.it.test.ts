@@ -24,6 +24,7 @@ import { APPROVED_REASON, DENIED_REASON, startCsrGate, type CsrGate } from "@fle
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { openssl } from "../harness/openssl.js";
 import { sleep } from "../harness/process.js";
+import { pollValue } from "../harness/ports.js";
 
 const CLI = fileURLToPath(new URL("../../../shared/dist/cli/main.js", import.meta.url));
 const POLICY_MESSAGE = /fleetd: kubelet bootstrap CSRs are approved only by the fleetd CSR gate \(system:serviceaccount:fleetd:talos-config-server\)/;
@@ -70,20 +71,7 @@ function randomToken(): { id: string; secret: string } {
   return { id: pick(6), secret: pick(16) };
 }
 
-async function poll<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = "";
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last error: ${last.slice(0, 500)})` : ""}`);
-    await sleep(250);
-  }
-}
+const poll = <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> => pollValue(what, probe, { timeoutMs });
 
 let keyCount = 0;
 /** A PEM CSR from a fresh EC P-256 key (as kubelet makes them), via openssl; returns the key file too. */

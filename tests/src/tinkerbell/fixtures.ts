@@ -6,9 +6,9 @@
 import * as k8s from "@kubernetes/client-node";
 import { z } from "zod";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
-import { sleep } from "../harness/process.js";
 import { startTinkerbell, type Tinkerbell } from "../harness/tinkerbell.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
+import { pollValue } from "../harness/ports.js";
 
 export interface Env {
   cp: ControlPlane;
@@ -62,19 +62,8 @@ export async function remove(env: Env, kind: Kind, name: string): Promise<void> 
 }
 
 /** Poll `probe` until it returns a value; the failure message carries the last error and Tinkerbell's log. */
-export async function poll<T>(env: Env, what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = "";
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${last ? ` (last: ${last})` : ""}\n${env.logs().slice(-6000)}`);
-    await sleep(250);
-  }
+export function poll<T>(env: Env, what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+  return pollValue(what, probe, { timeoutMs, context: () => env.logs().slice(-6000) });
 }
 
 /** The HTTP status and body of a failed Kubernetes API call (client-node's ApiException). */
@@ -231,5 +220,32 @@ export function machineBody(name: string, port: number, secret: string, namespac
         providerOptions: { preferredOrder: ["gofish"], redfish: { port, useBasicAuth: true } },
       },
     },
+  };
+}
+
+const digest = (c: string) => `sha256:${c.repeat(64)}`;
+
+/**
+ * The site configuration's `kubernetes` section the handler tests use: one cluster as both management and
+ * workload, fleetd's images pinned by (made-up) digests, the server's CA from `caFile`; `extra` is merged into
+ * the `tinkerbell` block (BMC provider settings, clearTpmOnRetire…).
+ */
+export function kubernetesSection(kubeconfig: string, namespace: string, caFile: string, extra: Record<string, unknown> = {}): object {
+  return {
+    management: {
+      kubeconfig,
+      namespace,
+      tinkerbell: {
+        server: { url: "https://fleetd.example.internal:8443", caFile, lab: false },
+        images: {
+          action: `registry.example.internal/fleetd/fleetd-tink-action@${digest("a")}`,
+          wipe: `docker.io/library/debian:bookworm-slim@${digest("b")}`,
+          image2disk: `quay.io/tinkerbell/actions/image2disk@${digest("c")}`,
+        },
+        talosImageUrl: "https://factory.talos.dev/image/0123abcd/v1.13.9/metal-amd64.raw.zst",
+        ...extra,
+      },
+    },
+    workload: { kubeconfig },
   };
 }

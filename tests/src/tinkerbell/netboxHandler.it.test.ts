@@ -19,11 +19,11 @@ import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
+import { kubernetesSection } from "./fixtures.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
 
 const NS = "tinkerbell";
-const D = (c: string) => `sha256:${c.repeat(64)}`;
 let f: Fleet;
 let cp: ControlPlane;
 let kube: Kube;
@@ -57,22 +57,7 @@ before(async () => {
   writeFileSync(caFile, cp.caPem);
   const cfg = toHandlerConfig(f.config(f.handler.token, {
     handler: { listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir: join(f.dir, "tink-state"), nodesFile, reconcileIntervalSeconds: 3600 },
-    kubernetes: {
-      management: {
-        kubeconfig: cp.kubeconfig,
-        namespace: NS,
-        tinkerbell: {
-          server: { url: "https://fleetd.example.internal:8443", caFile, lab: false },
-          images: {
-            action: `registry.example.internal/fleetd/fleetd-tink-action@${D("a")}`,
-            wipe: `docker.io/library/debian:bookworm-slim@${D("b")}`,
-            image2disk: `quay.io/tinkerbell/actions/image2disk@${D("c")}`,
-          },
-          talosImageUrl: "https://factory.talos.dev/image/0123abcd/v1.13.9/metal-amd64.raw.zst",
-        },
-      },
-      workload: { kubeconfig: cp.kubeconfig },
-    },
+    kubernetes: kubernetesSection(cp.kubeconfig, NS, caFile),
   } as never));
   h = await startHandler(cfg, {
     logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }),

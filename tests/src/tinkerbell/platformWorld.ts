@@ -20,11 +20,10 @@ import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.j
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
-import { BmcJob, condition, get, poll, startEnv, workflow, type Env } from "./fixtures.js";
+import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";
 export const NODE = "rack-1";
-const D = (c: string) => `sha256:${c.repeat(64)}`;
 const RUFIO_TASK_RACE = /failed to create Task .* already exists/;
 
 const nodeText = () => `
@@ -93,24 +92,8 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     writeFileSync(caFile, env.cp.caPem);
     const cfg = toHandlerConfig(f.config(f.handler.token, {
       handler: { listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir: join(f.dir, "platform-state"), nodesFile, reconcileIntervalSeconds: 3600 },
-      kubernetes: {
-        management: {
-          kubeconfig: env.cp.kubeconfig,
-          namespace: NS,
-          tinkerbell: {
-            server: { url: "https://fleetd.example.internal:8443", caFile, lab: false },
-            images: {
-              action: `registry.example.internal/fleetd/fleetd-tink-action@${D("a")}`,
-              wipe: `docker.io/library/debian:bookworm-slim@${D("b")}`,
-              image2disk: `quay.io/tinkerbell/actions/image2disk@${D("c")}`,
-            },
-            talosImageUrl: "https://factory.talos.dev/image/0123abcd/v1.13.9/metal-amd64.raw.zst",
-            bmc: { redfish: { port: bmc.port, useBasicAuth: true } },
-            clearTpmOnRetire: true,
-          },
-        },
-        workload: { kubeconfig: env.cp.kubeconfig },
-      },
+      // the same cluster stands in as the workload cluster (no Node of the machine exists there)
+      kubernetes: kubernetesSection(env.cp.kubeconfig, NS, caFile, { bmc: { redfish: { port: bmc.port, useBasicAuth: true } }, clearTpmOnRetire: true }),
     } as never));
     handler = await startHandler(cfg, { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e) });
   } catch (e) {
