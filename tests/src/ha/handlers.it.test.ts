@@ -1,7 +1,8 @@
 /**
  * Two netbox-script replicas against one NetBox, electing a leader on a Lease of one real kube-apiserver: both
  * accept the webhook hints (each durably in its own queue), only the leader's worker runs, so one
- * `desired_action` yields one dispatch (one decision, one recorded intent) even with the hint queued on both.
+ * `desired_action` yields one dispatch (one decision, one recorded intent, one Tinkerbell Workflow in the
+ * management cluster with the real CRDs) even with the hint queued on both.
  * When the leader stops, the other takes over and works off what it had queued: the request was already
  * cleared in NetBox, so nothing is dispatched a second time.
  */
@@ -14,11 +15,18 @@ import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-scri
 import { loadKube } from "@fleetd/shared/kube/client";
 import { LeaderElector } from "@fleetd/shared/kube/leader";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
+import { kubernetesSection } from "../tinkerbell/fixtures.js";
+import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
 import { waitFor } from "../harness/ports.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
 
 const NS = "fleetd";
+const TINK_NS = "tinkerbell";
+let caFile = "";
+const workflows = async () =>
+  ((await loadKube(cp.kubeconfig).custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: TINK_NS, plural: "workflows", labelSelector: "fleetd.io/node=edge-1" })) as { items: { metadata: { name: string } }[] }).items;
 let cp: ControlPlane;
 let f: Fleet;
 const decisions = new Decisions();
@@ -29,7 +37,11 @@ let b: Handler;
 async function start(id: string, port: number, nodesFile: string): Promise<Handler> {
   const stateDir = mkdtempSync(join(f.dir, `state-${id}-`));
   const elector = new LeaderElector({ kube: loadKube(cp.kubeconfig), namespace: NS, name: "fleetd-netbox-script", identity: id, leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 });
-  const cfg = toHandlerConfig(f.config(f.handler.token, { handler: { listen: { host: "127.0.0.1", port }, stateDir, nodesFile, reconcileIntervalSeconds: 3600 }, features: { controlPlanes: false } }));
+  const cfg = toHandlerConfig(f.config(f.handler.token, {
+    handler: { listen: { host: "127.0.0.1", port }, stateDir, nodesFile, reconcileIntervalSeconds: 3600 },
+    features: { controlPlanes: false },
+    kubernetes: kubernetesSection(cp.kubeconfig, TINK_NS, caFile),
+  } as never));
   return startHandler(cfg, {
     logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }),
     elector,
@@ -46,11 +58,20 @@ const isLeader = (h: Handler) => h.elector?.isLeader() === true;
 before(async () => {
   [cp, f] = await Promise.all([startControlPlane(), startFleet()]);
   await loadKube(cp.kubeconfig).core.createNamespace({ body: { metadata: { name: NS } } });
+  // both replicas drive the same management cluster: real Tinkerbell CRDs, so a double dispatch would show as
+  // a second Workflow
+  await installTinkerbellCrds(cp);
+  await loadKube(cp.kubeconfig).core.createNamespace({ body: { metadata: { name: TINK_NS } } });
+  caFile = join(f.dir, "ha-server-ca.pem");
+  writeFileSync(caFile, cp.caPem);
   assert.equal(fleetd(["netbox", "setup", "--config", f.configFile(f.nb.authorization.replace(/^Bearer /, ""))]).code, 0);
   const nodesFile = join(f.dir, "handler-nodes.yaml");
   writeFileSync(nodesFile, handlerNodesText());
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
+  // what a passing attestation records: the proven MAC the Workflow names
+  await new NetBoxInventory(f.admin, { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } })
+    .recordAttestation("edge-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
   // a receives NetBox's webhook; b listens elsewhere (a second replica behind another address)
   a = await start("handler-a", f.handlerPort, nodesFile);
   b = await start("handler-b", 0, nodesFile);
@@ -68,11 +89,11 @@ test("one desired_action, the hint queued on both replicas: one dispatch, one in
   assert.notEqual(isLeader(a), isLeader(b), "exactly one leader");
   const leader = isLeader(a) ? a : b;
   const follower = leader === a ? b : a;
-  const w1 = await device(f, "worker-1");
-  await requestAction(f, f.alice.token, "worker-1", "provision"); // NetBox's webhook goes to a
+  const w1 = await device(f, "edge-1");
+  await requestAction(f, f.alice.token, "edge-1", "provision"); // NetBox's webhook goes to a
   // the hint on both sides: each replica's reconcile queues the device (the follower's worker does not run)
   await Promise.all([a.reconcile(), b.reconcile()]);
-  await decisions.wait(0, (e) => e.deviceId === w1.id && e.decision.outcome === "dispatch", "provision worker-1");
+  await decisions.wait(0, (e) => e.deviceId === w1.id && e.decision.outcome === "dispatch", "provision edge-1");
   // let the leader work off everything it has for the device, then look again
   await waitFor("the leader's queue drained", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
   await leader.reconcile();
@@ -82,13 +103,14 @@ test("one desired_action, the hint queued on both replicas: one dispatch, one in
   assert.equal(follower.intents.all().length, 0);
   assert.equal(byReplica.get(follower === a ? "handler-a" : "handler-b") ?? 0, 0, "the follower decided nothing");
   assert.ok(follower.queue.hasPendingFor(w1.id), "the follower kept its hint (durable; run if it leads)");
-  assert.equal((await device(f, "worker-1")).cf["desired_action"], null, "the request was cleared");
+  assert.equal((await device(f, "edge-1")).cf["desired_action"], null, "the request was cleared");
+  assert.equal((await workflows()).length, 1, "one Workflow in the management cluster");
 });
 
 test("the leader stops: the other leads, works off its queued hint, and dispatches nothing twice", async () => {
   const leader = isLeader(a) ? a : b;
   const follower = leader === a ? b : a;
-  const w1 = await device(f, "worker-1");
+  const w1 = await device(f, "edge-1");
   const mark = decisions.events.length;
   await leader.stop();
   await waitFor("the follower leads", 30_000, async () => isLeader(follower));
@@ -98,4 +120,5 @@ test("the leader stops: the other leads, works off its queued hint, and dispatch
   assert.ok(after.every((e) => e.decision.outcome !== "dispatch"), JSON.stringify(after.map((e) => e.decision.outcome)));
   assert.equal(dispatches().length, 1);
   assert.equal(follower.intents.all().length, 0);
+  assert.equal((await workflows()).length, 1, "still one Workflow");
 });
