@@ -42,17 +42,8 @@ PG_MAJOR="$(basename "$(dirname "$PG_BIN")")"
 [ "$PG_MAJOR" -ge 15 ] || die "NetBox $NETBOX_VERSION needs PostgreSQL >= 15, found $PG_MAJOR"
 
 # ---- 2. Python venv with NetBox ----------------------------------------------------------------------------
-find_python() {
-  local p
-  if command -v pyenv >/dev/null 2>&1 || [ -x "$HOME/.pyenv/bin/pyenv" ]; then
-    local root; root="$(PYENV_ROOT="${PYENV_ROOT:-$HOME/.pyenv}" "${PYENV:-$(command -v pyenv || echo "$HOME/.pyenv/bin/pyenv")}" root)"
-    p="$(ls -d "$root"/versions/"$PYTHON_VERSION"*/bin/python3 2>/dev/null | sort -V | tail -1 || true)"
-    [ -n "$p" ] && [ -x "$p" ] && { echo "$p"; return; }
-  fi
-  p="$(command -v "python$PYTHON_VERSION" || true)"
-  [ -n "$p" ] && { echo "$p"; return; }
-  die "Python $PYTHON_VERSION not found (pyenv versions / python$PYTHON_VERSION)"
-}
+# shellcheck source=../find-python.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../find-python.sh"
 if [ ! -x "$DIR/venv/bin/netbox" ]; then
   PY="$(find_python)"
   log "creating venv with $("$PY" --version) and installing netbox==$NETBOX_VERSION from PyPI"

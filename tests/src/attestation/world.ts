@@ -15,7 +15,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import pino from "pino";
+import pino, { type Logger } from "pino";
+import type { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { parse as parseYaml, stringify } from "yaml";
 import { ekBindingFromCertificate } from "@fleetd/shared/ek/binding";
 import { readCertificate } from "@fleetd/shared/ek/certificateInput";
@@ -30,7 +31,8 @@ import type { Claims } from "@fleetd/shared/protocol/messages";
 import { PkiIssuer } from "@fleetd/shared/protocol/server/adapters/issuer";
 import { PolicyMeasuredBoot } from "@fleetd/shared/protocol/server/adapters/measuredBoot";
 import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer";
-import { type BootstrapTokens, DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
+import { type BootstrapTokens, DEFAULT_MODE_GATES, type Issuer } from "@fleetd/shared/protocol/server/deps";
+import type { AttestationStore } from "@fleetd/shared/state/store";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
 import type { InstallCodeRecord } from "@fleetd/shared/state/store";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
@@ -114,6 +116,55 @@ class CountingStore extends SqliteAttestationStore {
 }
 
 const swtpmOptions = { pcrBanks: ["sha1", "sha256"] } as const;
+
+/** What a test server is made of besides the world's fixed parts (the attestation tests and the HA replicas). */
+export interface AttestationServerParts {
+  store: AttestationStore;
+  inventory: NetBoxInventory;
+  issuer: Issuer;
+  bootstrapTokens: BootstrapTokens;
+  siteAuthoritiesDir: string;
+  /** The manufacturer store holds the world's EK CA only: foreign TPMs do not chain. */
+  ekCaDir: string;
+  talosVersion: string;
+  log: Logger;
+  metrics: ReturnType<typeof createMetrics>;
+  now: () => Date;
+  /** HA: the leader's internal endpoint. */
+  internal?: ReturnType<typeof internalRouter>;
+}
+
+/** The attestation service and talos-config-server's app over `parts`, with the test settings. */
+export function attestationServer(parts: AttestationServerParts): { service: AttestationService; app: ReturnType<typeof createApp> } {
+  const { store, inventory, log, now } = parts;
+  const service = new AttestationService({
+    store,
+    inventory,
+    journal: inventory,
+    measuredBoot: new PolicyMeasuredBoot(parts.siteAuthoritiesDir),
+    issuer: parts.issuer,
+    renderer: new TalosRenderer(siteConfigFixture(parts.talosVersion), 24 * 3600_000, now),
+    bootstrapTokens: parts.bootstrapTokens,
+    admission: { admit: async () => undefined },
+    ekRoots: loadCaStore(parts.ekCaDir),
+    settings: { sessionTtlMs: 5 * 60_000, installCodeTtlMs: 2 * 3600_000, provisioningProfile: "hookos", gates: DEFAULT_MODE_GATES, allowExpiredEkCertificates: false },
+    now,
+    random: (n) => new Uint8Array(randomBytes(n)),
+  });
+  const app = createApp({
+    service,
+    store,
+    limiter: new FailureLimiter(5, 60_000),
+    log,
+    metrics: parts.metrics,
+    delivered: (node) => inventory.markActive(node),
+    now: () => Date.now(),
+    staleClaimMs: 60_000,
+    bodyLimit: "2mb",
+    ...(parts.internal ? { internal: parts.internal } : {}),
+  });
+  return { service, app };
+}
 
 export async function startWorld(opts: WorldOptions): Promise<World> {
   const dir = mkdtempSync(join(tmpdir(), "fleetd-world-"));
@@ -207,32 +258,18 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), { applyAccount: fleet.apply.username, roleSlugs: { worker: "worker", "control-plane": "control-plane" } });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
-  const service = new AttestationService({
+  const { service, app } = attestationServer({
     store,
     inventory,
-    journal: inventory,
-    measuredBoot: new PolicyMeasuredBoot(site),
     issuer: new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
-    renderer: new TalosRenderer(siteConfigFixture(opts.talosVersion), 24 * 3600_000, now),
     // without a workload cluster (the default) the token Secrets are recorded, not created
     bootstrapTokens: opts.bootstrapTokens ?? { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
-    admission: { admit: async () => undefined },
-    // The manufacturer store holds the world's EK CA only: foreign TPMs do not chain.
-    ekRoots: loadCaStore(tpm.caDir),
-    settings: { sessionTtlMs: 5 * 60_000, installCodeTtlMs: 2 * 3600_000, provisioningProfile: "hookos", gates: DEFAULT_MODE_GATES, allowExpiredEkCertificates: false },
-    now,
-    random: (n) => new Uint8Array(randomBytes(n)),
-  });
-  const app = createApp({
-    service,
-    store,
-    limiter: new FailureLimiter(5, 60_000),
+    siteAuthoritiesDir: site,
+    ekCaDir: tpm.caDir,
+    talosVersion: opts.talosVersion,
     log,
     metrics,
-    delivered: (node) => inventory.markActive(node),
-    now: () => Date.now(),
-    staleClaimMs: 60_000,
-    bodyLimit: "2mb",
+    now,
   });
   const server = createServer(app);
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));

@@ -18,7 +18,6 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import pino from "pino";
-import { loadCaStore } from "@fleetd/shared/ek/store";
 import { loadKube } from "@fleetd/shared/kube/client";
 import { INTERNAL_URL_ANNOTATION, LeaderElector } from "@fleetd/shared/kube/leader";
 import { listDevices } from "@fleetd/shared/netbox/device";
@@ -28,13 +27,7 @@ import type { BundleState } from "@fleetd/shared/pki/bundleState";
 import { openPkcs11Signer } from "@fleetd/shared/pki/pkcs11Signer";
 import { AttestationRefused, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
 import { PkiIssuer } from "@fleetd/shared/protocol/server/adapters/issuer";
-import { PolicyMeasuredBoot } from "@fleetd/shared/protocol/server/adapters/measuredBoot";
-import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer";
-import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
-import { AttestationService } from "@fleetd/shared/protocol/server/service";
 import { KubeAttestationStore } from "@fleetd/shared/state/kubeStore";
-import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
-import { createApp } from "@fleetd/talos-config-server/app";
 import { createForwarder } from "@fleetd/talos-config-server/ha/forward";
 import { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { LeaderIssuer, type OpenSigner } from "@fleetd/talos-config-server/ha/leaderIssuer";
@@ -43,12 +36,11 @@ import { parseBundleState } from "@fleetd/shared/pki/bundleState";
 import { PeerVerifier, PEER_SIGNATURE, signPeerRequest, verifyPeerResponse } from "@fleetd/talos-config-server/ha/peerAuth";
 import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-server/ha/wire";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
-import { FailureLimiter } from "@fleetd/talos-config-server/rateLimit";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { waitFor } from "../harness/ports.js";
 import { repoRoot } from "../netbox/fixture.js";
 import { challenge, confirmBody, evidence, runHonest, sendConfirm, sendEvidence, unwrap, withMachine } from "../attestation/machine.js";
-import { NODE, startWorld, type World } from "../attestation/world.js";
+import { attestationServer, NODE, startWorld, type World } from "../attestation/world.js";
 import { OpenApiValidator } from "../attestation/openapi.js";
 
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
@@ -141,31 +133,18 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
     log,
   });
   issuer.attach();
-  const service = new AttestationService({
+  const { app } = attestationServer({
     store,
+    inventory: w.inventory,
+    issuer,
     // the workload cluster's token Secrets are the CSR-gate tests' subject; here they are only recorded
     bootstrapTokens: { create: async () => undefined, delete: async () => false },
-    inventory: w.inventory,
-    journal: w.inventory,
-    measuredBoot: new PolicyMeasuredBoot(w.siteAuthoritiesDir),
-    issuer,
-    renderer: new TalosRenderer(siteConfigFixture(TALOS_VERSION), 24 * 3600_000, now),
-    admission: { admit: async () => undefined },
-    ekRoots: loadCaStore(w.tpm.caDir),
-    settings: { sessionTtlMs: 5 * 60_000, installCodeTtlMs: 2 * 3600_000, provisioningProfile: "hookos", gates: DEFAULT_MODE_GATES, allowExpiredEkCertificates: false },
-    now,
-    random: (n) => new Uint8Array(randomBytes(n)),
-  });
-  const app = createApp({
-    service,
-    store,
-    limiter: new FailureLimiter(5, 60_000),
+    siteAuthoritiesDir: w.siteAuthoritiesDir,
+    ekCaDir: w.tpm.caDir,
+    talosVersion: TALOS_VERSION,
     log,
     metrics: createMetrics(),
-    delivered: (node) => w.inventory.markActive(node),
-    now: () => Date.now(),
-    staleClaimMs: 60_000,
-    bodyLimit: "2mb",
+    now,
     internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret), secret: peerSecret, log }),
   });
   server.on("request", app);
