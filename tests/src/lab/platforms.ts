@@ -41,7 +41,11 @@ export async function platforms(report: Report): Promise<void> {
       const names = await world.runToSuccess(wipe, first);
       await poll(world.env, "the BMC off", async () => ((await world.bmc.powerState()) === "Off" ? true : undefined), 180_000);
       await poll(world.env, "NetBox offline", async () => ((await device(world.f, NODE)).status === "offline" ? true : undefined), 120_000);
-      const steps = (await readJournal(world.f.admin, d.id)).map((j) => j.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
+      const journal = await poll(world.env, "the netbox-offline step journalled", async () => {
+        const j = await readJournal(world.f.admin, d.id);
+        return j.some((e) => e.comments.includes("retirement step netbox-offline")) ? j : undefined;
+      }, 30_000);
+      const steps = journal.map((j) => j.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
       return `wipe Workflow ${wipe}: ${names.join(" → ")}; BMC ${await world.bmc.powerState()}; NetBox ${(await device(world.f, NODE)).status}\n${steps.join("\n")}`;
     });
     if (world.notes.length > 0) await report.step("noticed on the way", () => world.notes.join("\n"));

@@ -74,7 +74,11 @@ test("decommissioning: the wipe Workflow is served, the Rufio power-off Job turn
   assert.deepEqual(names, ["fleetd-attest", "wipe-disk", "fleetd-clear-tpm"], "attest (wipe mode), the whole disk, the TPM owner hierarchy");
   await poll(w.env, "the BMC to be powered off", async () => ((await w.bmc.powerState()) === "Off" ? true : undefined), 180_000);
   await poll(w.env, "NetBox offline", async () => ((await device(w.f, NODE)).status === "offline" ? true : undefined), 120_000);
-  const journal = await readJournal(w.f.admin, d.id);
+  // The status changes before the step's own journal line is written: wait for that line, not only the status.
+  const journal = await poll(w.env, "the netbox-offline step journalled", async () => {
+    const j = await readJournal(w.f.admin, d.id);
+    return j.some((e) => e.comments.includes("retirement step netbox-offline")) ? j : undefined;
+  }, 30_000);
   for (const step of ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "netbox-offline"]) {
     assert.ok(journal.some((j) => j.comments.includes(step)), `journal names step ${step}: ${JSON.stringify(journal.map((j) => j.comments))}`);
   }

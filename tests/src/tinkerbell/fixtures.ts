@@ -120,6 +120,9 @@ export const Hardware = z.object({
   }).passthrough(),
 }).passthrough();
 
+/** Rufio v0.25.0's duplicate-Task race: a Job's first Task is created twice and the Job fails with this message. */
+export const RUFIO_TASK_RACE = /failed to create Task \S+: tasks\.bmc\.tinkerbell\.org "\S+" already exists/;
+
 export const Condition = z.object({ type: z.string(), status: z.string(), message: z.string().optional() }).passthrough();
 export const BmcJob = z.object({
   metadata: z.object({ name: z.string(), ownerReferences: z.array(z.object({ kind: z.string(), name: z.string(), uid: z.string() }).passthrough()).optional() }).passthrough(),

@@ -20,11 +20,10 @@ import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.j
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
-import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
+import { BmcJob, condition, get, kubernetesSection, poll, RUFIO_TASK_RACE, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";
 export const NODE = "rack-1";
-const RUFIO_TASK_RACE = /failed to create Task .* already exists/;
 
 const nodeText = () => `
   ${NODE}:

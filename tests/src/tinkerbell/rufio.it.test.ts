@@ -11,7 +11,7 @@ import type { z } from "zod";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import {
-  apiError, BmcJob, bmcSecret, condition, create, get, Hardware, hardwareBody, Machine, machineBody, poll, remove, startEnv, templateBody,
+  apiError, BmcJob, bmcSecret, condition, create, get, Hardware, hardwareBody, Machine, machineBody, poll, remove, RUFIO_TASK_RACE, startEnv, templateBody,
   workflow, workflowBody, type Env,
 } from "./fixtures.js";
 
@@ -36,9 +36,6 @@ after(async () => {
   agent?.close();
   await Promise.all([env?.stop(), bmcA?.stop(), bmcB?.stop()]);
 });
-
-/** Rufio v0.25.0's duplicate-Task race (see the netboot test). */
-const RUFIO_TASK_RACE = /failed to create Task \S+: tasks\.bmc\.tinkerbell\.org "\S+" already exists/;
 
 const machineStatus = async (name: string) => Machine.parse(await get(env, "machines", name)).status;
 
