@@ -13,6 +13,8 @@ import { bootMacOf } from "@fleetd/shared/netbox/bootMac";
 import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
 import { loadKube } from "@fleetd/shared/kube/client";
+import { netboxJournal } from "@fleetd/shared/netbox/journal";
+import { followWorkflows, type FollowReport } from "@fleetd/shared/tinkerbell/outcome";
 import { LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/shared/kube/leader";
 import type { HandlerConfig } from "./config.js";
 import type { RetireFn } from "./effects.js";
@@ -32,6 +34,8 @@ export interface Handler {
   metrics: Metrics;
   worker: Worker;
   reconcile(): Promise<number[]>;
+  /** One pass journalling how fleetd's Workflows ended (and restarting boot-Job failures); undefined without Tinkerbell. */
+  followWorkflows(): Promise<FollowReport | undefined>;
   /** HA: the election the worker and reconcile loop run under (undefined: they run here). */
   elector?: LeaderElector;
   stop(): Promise<void>;
@@ -129,18 +133,42 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
     worker.pump();
     return q;
   };
+  const journal = netboxJournal(nb);
+  const follow = async (): Promise<FollowReport | undefined> => {
+    if (!tinkerbell) return undefined;
+    const r = await followWorkflows({ objects: tinkerbell.objects, journal, bootRetries: tinkerbell.bootRetries, log });
+    metrics.workflowOutcomes.inc({ result: "journalled" }, r.journalled.length);
+    metrics.workflowOutcomes.inc({ result: "restarted" }, r.restarted.length);
+    metrics.workflowOutcomes.inc({ result: "error" }, r.errors.length);
+    return r;
+  };
+  let passing = false;
+  const pass = async (): Promise<void> => {
+    if (passing) return; // the previous pass is still at work (a slow NetBox or API server)
+    passing = true;
+    try {
+      await passOnce();
+    } finally {
+      passing = false;
+    }
+  };
+  const passOnce = async (): Promise<void> => {
+    await reconcile().catch((e: Error) => {
+      metrics.reconcileRuns.inc({ result: "error" });
+      log.warn({ err: e.message }, "reconcile failed");
+    });
+    await follow().catch((e: Error) => {
+      metrics.workflowOutcomes.inc({ result: "error" });
+      log.warn({ err: e.message }, "following Workflow outcomes failed");
+    });
+  };
   // The worker and the reconcile loop: one loop, on the leader only when HA is on.
   let timer: NodeJS.Timeout | undefined;
   const loop: LeaderLoop = {
     async start() {
       worker.start();
-      await reconcile().catch((e: Error) => log.warn({ err: e.message }, "reconcile failed"));
-      timer ??= setInterval(() => {
-        reconcile().catch((e: Error) => {
-          metrics.reconcileRuns.inc({ result: "error" });
-          log.warn({ err: e.message }, "reconcile failed");
-        });
-      }, cfg.handler.reconcileIntervalSeconds * 1000);
+      await pass();
+      timer ??= setInterval(() => void pass(), cfg.handler.reconcileIntervalSeconds * 1000);
       timer.unref();
     },
     async stop() {
@@ -175,7 +203,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   }
   log.info({ url, nodes: Object.keys(nodes.nodes).length }, "netbox-script listening");
   return {
-    url, nb, queue, intents, metrics, worker, reconcile, ...(elector ? { elector } : {}),
+    url, nb, queue, intents, metrics, worker, reconcile, followWorkflows: follow, ...(elector ? { elector } : {}),
     async stop() {
       await new Promise<void>((r) => {
         server.close(() => r());

@@ -10,7 +10,8 @@ import type { Logger } from "pino";
 import type { NodesFile } from "@fleetd/shared/inventory/nodesFile";
 import type { Kube } from "@fleetd/shared/kube/client";
 import type { NetBox } from "@fleetd/shared/netbox/client";
-import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/shared/retire/index";
+import { netboxJournal } from "@fleetd/shared/netbox/journal";
+import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/shared/retire/index";
 import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { tinkerbellRetirementPlatform } from "@fleetd/shared/tinkerbell/retirementPlatform";
 import { tinkNodeOf, type RetireFn } from "./effects.js";
@@ -50,7 +51,7 @@ export function retirementFor(w: RetirementWiring): { retire: RetireFn; running(
         progress: configMapProgress(w.management, w.tinkerbell.namespace),
         platform,
         inventory: netboxRetirementInventory(w.nb),
-        journal: netboxRetirementJournal(w.nb),
+        journal: netboxJournal(w.nb),
         owner: w.owner,
         log: w.log,
         ...(w.options ? { options: w.options } : {}),

@@ -9,7 +9,7 @@ import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord } f
 import { checkEkAttribution } from "./changelog.js";
 import { listAll, must, type NetBox } from "./client.js";
 import { desiredActionOf, listDevices, patchDevice, type DeviceRecord } from "./device.js";
-import { writeJournal } from "./journal.js";
+import { netboxJournal, writeJournal } from "./journal.js";
 
 export interface NetBoxInventoryOptions {
   /** The inventory apply account: EK bindings count only when the change log shows it wrote them. */
@@ -56,11 +56,14 @@ function bmcOf(d: DeviceRecord): Pick<NodeRecord, "bmc"> {
 
 export class NetBoxInventory implements Inventory, Journal {
   private readonly ids = new Map<string, number>();
+  private readonly journal: Journal;
 
   constructor(
     private readonly nb: NetBox,
     private readonly o: NetBoxInventoryOptions,
-  ) {}
+  ) {
+    this.journal = netboxJournal(nb);
+  }
 
   async findByEkBinding(binding: string): Promise<NodeRecord | undefined> {
     const devices = await listDevices(this.nb, { fields: DEVICE_FIELDS });
@@ -143,11 +146,7 @@ export class NetBoxInventory implements Inventory, Journal {
   }
 
   async record(node: string | undefined, entry: JournalEntry): Promise<void> {
-    if (!node) return; // unknown machines are listed by `fleetd pending`, not journalled on any device
-    const id = await this.idOf(node);
-    if (id === undefined) return;
-    const reasons = (entry.reasons ?? []).map((r) => `- \`${r.check}\`${r.pcr !== undefined ? ` (PCR ${r.pcr}${r.event !== undefined ? `, event ${r.event}` : ""})` : ""}: ${r.detail}`);
-    await writeJournal(this.nb, id, entry.kind, [`**fleetd** ${entry.summary}`, ...reasons].join("\n"));
+    await this.journal.record(node, entry);
   }
 
   /** After the complete one-time config response: the device is active. */

@@ -1,5 +1,7 @@
 /** Journal entries on a device: fleetd writes one for every decision, so operators read the reason in NetBox. */
+import type { Journal, JournalEntry } from "../protocol/server/deps.js";
 import { must, type NetBox } from "./client.js";
+import { listDevices } from "./device.js";
 
 export type JournalKind = "info" | "success" | "warning" | "danger";
 
@@ -31,4 +33,31 @@ export async function readJournal(nb: NetBox, deviceId: number): Promise<Journal
     const k = r.kind as unknown as { value?: string } | string | undefined;
     return { id: r.id, kind: typeof k === "string" ? k : k?.value ?? "info", comments: r.comments, created: r.created ?? null };
   });
+}
+
+/** One entry as people read it in NetBox: `**fleetd** <summary>`, then a line per reason naming its check. */
+export function formatJournalEntry(entry: JournalEntry): string {
+  const reasons = (entry.reasons ?? []).map((r) => `- \`${r.check}\`${r.pcr !== undefined ? ` (PCR ${r.pcr}${r.event !== undefined ? `, event ${r.event}` : ""})` : ""}: ${r.detail}`);
+  return [`**fleetd** ${entry.summary}`, ...reasons].join("\n");
+}
+
+/**
+ * fleetd's journal on NetBox for every component: an entry goes on the device named like the node (its id is
+ * looked up once). Machines the inventory does not know (node undefined, or no such device) have no device to
+ * journal on: `fleetd pending` lists them instead.
+ */
+export function netboxJournal(nb: NetBox): Journal {
+  const ids = new Map<string, number>();
+  return {
+    async record(node, entry) {
+      if (!node) return;
+      let id = ids.get(node);
+      if (id === undefined) {
+        id = (await listDevices(nb, { name: node })).find((d) => d.name === node)?.id;
+        if (id === undefined) return;
+        ids.set(node, id);
+      }
+      await writeJournal(nb, id, entry.kind, formatJournalEntry(entry));
+    },
+  };
 }

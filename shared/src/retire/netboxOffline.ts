@@ -3,12 +3,10 @@
  * fleetd recorded about the old installation are cleared (attestation verdict and time, LDevID serial and
  * expiry, attested serial and switch port — see netbox/fields.ts); the inventory fields from the nodes file
  * (EK bindings, class, disk, BMC…) stay, they describe the machine. The write is conditional (If-Match), re-read
- * and retried on 412. Also the NetBox Journal for retirement: one journal entry on the device per record().
+ * and retried on 412.
  */
 import { NetBoxError, type NetBox } from "../netbox/client.js";
 import { listDevices, patchDevice, readDevice } from "../netbox/device.js";
-import { writeJournal } from "../netbox/journal.js";
-import type { Journal } from "../protocol/server/deps.js";
 import type { RetirementInventory, Step } from "./types.js";
 
 /** Custom fields holding what attestation proved about the installation being retired. */
@@ -38,23 +36,6 @@ export function netboxRetirementInventory(nb: NetBox): RetirementInventory {
           throw e;
         }
       }
-    },
-  };
-}
-
-/** Retirement's journal on NetBox: entries on the device named like the node (unknown nodes are not journalled). */
-export function netboxRetirementJournal(nb: NetBox): Journal {
-  const ids = new Map<string, number>();
-  return {
-    async record(node, entry) {
-      if (node === undefined) return;
-      let id = ids.get(node);
-      if (id === undefined) {
-        id = await deviceId(nb, node);
-        ids.set(node, id);
-      }
-      const reasons = (entry.reasons ?? []).map((r) => `\n- ${r.check}: ${r.detail}`).join("");
-      await writeJournal(nb, id, entry.kind, `${entry.summary}${reasons}`);
     },
   };
 }

@@ -21,6 +21,7 @@ export const WORKFLOW = tink("workflows", "Workflow");
 export const WORKFLOW_RULE_SET = tink("workflowrulesets", "WorkflowRuleSet");
 export const BMC_MACHINE = bmc("machines", "Machine");
 export const BMC_JOB = bmc("jobs", "Job");
+export const BMC_TASK = bmc("tasks", "Task");
 
 export const apiVersionOf = (r: ApiResource): string => `${r.group}/${r.version}`;
 
@@ -29,6 +30,12 @@ export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "fleetd";
 export const LABEL_NODE = "fleetd.io/node";
 export const LABEL_MODE = "fleetd.io/mode";
+/** On Workflows retirement starts: retirement follows (journals, restarts) them itself. */
+export const LABEL_RETIREMENT = "fleetd.io/retirement";
+/** How often a Workflow was started again after its boot Job failed (bootRestart.ts). */
+export const ANNOTATION_BOOT_RESTARTS = "fleetd.io/boot-restarts";
+/** Set once the Workflow's end is journalled in NetBox (outcome.ts): the end is journalled once. */
+export const ANNOTATION_OUTCOME = "fleetd.io/outcome-journalled";
 /** SHA-256 prefix of the request that started a Workflow (the request id itself may not be a label value). */
 export const LABEL_REQUEST = "fleetd.io/request";
 /** The label tink-server puts on Workflows it creates from a WorkflowRuleSet (TB tink/server/internal/grpc/enrollment.go). */
@@ -83,6 +90,19 @@ export const WorkflowObject = AnyObject.extend({
       agentID: z.string().optional(),
       conditions: z.array(Condition).optional(),
       currentState: z.object({ actionName: z.string().optional(), state: z.string().optional() }).passthrough().optional(),
+      templateRendering: z.string().optional(),
+      globalTimeout: z.number().optional(),
+      // What tink-server recorded per action (the agent's report: state and message).
+      tasks: z
+        .array(
+          z
+            .object({
+              name: z.string().optional(),
+              actions: z.array(z.object({ name: z.string().optional(), state: z.string().optional(), message: z.string().optional() }).passthrough()).optional(),
+            })
+            .passthrough(),
+        )
+        .optional(),
     })
     .passthrough()
     .optional(),

@@ -38,6 +38,11 @@ export class TinkerbellEffects {
     return this.o.namespace;
   }
 
+  /** The site's budget of boot-Job restarts per Workflow (tinkerbell.bootRetries). */
+  get bootRetries(): number {
+    return this.o.site.bootRetries;
+  }
+
   private get inputs(): TemplateInputs {
     return { site: this.o.site, ...(this.o.serverCaPem ? { serverCaPem: this.o.serverCaPem } : {}) };
   }

@@ -5,10 +5,12 @@
  * object and recording it finds the same object again instead of starting a second one.
  */
 import type { RetirementPlatform } from "../retire/types.js";
-import { AnyObject, BMC_JOB, WORKFLOW } from "./api.js";
+import { AnyObject, BMC_JOB, WORKFLOW, WorkflowObject } from "./api.js";
+import { bootFailure, bootRestartsOf, restartWorkflow } from "./bootRestart.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
 import type { TinkNode } from "./node.js";
+import { summarise } from "./workflowState.js";
 
 export interface TinkerbellRetirementOptions {
   effects: TinkerbellEffects;
@@ -16,35 +18,28 @@ export interface TinkerbellRetirementOptions {
   node(name: string): Promise<TinkNode>;
   /** The retirement request (NetBox device + the change that set decommissioning): names the objects. */
   requestId: string;
-  /** How often a wipe Workflow whose boot Job failed is started again (default 3). */
+  /** How often a wipe Workflow whose boot Job failed is started again (default: the site's tinkerbell.bootRetries). */
   bootRetries?: number;
   log?: { warn(obj: object, msg: string): void };
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 export function tinkerbellRetirementPlatform(o: TinkerbellRetirementOptions): RetirementPlatform {
-  const restarts = new Map<string, number>();
   return {
     async startWipe(name) {
-      const started = await o.effects.start(await o.node(name), { mode: "wipe", requestId: o.requestId });
+      const started = await o.effects.start(await o.node(name), { mode: "wipe", requestId: o.requestId, retirement: true });
       return started.name;
     },
     async workflowState(name) {
-      const w = await o.effects.workflowState(name);
-      if (!w) return "missing";
+      const live = await o.effects.objects.get(WORKFLOW, name, WorkflowObject);
+      if (!live) return "missing";
+      const w = summarise(live);
       // The netboot Job failed before any action ran (the machine never reached HookOS; Rufio v0.25.0 also fails
-      // Jobs by itself when its Job controller re-creates a Task): nothing happened to the disk, so the same
-      // Workflow is started again, a bounded number of times.
-      const bootFailed = w.state === "FAILED" && !w.action && w.conditions.some((c) => c.type === "BootJobFailed" && c.status === "True");
-      if (bootFailed && (restarts.get(name) ?? 0) < (o.bootRetries ?? 3)) {
-        restarts.set(name, (restarts.get(name) ?? 0) + 1);
-        o.log?.warn({ workflow: name, attempt: restarts.get(name), condition: w.conditions.find((c) => c.type === "BootJobFailed")?.message }, "wipe Workflow's boot Job failed before any action ran; starting it again");
-        const live = await o.effects.objects.get(WORKFLOW, name, AnyObject);
-        if (live) await o.effects.objects.delete(WORKFLOW, name, live.metadata.uid);
-        for (let i = 0; i < 150 && (await o.effects.objects.get(WORKFLOW, name, AnyObject)); i++) await sleep(200);
-        const node = live?.metadata.labels?.["fleetd.io/node"];
-        if (node) await o.effects.start(await o.node(node), { mode: "wipe", requestId: o.requestId });
+      // Jobs by itself): nothing happened to the disk, so the same Workflow is started again, a bounded number
+      // of times (the count lives on the Workflow: a restarted handler counts on).
+      const boot = bootFailure(live);
+      if (boot !== undefined && bootRestartsOf(live) < (o.bootRetries ?? o.effects.bootRetries)) {
+        o.log?.warn({ workflow: name, attempt: bootRestartsOf(live) + 1, condition: boot }, "wipe Workflow's boot Job failed before any action ran; starting it again");
+        await restartWorkflow(o.effects.objects, live);
         return "pending";
       }
       switch (w.state) {

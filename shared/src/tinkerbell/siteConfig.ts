@@ -56,6 +56,11 @@ export const TinkerbellSiteConfig = z
      * empty lockout authorization, and a TPM an OS took ownership of refuses (the action then fails the Workflow).
      */
     clearTpmOnRetire: z.boolean().default(false),
+    /**
+     * How often a Workflow whose boot Job failed (or could not be set up) before any action ran is started again
+     * (no action ran, so nothing was done to the disk; Tinkerbell v0.25.0 also fails boot Jobs by itself now and then).
+     */
+    bootRetries: z.number().int().min(0).max(10).default(3),
     /** Auto-enrollment of unknown agents into the intake Template (WorkflowRuleSet); off unless asked. */
     intake: z
       .strictObject({

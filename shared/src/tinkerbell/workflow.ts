@@ -5,7 +5,7 @@
  * bootMode netboot, so tink-controller creates and runs the Rufio Job `netboot-<workflow>` itself — fleetd
  * never creates its own boot Job then. Pure.
  */
-import { apiVersionOf, LABEL_MODE, LABEL_REQUEST, ownedLabels, WORKFLOW } from "./api.js";
+import { apiVersionOf, LABEL_MODE, LABEL_REQUEST, LABEL_RETIREMENT, ownedLabels, WORKFLOW } from "./api.js";
 import { hardwareName, requestTag, workflowName, type WorkflowMode } from "./names.js";
 import { checkNode, type TinkNode } from "./node.js";
 import { templateName, type TemplateKind } from "./templates.js";
@@ -28,6 +28,8 @@ export interface WorkflowRequest {
   requestId: string;
   /** TPM 1.2 nodes: wipe without attestation (the handler's leaveInHookOS decision). */
   unattested?: boolean;
+  /** Started by retirement, which follows the Workflow itself (label fleetd.io/retirement). */
+  retirement?: boolean;
 }
 
 export const ANNOTATION_REQUEST_ID = "fleetd.io/request-id";
@@ -46,7 +48,7 @@ export function buildWorkflow(node: TinkNode, req: WorkflowRequest, namespace: s
     metadata: {
       name,
       namespace,
-      labels: { ...ownedLabels(n.name), [LABEL_MODE]: req.mode, [LABEL_REQUEST]: requestTag(req.requestId) },
+      labels: { ...ownedLabels(n.name), [LABEL_MODE]: req.mode, [LABEL_REQUEST]: requestTag(req.requestId), ...(req.retirement ? { [LABEL_RETIREMENT]: "true" } : {}) },
       annotations: { [ANNOTATION_REQUEST_ID]: req.requestId.slice(0, 1000) },
     },
     spec: {

@@ -35,9 +35,7 @@ export async function platforms(report: Report): Promise<void> {
         const items = ((await world.env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
         return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
       }, 120_000);
-      let first;
-      for (let i = 0; i < 4 && !first; i++) first = await world.firstAction(wipe).catch(async () => { await new Promise((r) => setTimeout(r, 5000)); return undefined; });
-      if (!first) throw new Error(`the wipe Workflow ${wipe} was never served`);
+      const first = await world.servedAfterRestarts(wipe);
       const names = await world.runToSuccess(wipe, first);
       await poll(world.env, "the BMC off", async () => ((await world.bmc.powerState()) === "Off" ? true : undefined), 180_000);
       await poll(world.env, "NetBox offline", async () => ((await device(world.f, NODE)).status === "offline" ? true : undefined), 120_000);

@@ -7,7 +7,8 @@
 import { z } from "zod";
 import { loadKube } from "@fleetd/shared/kube/client";
 import { createNetBox } from "@fleetd/shared/netbox/client";
-import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, retireNode } from "@fleetd/shared/retire/index";
+import { netboxJournal } from "@fleetd/shared/netbox/journal";
+import { configMapProgress, netboxRetirementInventory, retireNode } from "@fleetd/shared/retire/index";
 import { configMapTestPlatform } from "./platform.js";
 
 const env = z.object({
@@ -24,7 +25,7 @@ const report = await retireNode({
   progress: configMapProgress(kube, env.FLEETD_RETIRE_NAMESPACE),
   platform: configMapTestPlatform(kube, env.FLEETD_RETIRE_NAMESPACE, "completed", env.FLEETD_RETIRE_WORKFLOW_STATE),
   inventory: netboxRetirementInventory(nb),
-  journal: netboxRetirementJournal(nb),
+  journal: netboxJournal(nb),
   owner: env.FLEETD_RETIRE_OWNER,
   options: { evictionPollMs: 300, platformPollMs: 300, evictionTimeoutMs: 60_000, budgetMs: 120_000 },
   log: {

@@ -17,7 +17,8 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { patchDevice } from "@fleetd/shared/netbox/device";
-import { configMapProgress, netboxRetirementInventory, netboxRetirementJournal, progressConfigMapName, retireNode, runRetirementPass,
+import { netboxJournal } from "@fleetd/shared/netbox/journal";
+import { configMapProgress, netboxRetirementInventory, progressConfigMapName, retireNode, runRetirementPass,
   STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/shared/retire/index";
 import { openssl } from "../harness/openssl.js";
 import { fleetd } from "../netbox/fixture.js";
@@ -42,7 +43,7 @@ function depsFor(owner: string, options: RetirementDeps["options"] = {}, workflo
     progress: configMapProgress(w.kube, MGMT_NS),
     platform,
     inventory: netboxRetirementInventory(w.fleet.admin),
-    journal: netboxRetirementJournal(w.fleet.admin),
+    journal: netboxJournal(w.fleet.admin),
     owner,
     options: { evictionPollMs: 300, platformPollMs: 300, evictionTimeoutMs: 90_000, budgetMs: 180_000, ...options },
   };

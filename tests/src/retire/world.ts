@@ -145,8 +145,9 @@ export async function daemonSetPod(kube: Kube, node: string, dsName: string): Pr
   return name;
 }
 
+/** The device's journal, each entry without fleetd's `**fleetd** ` mark. */
 export async function journalOf(w: World, name: string): Promise<JournalRecord[]> {
-  return readJournal(w.fleet.admin, (await device(w.fleet, name)).id);
+  return (await readJournal(w.fleet.admin, (await device(w.fleet, name)).id)).map((j) => ({ ...j, comments: j.comments.replace(/^\*\*fleetd\*\* /, "") }));
 }
 
 export async function netboxDevice(w: World, name: string) {

@@ -23,6 +23,8 @@ import { checkTemplateData } from "@fleetd/shared/tinkerbell/templates";
 import { INTAKE_RULE_SET } from "@fleetd/shared/tinkerbell/ruleSet";
 import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
 import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import { followWorkflows } from "@fleetd/shared/tinkerbell/outcome";
+import { tinkerbellRetirementPlatform } from "@fleetd/shared/tinkerbell/retirementPlatform";
 import type { Journal, JournalEntry, NodeRecord } from "@fleetd/shared/protocol/server/deps";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds, TINKERBELL_VERSION } from "../harness/tinkerbellCrds.js";
@@ -408,8 +410,20 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
   const b = await eff.start({ ...n, installDisk: "/dev/sda" }, { mode: "attest", requestId: "rbac-2" }); // delete + Hardware patch
   assert.deepEqual([b.deleted.length, b.hardware], [1, "updated"]);
   assert.deepEqual(await eff.workflowState(b.name), { name: b.name, state: "", finished: false, conditions: [] });
+  // following Workflow outcomes: a boot-Job restart (delete, wait for the GC, create) and the journalled mark
+  // (patch). The first restart in a fresh cluster waits up to ~30 s: the garbage collector watches a new CRD's
+  // objects only after its next discovery pass.
+  await failBootJob(b.name, "Rufio: task failed");
+  assert.deepEqual(await followWorkflows({ objects: eff.objects, journal: new Entries(), bootRetries: 1 }), { journalled: [], restarted: [b.name], errors: [] });
+  await failBootJob(b.name, "Rufio: task failed");
+  assert.deepEqual(await followWorkflows({ objects: eff.objects, journal: new Entries(), bootRetries: 1 }), { journalled: [b.name], restarted: [], errors: [] });
   const job = await eff.powerOff(n, "rbac-off");
   assert.deepEqual(await eff.jobState(job), { state: "pending" });
+  // retirement's power-off after a failed Job: the failed Job deleted, the same one created again
+  await custom().patchNamespacedCustomObjectStatus({ ...bmcApi("jobs"), name: job, body: { status: { conditions: [{ type: "Failed", status: "True", message: "BMC unreachable" }] } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  const platform = tinkerbellRetirementPlatform({ effects: eff, node: async () => n, requestId: "rbac-off" });
+  assert.equal(await platform.startPowerOff("rbac-1"), job);
+  assert.equal(await platform.jobState(job), "running", "the new Job, not yet run");
   await eff.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, address: "10.30.0.41" } }); // Machine patch, Secret get
   const rotated = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site(), serverCaPem: cp.caPem, env: { ...env, BMC_A_PASSWORD: "rotated" } });
   await rotated.ensureBmcMachine(n); // Secret update
@@ -476,4 +490,81 @@ test("admission (talos-config-server): Hardware with the intake's boot MAC first
   await broken.admit(record("adm-5"), { macs: ["0c:c4:7a:00:09:01"], uuid: "u5" });
   assert.equal(journal.entries[4]!.entry.kind, "danger");
   assert.match(journal.entries[4]!.entry.summary, /admission failed: Kubernetes API/);
+});
+
+/** What tink-controller writes when the netboot Job fails (and the Job and Task it made, owned as it owns them). */
+async function failBootJob(wf: string, message: string): Promise<void> {
+  const owner = await get(tink("workflows"), wf);
+  const job = `netboot-${wf}`;
+  await custom().createNamespacedCustomObject({ ...bmcApi("jobs"), body: {
+    apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Job",
+    metadata: { name: job, labels: { "tink-controller-auto-created": "true" }, ownerReferences: [{ apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow", name: wf, uid: owner.metadata.uid!, controller: true }] },
+    spec: { machineRef: { name: "x", namespace: NS }, tasks: [{ powerAction: "off" }] },
+  } });
+  const j = await get(bmcApi("jobs"), job);
+  await custom().createNamespacedCustomObject({ ...bmcApi("tasks"), body: {
+    apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Task",
+    metadata: { name: `${job}-task-0`, labels: { "owner-name": job }, ownerReferences: [{ apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Job", name: job, uid: j.metadata.uid!, controller: true }] },
+    spec: { task: { powerAction: "off" }, connection: { host: "127.0.0.1", authSecretRef: { name: "x", namespace: NS }, insecureTLS: true } },
+  } });
+  await custom().patchNamespacedCustomObjectStatus({ ...tink("workflows"), name: wf, body: { status: {
+    state: "FAILED", conditions: [{ type: "BootJobFailed", status: "True", reason: "Error", message }],
+  } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+}
+
+test("Workflow outcomes: a boot-Job failure starts the same Workflow again after the garbage collector removed the old Job and Task, within the budget; then every end is journalled once", async () => {
+  const journal = new Entries();
+  const follow = () => followWorkflows({ objects: effects.objects, journal, bootRetries: 2 });
+  const n = node("out-1", "0c:c4:7a:00:0a:01", { type: "redfish", address: "10.30.0.61", credentials: "env:BMC_A" });
+  const a = await effects.start(n, { mode: "provision", requestId: "out-1" });
+  const first = await get(tink("workflows"), a.name);
+  assert.deepEqual(await follow(), { journalled: [], restarted: [], errors: [] }, "an unfinished Workflow is left alone");
+
+  for (const attempt of [1, 2]) {
+    const before = await get(tink("workflows"), a.name);
+    await failBootJob(a.name, "failed to create Task tinkerbell/netboot-x-task-0: already exists");
+    const r = await follow();
+    assert.deepEqual(r.restarted, [a.name]);
+    const now = await get(tink("workflows"), a.name);
+    assert.notEqual(now.metadata.uid, before.metadata.uid, "the same Workflow, created again");
+    assert.deepEqual([now.spec, now.metadata.labels], [first.spec, first.metadata.labels]);
+    assert.equal((now.metadata as { annotations?: Record<string, string> }).annotations?.["fleetd.io/boot-restarts"], String(attempt));
+    assert.equal(at(now, "status"), undefined, "a fresh status for tink-controller");
+    assert.equal(await apiStatus(get(bmcApi("jobs"), `netboot-${a.name}`)), 404, "the old boot Job is gone before the new Workflow exists");
+    assert.deepEqual(await list(bmcApi("tasks"), `owner-name=netboot-${a.name}`), [], "and its Task");
+    const e = journal.entries.at(-1)!;
+    assert.deepEqual([e.node, e.entry.kind], ["out-1", "warning"]);
+    assert.match(e.entry.summary, new RegExp(`provision Workflow ${a.name}: the boot Job failed before any action ran; started again \\(${attempt} of 2\\)`));
+    assert.match(e.entry.reasons![0]!.detail, /already exists/);
+  }
+  // the budget is spent: journalled as failed, once
+  await failBootJob(a.name, "power on: connection refused");
+  assert.deepEqual(await follow(), { journalled: [a.name], restarted: [], errors: [] });
+  assert.equal(journal.entries.at(-1)!.entry.kind, "danger");
+  assert.match(journal.entries.at(-1)!.entry.summary, /failed: the boot Job failed before any action ran, also after 2 restart\(s\); no action ran/);
+  assert.deepEqual(journal.entries.at(-1)!.entry.reasons, [{ check: "workflow.boot_job", detail: `netboot-${a.name}: \`BootJobFailed: power on: connection refused\`` }]);
+  const count = journal.entries.length;
+  assert.deepEqual(await follow(), { journalled: [], restarted: [], errors: [] }, "journalled once");
+  assert.equal(journal.entries.length, count);
+
+  // an action that failed, with the agent's message as tink-server records it; then a success
+  const b = await effects.start(n, { mode: "attest", requestId: "out-2" });
+  await custom().patchNamespacedCustomObjectStatus({ ...tink("workflows"), name: b.name, body: { status: {
+    state: "FAILED", agentID: n.macs[0], currentState: { actionName: "fleetd-attest", state: "FAILED" },
+    tasks: [{ id: "t", name: "attest", agentID: n.macs[0], actions: [{ id: "a1", name: "fleetd-attest", image: "x", state: "FAILED", message: "attestation refused: ek.unknown" }] }],
+  } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  assert.deepEqual((await follow()).journalled, [b.name]);
+  const failed = journal.entries.at(-1)!.entry;
+  assert.deepEqual([failed.kind, failed.summary], ["danger", `attest Workflow ${b.name} failed at action fleetd-attest`]);
+  assert.deepEqual(failed.reasons, [{ check: "workflow.action", detail: "fleetd-attest (FAILED): `attestation refused: ek.unknown`" }]);
+  const c = await effects.start(n, { mode: "wipe", requestId: "out-3" });
+  await custom().patchNamespacedCustomObjectStatus({ ...tink("workflows"), name: c.name, body: { status: {
+    state: "SUCCESS", tasks: [{ id: "t", name: "wipe", agentID: n.macs[0], actions: ["fleetd-attest", "wipe-disk"].map((x, i) => ({ id: `a${i}`, name: x, image: "x", state: "SUCCESS" })) }],
+  } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  // retirement's own wipe Workflows are retirement's to follow
+  const r = await effects.start(node("out-2", "0c:c4:7a:00:0a:02"), { mode: "wipe", requestId: "retire-out-2", retirement: true });
+  await setWorkflowState(r.name, "FAILED");
+  assert.deepEqual(await follow(), { journalled: [c.name], restarted: [], errors: [] });
+  assert.deepEqual([journal.entries.at(-1)!.entry.kind, journal.entries.at(-1)!.entry.summary], ["success", `wipe Workflow ${c.name} succeeded: fleetd-attest → wipe-disk`]);
+  assert.equal(journal.entries.filter((e) => e.node === "out-2").length, 0);
 });

@@ -12,7 +12,6 @@ import { after, before, test } from "node:test";
 import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { device } from "../netbox/handlerFixture.js";
-import type { AgentAction } from "../harness/tinkAgent.js";
 import { poll, workflow } from "./fixtures.js";
 import { NODE, NS, startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
 
@@ -52,6 +51,23 @@ test("re-provision: the finished Workflow is deleted first and the new one is se
   assert.ok(last?.effect?.effect === "workflow" && last.effect.deleted.length >= 1, `the previous finished Workflow was deleted: ${JSON.stringify(last?.effect)}`);
 });
 
+test("how Workflows end is journalled: an action the agent reports FAILED (tink-server records its message) and the provisions that succeeded", async () => {
+  await w.handler.followWorkflows(); // the re-provision's end, before the next request deletes that Workflow
+  const { wf, first } = await w.served("attest");
+  assert.equal(first.name, "fleetd-attest");
+  const start = new Date();
+  await w.agent.reportActionStatus(first, "RUNNING", { message: "running action", start, stop: start });
+  await w.agent.reportActionStatus(first, "FAILED", { message: "attestation refused: quote.pcr: PCR 7 differs from the profile", start, stop: new Date() });
+  await poll(w.env, `${wf} to fail`, async () => ((await workflow(w.env, wf)).status?.state === "FAILED" ? true : undefined));
+  await w.handler.followWorkflows();
+  const journal = (await readJournal(w.f.admin, (await device(w.f, NODE)).id)).map((j) => ({ kind: j.kind, comments: j.comments }));
+  const failed = journal.find((j) => j.comments.includes(`attest Workflow ${wf} failed at action fleetd-attest`));
+  assert.ok(failed?.kind === "danger" && failed.comments.includes("`workflow.action`: fleetd-attest (FAILED): `attestation refused: quote.pcr: PCR 7 differs from the profile`"), JSON.stringify(journal));
+  assert.equal(journal.filter((j) => j.kind === "success" && / succeeded: fleetd-attest → wipe-disk → install-talos → fleetd-write-meta$/.test(j.comments)).length, 1, "the re-provision's (the first provision's Workflow was deleted unjournalled by the re-provision, whose own entry names it and its state)");
+  await w.handler.followWorkflows();
+  assert.equal((await readJournal(w.f.admin, (await device(w.f, NODE)).id)).length, journal.length, "each end journalled once");
+});
+
 test("decommissioning: the wipe Workflow is served, the Rufio power-off Job turns the BMC off, NetBox ends offline", async () => {
   const d = await device(w.f, NODE);
   assert.equal(await w.bmc.powerState(), "On");
@@ -60,16 +76,8 @@ test("decommissioning: the wipe Workflow is served, the Rufio power-off Job turn
     const items = ((await w.env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
     return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
   }, 120_000);
-  // If Rufio fails the netboot Job by itself, the retirement platform starts the same Workflow again.
-  let first: AgentAction | undefined;
-  for (let i = 0; i < 4 && !first; i++) {
-    first = await w.firstAction(wf).catch(async (e: unknown) => {
-      w.notes.push(`wipe Workflow not served yet (${(e as Error).message.split("\n")[0]}); waiting for the retirement to start it again`);
-      await new Promise((r) => setTimeout(r, 5000));
-      return undefined;
-    });
-  }
-  assert.ok(first, "the wipe Workflow was served to the agent");
+  // If Tinkerbell fails the boot Job by itself, the retirement platform starts the same Workflow again.
+  const first = await w.servedAfterRestarts(wf);
   const names = await w.runToSuccess(wf, first);
   assert.deepEqual(names, ["fleetd-attest", "wipe-disk", "fleetd-clear-tpm"], "attest (wipe mode), the whole disk, the TPM owner hierarchy");
   await poll(w.env, "the BMC to be powered off", async () => ((await w.bmc.powerState()) === "Off" ? true : undefined), 180_000);

@@ -20,7 +20,9 @@ import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.j
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
-import { BmcJob, condition, get, kubernetesSection, poll, RUFIO_TASK_RACE, startEnv, workflow, type Env } from "./fixtures.js";
+import { WorkflowObject } from "@fleetd/shared/tinkerbell/api";
+import { bootFailure } from "@fleetd/shared/tinkerbell/bootRestart";
+import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";
 export const NODE = "rack-1";
@@ -51,10 +53,12 @@ export interface PlatformWorld {
   notes: string[];
   /** Set desired_action in NetBox and wait for the handler's dispatch; returns the Workflow it created. */
   ask(action: string): Promise<string>;
-  /** The first action of `wf` as tink-server serves it (the netboot Job runs first); undefined if Rufio failed it. */
+  /** The first action of `wf` as tink-server serves it (the netboot Job runs first); undefined if its boot Job failed. */
   firstAction(wf: string): Promise<AgentAction | undefined>;
   /** Ask for `action` until its Workflow's first action is served (at most 3 times). */
   served(action: string): Promise<{ wf: string; first: AgentAction }>;
+  /** The first action of `wf`, waiting for fleetd to start it again after boot failures (at most 4 tries). */
+  servedAfterRestarts(wf: string): Promise<AgentAction>;
   /** Play the agent through every action of `wf`, each SUCCESS; returns the action names served. */
   runToSuccess(wf: string, first: AgentAction): Promise<string[]>;
   stop(): Promise<void>;
@@ -119,10 +123,14 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
         return await agent.getAction(bmc.mac);
       } catch (e) {
         const w = await workflow(env, wf);
-        const job = BmcJob.safeParse(await get(env, "jobs", `netboot-${wf}`).catch(() => undefined));
-        const failure = job.success ? condition(job.data.status?.conditions, "Failed")?.message ?? "" : "";
-        if (w.status?.state === "FAILED" && RUFIO_TASK_RACE.test(failure)) {
-          notes.push(`Rufio failed netboot-${wf} by itself (${failure})`);
+        // Tinkerbell v0.25.0 fails boot Jobs by itself now and then (Rufio's Task race, tink-controller's Job
+        // race): judged with fleetd's own bootFailure, which decides the restarts
+        const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
+        const boot = live.success ? bootFailure(live.data) : undefined;
+        if (boot !== undefined) {
+          const job = BmcJob.safeParse(await get(env, "jobs", `netboot-${wf}`).catch(() => undefined));
+          const jobFailure = job.success ? condition(job.data.status?.conditions, "Failed")?.message : undefined;
+          notes.push(`${wf} failed at its boot Job by itself: ${boot}${jobFailure ? ` (Job: ${jobFailure})` : ""}`);
           return undefined;
         }
         if (e instanceof AgentRpcError && e.codeName === "FAILED_PRECONDITION" && Date.now() < deadline) continue;
@@ -141,6 +149,20 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     }
   };
 
+  /** The first action of a Workflow fleetd starts again after a boot failure (retirement's wipe, the outcome loop). */
+  const servedAfterRestarts = async (wf: string): Promise<AgentAction> => {
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      const a = await firstAction(wf);
+      if (a) return a;
+      await poll(env, `${wf} started again`, async () => {
+        const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
+        return live.success && bootFailure(live.data) === undefined ? true : undefined;
+      }, 180_000);
+      notes.push(`${wf} was started again by fleetd (attempt ${attempt + 1})`);
+    }
+    throw new Error(`${wf} was never served`);
+  };
+
   const runToSuccess = async (wf: string, first: AgentAction): Promise<string[]> => {
     const names: string[] = [];
     let a: AgentAction | undefined = first;
@@ -157,5 +179,5 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     return names;
   };
 
-  return { f, env, bmc, agent, handler: h, decisions, notes, ask, firstAction, served, runToSuccess, stop };
+  return { f, env, bmc, agent, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, stop };
 }
