@@ -28,6 +28,14 @@ export async function platforms(report: Report): Promise<void> {
       const names = await world.runToSuccess(wf, s.first);
       return `Workflow ${wf}: template ${st.status?.templateRendering}, netboot Job complete ${String(st.status?.bootOptions?.jobs?.[`netboot-${wf}`]?.complete)}, BMC ${await world.bmc.powerState()} booting ${(await world.bmc.bootSource()).target}; actions served: ${names.join(" → ")}; ${(await workflow(world.env, wf)).status?.state}`;
     });
+    await report.step("netbox-script's reconcile pass journals how the Workflow ended, once", async () => {
+      const first = await world.handler.followWorkflows();
+      const again = await world.handler.followWorkflows();
+      const d = await device(world.f, NODE);
+      const line = (await readJournal(world.f.admin, d.id)).map((j) => j.comments).find((c) => c.includes(`Workflow ${wf} succeeded`));
+      if (!line || !first?.journalled.includes(wf) || (again?.journalled.length ?? 0) > 0) throw new Error(`journalled ${JSON.stringify(first)}, then ${JSON.stringify(again)}; line ${line}`);
+      return `${line}\n(the next pass journals nothing: the Workflow carries fleetd.io/outcome-journalled)`;
+    });
     await report.step("status decommissioning: retirement runs its steps — wipe Workflow served, Rufio powers the BMC off, NetBox offline", async () => {
       const d = await device(world.f, NODE);
       await patchDevice(world.f.client(world.f.alice.token), d.id, { status: "decommissioning" }, null, "lab: retire");
