@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord } from "../protocol/server/deps.js";
 import { checkEkAttribution } from "./changelog.js";
 import { listAll, must, type NetBox } from "./client.js";
-import { desiredActionOf, listDevices, patchDevice, type DeviceRecord } from "./device.js";
+import { desiredActionOf, deviceIdByName, listDevices, patchDevice, type DeviceRecord } from "./device.js";
 import { netboxJournal, writeJournal } from "./journal.js";
 
 export interface NetBoxInventoryOptions {
@@ -62,7 +62,7 @@ export class NetBoxInventory implements Inventory, Journal {
     private readonly nb: NetBox,
     private readonly o: NetBoxInventoryOptions,
   ) {
-    this.journal = netboxJournal(nb);
+    this.journal = netboxJournal(nb, (name) => this.idOf(name));
   }
 
   async findByEkBinding(binding: string): Promise<NodeRecord | undefined> {
@@ -111,9 +111,9 @@ export class NetBoxInventory implements Inventory, Journal {
   private async idOf(name: string): Promise<number | undefined> {
     const known = this.ids.get(name);
     if (known !== undefined) return known;
-    const [d] = await listDevices(this.nb, { name });
-    if (d) this.ids.set(name, d.id);
-    return d?.id;
+    const id = await deviceIdByName(this.nb, name);
+    if (id !== undefined) this.ids.set(name, id);
+    return id;
   }
 
   async recordAttestation(name: string, f: AttestationFacts): Promise<void> {

@@ -65,6 +65,11 @@ export async function listDevices(nb: NetBox, query: Record<string, string | num
   throw new NetBoxError("netbox_bad_response", "list devices", undefined, "more than 1000 pages");
 }
 
+/** The id of the device named exactly `name`, or undefined when NetBox has none. */
+export async function deviceIdByName(nb: NetBox, name: string): Promise<number | undefined> {
+  return (await listDevices(nb, { name })).find((d) => d.name === name)?.id;
+}
+
 /** PATCH a device; with `ifMatch`, NetBox answers 412 (NetBoxError code netbox_conflict) if it changed meanwhile. */
 export async function patchDevice(nb: NetBox, id: number, body: Record<string, unknown>, ifMatch: string | null, changelogMessage: string): Promise<DeviceRecord> {
   const { data } = await must(

@@ -1,7 +1,7 @@
 /** Journal entries on a device: fleetd writes one for every decision, so operators read the reason in NetBox. */
 import type { Journal, JournalEntry } from "../protocol/server/deps.js";
 import { must, type NetBox } from "./client.js";
-import { listDevices } from "./device.js";
+import { deviceIdByName } from "./device.js";
 
 export type JournalKind = "info" | "success" | "warning" | "danger";
 
@@ -42,22 +42,26 @@ export function formatJournalEntry(entry: JournalEntry): string {
 }
 
 /**
- * fleetd's journal on NetBox for every component: an entry goes on the device named like the node (its id is
- * looked up once). Machines the inventory does not know (node undefined, or no such device) have no device to
- * journal on: `fleetd pending` lists them instead.
+ * fleetd's journal on NetBox for every component: an entry goes on the device named like the node. `idOf`
+ * resolves the name (default: looked up once per name). Machines the inventory does not know (node undefined,
+ * or no such device) have no device to journal on: `fleetd pending` lists them instead.
  */
-export function netboxJournal(nb: NetBox): Journal {
-  const ids = new Map<string, number>();
+export function netboxJournal(nb: NetBox, idOf: (node: string) => Promise<number | undefined> = cachedDeviceIds(nb)): Journal {
   return {
     async record(node, entry) {
-      if (!node) return;
-      let id = ids.get(node);
-      if (id === undefined) {
-        id = (await listDevices(nb, { name: node })).find((d) => d.name === node)?.id;
-        if (id === undefined) return;
-        ids.set(node, id);
-      }
-      await writeJournal(nb, id, entry.kind, formatJournalEntry(entry));
+      const id = node ? await idOf(node) : undefined;
+      if (id !== undefined) await writeJournal(nb, id, entry.kind, formatJournalEntry(entry));
     },
+  };
+}
+
+function cachedDeviceIds(nb: NetBox): (node: string) => Promise<number | undefined> {
+  const ids = new Map<string, number>();
+  return async (node) => {
+    const known = ids.get(node);
+    if (known !== undefined) return known;
+    const id = await deviceIdByName(nb, node);
+    if (id !== undefined) ids.set(node, id);
+    return id;
   };
 }

@@ -6,17 +6,16 @@
  * and retried on 412.
  */
 import { NetBoxError, type NetBox } from "../netbox/client.js";
-import { listDevices, patchDevice, readDevice } from "../netbox/device.js";
+import { deviceIdByName, patchDevice, readDevice } from "../netbox/device.js";
 import type { RetirementInventory, Step } from "./types.js";
 
 /** Custom fields holding what attestation proved about the installation being retired. */
 export const RETIRED_FACTS = ["attestation_verdict", "attested_at", "ldevid_serial", "ldevid_expiry", "attested_serial", "attested_port"] as const;
 
 async function deviceId(nb: NetBox, node: string): Promise<number> {
-  const found = await listDevices(nb, { name: node });
-  const d = found.find((x) => x.name === node);
-  if (!d) throw new NetBoxError("netbox_http", `device ${node}`, 404, `no NetBox device is named ${node}`);
-  return d.id;
+  const id = await deviceIdByName(nb, node);
+  if (id === undefined) throw new NetBoxError("netbox_http", `device ${node}`, 404, `no NetBox device is named ${node}`);
+  return id;
 }
 
 export function netboxRetirementInventory(nb: NetBox): RetirementInventory {

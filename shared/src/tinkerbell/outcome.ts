@@ -3,8 +3,8 @@
  * Tinkerbell runs them; without this, a Workflow that failed (an action's error, a timeout, a BMC that would
  * not netboot) would leave nothing in NetBox but "Workflow created". Each pass lists fleetd's Workflows and, for
  * each finished one not journalled yet:
- *  - its boot Job failed (or could not be set up) before any action ran and the site's budget is not spent → started again
- *    (bootRestart.ts), journalled as a warning;
+ *  - its boot Job failed (or could not be set up) before any action ran and the site's budget is not spent →
+ *    started again (bootRestart.ts), journalled as a warning;
  *  - otherwise its end is journalled on the device (success, or danger naming the action, its state and the
  *    message the agent reported), then the Workflow is annotated so no pass journals it twice.
  * Workflows retirement started (label fleetd.io/retirement) are retirement's to follow, and intake Workflows are
@@ -31,10 +31,11 @@ const untrusted = (s: string, n = 500): string => {
   return `\`${one.length > n ? `${one.slice(0, n)}…` : one}\``;
 };
 
+type RecordedAction = NonNullable<NonNullable<NonNullable<WorkflowObject["status"]>["tasks"]>[number]["actions"]>[number];
+
 /** The failed (or timed-out) action and the message the agent reported for it, as tink-server recorded them. */
-function failedAction(wf: WorkflowObject): { name: string; state: string; message: string } | undefined {
+function failedAction(wf: WorkflowObject, actions: RecordedAction[]): { name: string; state: string; message: string } | undefined {
   const cur = wf.status?.currentState;
-  const actions = (wf.status?.tasks ?? []).flatMap((t) => t.actions ?? []);
   const bad = actions.find((a) => a.state === "FAILED" || a.state === "TIMEOUT") ?? actions.find((a) => a.name !== undefined && a.name === cur?.actionName);
   const name = bad?.name ?? cur?.actionName;
   if (!name) return undefined;
@@ -60,9 +61,9 @@ export function judgeOutcome(wf: WorkflowObject, bootRetries: number): OutcomeVe
     }
     return { kind: "journal", entry: { kind: "danger", summary: `${title} failed: the boot Job failed before any action ran${restarts > 0 ? `, also after ${restarts} restart(s)` : ""}; no action ran`, reasons: [check] } };
   }
-  const actions = (wf.status?.tasks ?? []).flatMap((t) => t.actions ?? []).map((a) => a.name ?? "?");
-  if (state === "SUCCESS") return { kind: "journal", entry: { kind: "success", summary: `${title} succeeded${actions.length ? `: ${actions.join(" → ")}` : ""}` } };
-  const a = failedAction(wf);
+  const actions = (wf.status?.tasks ?? []).flatMap((t) => t.actions ?? []);
+  if (state === "SUCCESS") return { kind: "journal", entry: { kind: "success", summary: `${title} succeeded${actions.length ? `: ${actions.map((x) => x.name ?? "?").join(" → ")}` : ""}` } };
+  const a = failedAction(wf, actions);
   const reasons: NonNullable<JournalEntry["reasons"]> = [];
   if (a) reasons.push({ check: state === "TIMEOUT" ? "workflow.timeout" : "workflow.action", detail: `${a.name} (${a.state || state})${a.message ? `: ${untrusted(a.message)}` : ""}` });
   if (wf.status?.templateRendering === "failed") reasons.push({ check: "workflow.template", detail: `Template ${wf.spec.templateRef ?? "?"} did not render` });

@@ -10,7 +10,6 @@ import { bootFailure, bootRestartsOf, restartWorkflow } from "./bootRestart.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
 import type { TinkNode } from "./node.js";
-import { summarise } from "./workflowState.js";
 
 export interface TinkerbellRetirementOptions {
   effects: TinkerbellEffects;
@@ -32,17 +31,16 @@ export function tinkerbellRetirementPlatform(o: TinkerbellRetirementOptions): Re
     async workflowState(name) {
       const live = await o.effects.objects.get(WORKFLOW, name, WorkflowObject);
       if (!live) return "missing";
-      const w = summarise(live);
-      // The netboot Job failed before any action ran (the machine never reached HookOS; Rufio v0.25.0 also fails
-      // Jobs by itself): nothing happened to the disk, so the same Workflow is started again, a bounded number
-      // of times (the count lives on the Workflow: a restarted handler counts on).
+      // The boot Job failed (or could not be set up) before any action ran (Tinkerbell v0.25.0 also does that
+      // by itself): nothing happened to the disk, so the same Workflow is started again, a bounded number of
+      // times (the count lives on the Workflow: a restarted handler counts on).
       const boot = bootFailure(live);
       if (boot !== undefined && bootRestartsOf(live) < (o.bootRetries ?? o.effects.bootRetries)) {
         o.log?.warn({ workflow: name, attempt: bootRestartsOf(live) + 1, condition: boot }, "wipe Workflow's boot Job failed before any action ran; starting it again");
         await restartWorkflow(o.effects.objects, live);
         return "pending";
       }
-      switch (w.state) {
+      switch (live.status?.state ?? "") {
         case "SUCCESS":
           return "success";
         case "FAILED":

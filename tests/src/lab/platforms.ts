@@ -4,11 +4,10 @@
  * Templates and runs the netboot Job through Rufio against a Redfish BMC (sushy-tools), the real tink-server
  * serves the actions to the agent; then retirement: wipe Workflow, power-off Job, NetBox offline.
  */
-import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { device } from "../netbox/handlerFixture.js";
-import { poll, workflow } from "../tinkerbell/fixtures.js";
-import { NODE, NS, startPlatformWorld, type PlatformWorld } from "../tinkerbell/platformWorld.js";
+import { workflow } from "../tinkerbell/fixtures.js";
+import { NODE, startPlatformWorld, type PlatformWorld } from "../tinkerbell/platformWorld.js";
 import type { Report } from "./report.js";
 
 export async function platforms(report: Report): Promise<void> {
@@ -37,20 +36,7 @@ export async function platforms(report: Report): Promise<void> {
       return `${line}\n(the next pass journals nothing: the Workflow carries fleetd.io/outcome-journalled)`;
     });
     await report.step("status decommissioning: retirement runs its steps — wipe Workflow served, Rufio powers the BMC off, NetBox offline", async () => {
-      const d = await device(world.f, NODE);
-      await patchDevice(world.f.client(world.f.alice.token), d.id, { status: "decommissioning" }, null, "lab: retire");
-      const wipe = await poll(world.env, "the wipe Workflow", async () => {
-        const items = ((await world.env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
-        return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
-      }, 120_000);
-      const first = await world.servedAfterRestarts(wipe);
-      const names = await world.runToSuccess(wipe, first);
-      await poll(world.env, "the BMC off", async () => ((await world.bmc.powerState()) === "Off" ? true : undefined), 180_000);
-      await poll(world.env, "NetBox offline", async () => ((await device(world.f, NODE)).status === "offline" ? true : undefined), 120_000);
-      const journal = await poll(world.env, "the netbox-offline step journalled", async () => {
-        const j = await readJournal(world.f.admin, d.id);
-        return j.some((e) => e.comments.includes("retirement step netbox-offline")) ? j : undefined;
-      }, 30_000);
+      const { wipe, actions: names, journal } = await world.retire("lab: retire");
       const steps = journal.map((j) => j.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
       return `wipe Workflow ${wipe}: ${names.join(" → ")}; BMC ${await world.bmc.powerState()}; NetBox ${(await device(world.f, NODE)).status}\n${steps.join("\n")}`;
     });

@@ -9,11 +9,10 @@
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
-import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { device } from "../netbox/handlerFixture.js";
 import { poll, workflow } from "./fixtures.js";
-import { NODE, NS, startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
+import { NODE, startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
 
 let w: PlatformWorld;
 
@@ -69,24 +68,9 @@ test("how Workflows end is journalled: an action the agent reports FAILED (tink-
 });
 
 test("decommissioning: the wipe Workflow is served, the Rufio power-off Job turns the BMC off, NetBox ends offline", async () => {
-  const d = await device(w.f, NODE);
   assert.equal(await w.bmc.powerState(), "On");
-  await patchDevice(w.f.client(w.f.alice.token), d.id, { status: "decommissioning" }, null, "test: retire");
-  const wf = await poll(w.env, "the wipe Workflow", async () => {
-    const items = ((await w.env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
-    return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
-  }, 120_000);
-  // If Tinkerbell fails the boot Job by itself, the retirement platform starts the same Workflow again.
-  const first = await w.servedAfterRestarts(wf);
-  const names = await w.runToSuccess(wf, first);
+  const { actions: names, journal } = await w.retire("test: retire");
   assert.deepEqual(names, ["fleetd-attest", "wipe-disk", "fleetd-clear-tpm"], "attest (wipe mode), the whole disk, the TPM owner hierarchy");
-  await poll(w.env, "the BMC to be powered off", async () => ((await w.bmc.powerState()) === "Off" ? true : undefined), 180_000);
-  await poll(w.env, "NetBox offline", async () => ((await device(w.f, NODE)).status === "offline" ? true : undefined), 120_000);
-  // The status changes before the step's own journal line is written: wait for that line, not only the status.
-  const journal = await poll(w.env, "the netbox-offline step journalled", async () => {
-    const j = await readJournal(w.f.admin, d.id);
-    return j.some((e) => e.comments.includes("retirement step netbox-offline")) ? j : undefined;
-  }, 30_000);
   for (const step of ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "netbox-offline"]) {
     assert.ok(journal.some((j) => j.comments.includes(step)), `journal names step ${step}: ${JSON.stringify(journal.map((j) => j.comments))}`);
   }

@@ -16,6 +16,8 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
+import { patchDevice } from "@fleetd/shared/netbox/device";
+import { readJournal, type JournalRecord } from "@fleetd/shared/netbox/journal";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
@@ -59,6 +61,12 @@ export interface PlatformWorld {
   served(action: string): Promise<{ wf: string; first: AgentAction }>;
   /** The first action of `wf`, waiting for fleetd to start it again after boot failures (at most 4 tries). */
   servedAfterRestarts(wf: string): Promise<AgentAction>;
+  /**
+   * Set the device `decommissioning` (as alice) and play the retirement through: the wipe Workflow served and run,
+   * the BMC powered off, NetBox offline with the last step journalled. Returns the wipe Workflow, its actions and
+   * the device's journal.
+   */
+  retire(reason: string): Promise<{ wipe: string; actions: string[]; journal: JournalRecord[] }>;
   /** Play the agent through every action of `wf`, each SUCCESS; returns the action names served. */
   runToSuccess(wf: string, first: AgentAction): Promise<string[]>;
   stop(): Promise<void>;
@@ -179,5 +187,24 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     return names;
   };
 
-  return { f, env, bmc, agent, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, stop };
+  const retire = async (reason: string): Promise<{ wipe: string; actions: string[]; journal: JournalRecord[] }> => {
+    const d = await device(f, NODE);
+    await patchDevice(f.client(f.alice.token), d.id, { status: "decommissioning" }, null, reason);
+    const wipe = await poll(env, "the wipe Workflow", async () => {
+      const items = ((await env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
+      return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
+    }, 120_000);
+    // If Tinkerbell fails the boot Job by itself, the retirement platform starts the same Workflow again.
+    const actions = await runToSuccess(wipe, await servedAfterRestarts(wipe));
+    await poll(env, "the BMC to be powered off", async () => ((await bmc.powerState()) === "Off" ? true : undefined), 180_000);
+    await poll(env, "NetBox offline", async () => ((await device(f, NODE)).status === "offline" ? true : undefined), 120_000);
+    // The status changes before the step's own journal line is written: wait for that line, not only the status.
+    const journal = await poll(env, "the netbox-offline step journalled", async () => {
+      const j = await readJournal(f.admin, d.id);
+      return j.some((e) => e.comments.includes("retirement step netbox-offline")) ? j : undefined;
+    }, 30_000);
+    return { wipe, actions, journal };
+  };
+
+  return { f, env, bmc, agent, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, retire, stop };
 }
