@@ -53,35 +53,79 @@ function fieldOf(data: Record<string, unknown> | null | undefined, path: string)
   return data?.[path] ?? null;
 }
 
-/** The newest change that altered `path` (e.g. "custom_fields.ek_bindings", "status"), or undefined. */
-export async function lastChangeOf(nb: NetBox, deviceId: number, path: string): Promise<ObjectChangeRecord | undefined> {
-  for await (const c of deviceChanges(nb, deviceId)) {
-    const before = c.action === "create" ? null : fieldOf(c.prechange_data, path);
-    const after = c.action === "delete" ? null : fieldOf(c.postchange_data, path);
-    if (canonicalJson(before) !== canonicalJson(after)) return c;
-  }
-  return undefined;
+function changed(c: ObjectChangeRecord, path: string): boolean {
+  const before = c.action === "create" ? null : fieldOf(c.prechange_data, path);
+  const after = c.action === "delete" ? null : fieldOf(c.postchange_data, path);
+  return canonicalJson(before) !== canonicalJson(after);
 }
 
-export type Attribution = { ok: true; by: string; time: string } | { ok: false; code: "ek_binding_unattributed"; reason: string };
+/** The newest change that altered `path` (e.g. "custom_fields.ek_bindings", "status"), or undefined. */
+export async function lastChangeOf(nb: NetBox, deviceId: number, path: string): Promise<ObjectChangeRecord | undefined> {
+  return (await lastChangesOf(nb, deviceId, [path])).get(path);
+}
+
+/** The newest change that altered each of `paths`, from one walk of the change log (newest first). */
+export async function lastChangesOf(nb: NetBox, deviceId: number, paths: readonly string[]): Promise<Map<string, ObjectChangeRecord>> {
+  const found = new Map<string, ObjectChangeRecord>();
+  if (paths.length === 0) return found;
+  for await (const c of deviceChanges(nb, deviceId)) {
+    for (const p of paths) if (!found.has(p) && changed(c, p)) found.set(p, c);
+    if (found.size === paths.length) break;
+  }
+  return found;
+}
+
+export type Attribution = { ok: true; by: string; time: string; change: number } | { ok: false; code: string; reason: string };
+
+/** A device field whose current value must be the one a given account wrote last. */
+export interface AttributedField {
+  /** Change-log path: a top-level field ("name", "serial") or "custom_fields.<name>". */
+  path: string;
+  /** The value the device holds now (as read). */
+  current: unknown;
+  /** The only NetBox username whose write counts. */
+  account: string;
+  /** The refusal code when it does not hold, e.g. "ek_binding_unattributed". */
+  code: string;
+  /** What the field is, for people: "EK bindings", "device name". */
+  label: string;
+}
+
+/**
+ * Which of `fields` hold the value their account wrote last, from one walk of the device's change log. A field
+ * is attributed when its newest change set exactly the current value and was made by the field's account;
+ * anyone else's edit (an API user, a bulk edit, a script), a value that differs from the last recorded write, or
+ * no record at all (retention expired, written outside the API) makes it unattributed.
+ */
+export async function checkAttribution(nb: NetBox, deviceId: number, fields: readonly AttributedField[]): Promise<Map<string, Attribution>> {
+  const last = await lastChangesOf(nb, deviceId, fields.map((f) => f.path));
+  const out = new Map<string, Attribution>();
+  for (const f of fields) {
+    const c = last.get(f.path);
+    if (!c) {
+      out.set(f.path, { ok: false, code: f.code, reason: `no change-log record of the ${f.label} being written (retention expired, or written outside the API): re-run inventory apply` });
+      continue;
+    }
+    const written = c.action === "delete" ? null : fieldOf(c.postchange_data, f.path);
+    if (canonicalJson(written) !== canonicalJson(f.current ?? null)) {
+      out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} differ from the last recorded change (#${c.id}, ${c.time})` });
+    } else if (c.user_name !== f.account) {
+      out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} were last changed by ${c.user_name} at ${c.time} (change #${c.id}), not by the account ${f.account}` });
+    } else {
+      out.set(f.path, { ok: true, by: c.user_name, time: c.time, change: c.id });
+    }
+  }
+  return out;
+}
 
 /**
  * EK bindings are approved by the nodes file only: the current `ek_bindings` value must be the one the apply
  * service account wrote last. Anyone else's edit (an API user, a bulk edit, a script) makes them unusable.
  */
 export async function checkEkAttribution(nb: NetBox, deviceId: number, current: unknown, applyAccount: string): Promise<Attribution> {
-  const c = await lastChangeOf(nb, deviceId, "custom_fields.ek_bindings");
-  if (!c) {
-    return { ok: false, code: "ek_binding_unattributed", reason: "no change-log record of the EK bindings being written (retention expired, or written outside the API): re-run inventory apply" };
-  }
-  const written = c.action === "delete" ? null : cfOf(c.postchange_data, "ek_bindings");
-  if (canonicalJson(written) !== canonicalJson(current)) {
-    return { ok: false, code: "ek_binding_unattributed", reason: `the EK bindings differ from the last recorded change (#${c.id}, ${c.time})` };
-  }
-  if (c.user_name !== applyAccount) {
-    return { ok: false, code: "ek_binding_unattributed", reason: `EK bindings were last changed by ${c.user_name} at ${c.time} (change #${c.id}), not by the inventory apply account ${applyAccount}` };
-  }
-  return { ok: true, by: c.user_name, time: c.time };
+  const path = "custom_fields.ek_bindings";
+  const r = await checkAttribution(nb, deviceId, [{ path, current, account: applyAccount, code: "ek_binding_unattributed", label: "EK bindings" }]);
+  return r.get(path) as Attribution;
 }
 
 /** Group names of a NetBox user (needs view permission on users.user). */

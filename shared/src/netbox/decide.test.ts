@@ -20,7 +20,7 @@ const facts = (over: Partial<Facts>): Facts => ({
   device: dev("planned", "provision"),
   desiredAction: "provision",
   node: node(),
-  ekAttribution: { ok: true, by: "fleetd-apply", time: "t" },
+  ekAttribution: { ok: true, by: "fleetd-apply", time: "t", change: 1 },
   requester: { username: "alice", groups: ["ops"] },
   authorizedGroup: "ops",
   features: { controlPlanes: false },

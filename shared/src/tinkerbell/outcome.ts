@@ -15,21 +15,13 @@ import { ANNOTATION_OUTCOME, isOurs, LABEL_MANAGED_BY, LABEL_MODE, LABEL_NODE, L
 import { bootFailure, bootRestartsOf, restartWorkflow } from "./bootRestart.js";
 import type { Objects } from "./objects.js";
 import { isFinished } from "./workflowState.js";
+import { mdCode } from "../text/untrusted.js";
 
 export type OutcomeVerdict =
   | { kind: "skip"; why: "not fleetd's" | "retirement's" | "unfinished" | "journalled" }
   | { kind: "restart"; attempt: number; of: number; entry: JournalEntry }
   | { kind: "journal"; entry: JournalEntry };
 
-/**
- * Text from the machine (the agent's message) or a BMC (in a Job's condition) as a Markdown code span in the
- * journal: NetBox renders journal entries as Markdown, and such text must not become a link or markup there.
- * Clipped, one line, no backticks.
- */
-const untrusted = (s: string, n = 500): string => {
-  const one = s.replace(/[`\r\n\t]+/g, " ").trim();
-  return `\`${one.length > n ? `${one.slice(0, n)}…` : one}\``;
-};
 
 type RecordedAction = NonNullable<NonNullable<NonNullable<WorkflowObject["status"]>["tasks"]>[number]["actions"]>[number];
 
@@ -54,7 +46,7 @@ export function judgeOutcome(wf: WorkflowObject, bootRetries: number): OutcomeVe
   const restarts = bootRestartsOf(wf);
   const boot = bootFailure(wf);
   if (boot !== undefined) {
-    const check = { check: "workflow.boot_job", detail: `netboot-${m.name}: ${untrusted(boot)}` };
+    const check = { check: "workflow.boot_job", detail: `netboot-${m.name}: ${mdCode(boot)}` };
     if (restarts < bootRetries) {
       const attempt = restarts + 1;
       return { kind: "restart", attempt, of: bootRetries, entry: { kind: "warning", summary: `${title}: the boot Job failed before any action ran; started again (${attempt} of ${bootRetries})`, reasons: [check] } };
@@ -65,10 +57,10 @@ export function judgeOutcome(wf: WorkflowObject, bootRetries: number): OutcomeVe
   if (state === "SUCCESS") return { kind: "journal", entry: { kind: "success", summary: `${title} succeeded${actions.length ? `: ${actions.map((x) => x.name ?? "?").join(" → ")}` : ""}` } };
   const a = failedAction(wf, actions);
   const reasons: NonNullable<JournalEntry["reasons"]> = [];
-  if (a) reasons.push({ check: state === "TIMEOUT" ? "workflow.timeout" : "workflow.action", detail: `${a.name} (${a.state || state})${a.message ? `: ${untrusted(a.message)}` : ""}` });
+  if (a) reasons.push({ check: state === "TIMEOUT" ? "workflow.timeout" : "workflow.action", detail: `${a.name} (${a.state || state})${a.message ? `: ${mdCode(a.message)}` : ""}` });
   if (wf.status?.templateRendering === "failed") reasons.push({ check: "workflow.template", detail: `Template ${wf.spec.templateRef ?? "?"} did not render` });
   for (const c of wf.status?.conditions ?? []) {
-    if (c.status === "True" && /Failed$/.test(c.type)) reasons.push({ check: "workflow.condition", detail: `${c.type}: ${untrusted(c.message ?? c.reason ?? "")}` });
+    if (c.status === "True" && /Failed$/.test(c.type)) reasons.push({ check: "workflow.condition", detail: `${c.type}: ${mdCode(c.message ?? c.reason ?? "")}` });
   }
   const where = a ? ` at action ${a.name}` : "";
   const what = state === "TIMEOUT" ? `timed out${where}${wf.status?.globalTimeout ? ` (global timeout ${wf.status.globalTimeout} s)` : ""}` : `failed${where}`;
