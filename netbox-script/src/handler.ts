@@ -9,7 +9,8 @@ import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFi
 import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
 import { missingCustomFields } from "@fleetd/shared/netbox/setup";
 import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
-import { bootMacOf } from "@fleetd/shared/netbox/bootMac";
+import { provenBootMac } from "@fleetd/shared/netbox/bootMac";
+import { attestationAccount } from "@fleetd/shared/netbox/config";
 import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
 import { loadKube } from "@fleetd/shared/kube/client";
@@ -68,6 +69,11 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
     throw new HandlerStartError(`nodes file: ${(e as Error).message}`);
   }
   const nb = createNetBox(cfg.site.netbox);
+  // The boot MAC a Workflow targets: only the one TPM evidence proved (boot_mac written by the attestation account).
+  const bootMac = async (id: number): Promise<string | undefined> => {
+    const p = await provenBootMac(nb, id, attestationAccount(cfg.site));
+    return p.ok ? p.mac : undefined;
+  };
   const missing = await missingCustomFields(nb, CUSTOM_FIELDS.map((f) => f.name));
   if (missing.length > 0) throw new HandlerStartError(`NetBox lacks fleetd's custom fields ${missing.join(", ")}: run \`fleetd netbox setup\``);
   let tinkerbell = opts.tinkerbell;
@@ -92,7 +98,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   if (!retire && tinkerbell && k) {
     retire = retirementFor({
       tinkerbell, management: loadKube(k.management.kubeconfig), workload: loadKube(k.workload.kubeconfig), nb, nodes,
-      bootMac: (id) => bootMacOf(nb, id), owner: process.env["HOSTNAME"] ?? hostname(), log,
+      bootMac, owner: process.env["HOSTNAME"] ?? hostname(), log,
     }).retire;
   } else if (!retire) {
     log.warn("retirement is not wired (it needs kubernetes.management with its tinkerbell section and kubernetes.workload): a decommission is only recorded");
@@ -103,7 +109,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   const received = new Map<string, number>();
   const worker = new Worker({
     cfg, nb, nodes, queue, intents, log, metrics,
-    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(retire ? { retire } : {}), bootMac: (id) => bootMacOf(nb, id) },
+    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(retire ? { retire } : {}), bootMac },
     onDecision: (e) => {
       const t0 = received.get(e.job.id);
       if (t0 !== undefined) {

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord } from "../protocol/server/deps.js";
+import { BOOT_MAC_FIELD } from "./bootMac.js";
 import { checkEkAttribution } from "./changelog.js";
 import { listAll, must, type NetBox } from "./client.js";
 import { desiredActionOf, deviceIdByName, listDevices, patchDevice, type DeviceRecord } from "./device.js";
@@ -121,12 +122,14 @@ export class NetBoxInventory implements Inventory, Journal {
     if (id === undefined) return;
     const cf: Record<string, unknown> = { attestation_verdict: f.verdict, attested_at: f.at.toISOString() };
     if (f.serial) cf["attested_serial"] = f.serial;
+    const bootMac = f.verdict === "pass" ? (f.bootMac ?? f.macs?.[0])?.toLowerCase() : undefined;
+    if (bootMac) cf[BOOT_MAC_FIELD] = bootMac;
     if (f.ldevid) {
       cf["ldevid_serial"] = f.ldevid.serial;
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
     await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);
-    if (f.verdict === "pass" && f.macs && f.macs.length > 0) await this.recordMac(id, f.macs[0] as string);
+    if (bootMac) await this.recordMac(id, bootMac);
   }
 
   /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */

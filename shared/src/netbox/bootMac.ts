@@ -1,24 +1,33 @@
 /**
- * The boot interface's MAC as NetBox holds it: the primary MAC address of the device's cabled, non-management
- * interface — written by fleetd when TPM evidence vouched for it (attestationInventory.ts recordMac). NetBox
- * prints MACs uppercase; the caller canonicalises. An operator can edit it by hand: a wrong MAC only hands the
- * Workflow to another machine, whose attestation then fails the gates (it is not that node).
+ * The node's boot MAC as TPM evidence proved it: the device's `boot_mac` custom field, which the attestation
+ * server writes after a passing attestation (the MAC of the interface the measured HookOS booted from, bound by
+ * the quote). It is accepted only when NetBox's change log shows the attestation account wrote exactly the
+ * current value: a NetBox user who edits it (or the interface's primary MAC, which is only for display) cannot
+ * point a Workflow — a wipe above all — at another machine. Lowercase aa:bb:cc:dd:ee:ff.
  */
-import { z } from "zod";
-import { listAll, type NetBox } from "./client.js";
+import { checkAttribution } from "./changelog.js";
+import type { NetBox } from "./client.js";
+import { readDevice, type DeviceRecord } from "./device.js";
 
-const Row = z
-  .object({
-    id: z.number().int(),
-    mgmt_only: z.boolean().optional(),
-    link_peers: z.array(z.unknown()).nullish(),
-    primary_mac_address: z.object({ mac_address: z.string().optional() }).passthrough().nullish(),
-  })
-  .passthrough();
+export type ProvenMac = { ok: true; mac: string } | { ok: false; code: "boot_mac_unproven"; reason: string };
 
-export async function bootMacOf(nb: NetBox, deviceId: number): Promise<string | undefined> {
-  const query = { device_id: [deviceId], cabled: true, limit: 100, fields: "id,name,mgmt_only,link_peers,primary_mac_address" };
-  const rows = z.array(Row).parse(await listAll(nb.api.GET("/api/dcim/interfaces/", { params: { query: query as never } }), "list interfaces", nb));
-  const boot = rows.find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
-  return boot?.primary_mac_address?.mac_address || undefined;
+const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
+export const BOOT_MAC_FIELD = "boot_mac";
+
+/** The proven boot MAC of `device` (as read now), or why there is none. */
+export async function provenBootMacOf(nb: NetBox, device: DeviceRecord, attestationAccount: string): Promise<ProvenMac> {
+  const v = device.cf[BOOT_MAC_FIELD];
+  if (v === null || v === undefined || v === "") {
+    return { ok: false, code: "boot_mac_unproven", reason: "no boot MAC proven by TPM evidence yet (the machine has not passed an attestation)" };
+  }
+  if (typeof v !== "string" || !MAC.test(v)) return { ok: false, code: "boot_mac_unproven", reason: "the boot_mac field does not hold a lowercase MAC address" };
+  const path = `custom_fields.${BOOT_MAC_FIELD}`;
+  const a = (await checkAttribution(nb, device.id, [{ path, current: v, account: attestationAccount, code: "boot_mac_unproven", label: "boot MAC" }])).get(path);
+  if (!a?.ok) return { ok: false, code: "boot_mac_unproven", reason: a ? a.reason : "boot MAC not checked" };
+  return { ok: true, mac: v };
+}
+
+/** The same for a device id (read fresh). */
+export async function provenBootMac(nb: NetBox, deviceId: number, attestationAccount: string): Promise<ProvenMac> {
+  return provenBootMacOf(nb, (await readDevice(nb, deviceId)).device, attestationAccount);
 }

@@ -89,6 +89,8 @@ export interface AttributedField {
   code: string;
   /** What the field is, for people: "EK bindings", "device name". */
   label: string;
+  /** The label is a plural noun ("EK bindings were…"). */
+  plural?: boolean;
 }
 
 /**
@@ -102,15 +104,16 @@ export async function checkAttribution(nb: NetBox, deviceId: number, fields: rea
   const out = new Map<string, Attribution>();
   for (const f of fields) {
     const c = last.get(f.path);
+    const were = f.plural ? "were" : "was";
     if (!c) {
       out.set(f.path, { ok: false, code: f.code, reason: `no change-log record of the ${f.label} being written (retention expired, or written outside the API): re-run inventory apply` });
       continue;
     }
     const written = c.action === "delete" ? null : fieldOf(c.postchange_data, f.path);
     if (canonicalJson(written) !== canonicalJson(f.current ?? null)) {
-      out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} differ from the last recorded change (#${c.id}, ${c.time})` });
+      out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} ${f.plural ? "differ" : "differs"} from the last recorded change (#${c.id}, ${c.time})` });
     } else if (c.user_name !== f.account) {
-      out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} were last changed by ${c.user_name} at ${c.time} (change #${c.id}), not by the account ${f.account}` });
+      out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} ${were} last changed by ${c.user_name} at ${c.time} (change #${c.id}), not by the account ${f.account}` });
     } else {
       out.set(f.path, { ok: true, by: c.user_name, time: c.time, change: c.id });
     }
@@ -124,7 +127,7 @@ export async function checkAttribution(nb: NetBox, deviceId: number, fields: rea
  */
 export async function checkEkAttribution(nb: NetBox, deviceId: number, current: unknown, applyAccount: string): Promise<Attribution> {
   const path = "custom_fields.ek_bindings";
-  const r = await checkAttribution(nb, deviceId, [{ path, current, account: applyAccount, code: "ek_binding_unattributed", label: "EK bindings" }]);
+  const r = await checkAttribution(nb, deviceId, [{ path, current, account: applyAccount, code: "ek_binding_unattributed", label: "EK bindings", plural: true }]);
   return r.get(path) as Attribution;
 }
 

@@ -22,6 +22,11 @@ export const NetBoxSiteConfig = z.strictObject({
     apply: z.string().min(1),
     /** The NetBox username netbox-script writes as; its own changes never trigger work (no loops). */
     handler: z.string().min(1),
+    /**
+     * The NetBox username talos-config-server writes as (verdicts, the proven boot MAC); default: the handler's.
+     * A `boot_mac` counts as proven only when the change log shows this account wrote it.
+     */
+    attestation: z.string().min(1).optional(),
   }),
   /** NetBox group whose members may request wipe and decommission. */
   authorizedGroup: z.string().min(1),
@@ -63,6 +68,9 @@ export const NetBoxSiteConfig = z.strictObject({
     .default({ controlPlanes: false }),
 });
 export type NetBoxSiteConfig = z.infer<typeof NetBoxSiteConfig>;
+
+/** The account whose writes of `boot_mac` (and verdicts) count: accounts.attestation, else the handler's. */
+export const attestationAccount = (c: Pick<NetBoxSiteConfig, "accounts">): string => c.accounts.attestation ?? c.accounts.handler;
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";

@@ -54,6 +54,8 @@ export const CUSTOM_FIELDS: readonly CustomFieldDef[] = [
   { name: "ldevid_serial", label: "LDevID serial", type: "text", uiEditable: "no", weight: 140, description: "Serial number of the current LDevID certificate" },
   { name: "ldevid_expiry", label: "LDevID expiry", type: "datetime", uiEditable: "no", weight: 150, description: "Expiry of the current LDevID certificate" },
   { name: "attested_serial", label: "Attested serial", type: "text", uiEditable: "no", weight: 160, description: "Serial number the machine reported with TPM evidence" },
+  { name: "boot_mac", label: "Proven boot MAC", type: "text", uiEditable: "no", weight: 165,
+    description: "MAC of the interface the machine booted from, proven by passing TPM evidence; trusted only when the change log shows the attestation account wrote it" },
   { name: "attested_port", label: "Attested switch port", type: "text", uiEditable: "no", weight: 170, description: "Switch port (device/port) the machine reported via LLDP" },
   { name: "node_class", label: "Node class", type: "text", uiEditable: "no", weight: 200, description: "Policy profile (nodes file)" },
   { name: "tpm_version", label: "TPM", type: "select", choiceSet: "tpm", uiEditable: "no", weight: 210, description: "TPM family (nodes file)" },

@@ -55,6 +55,8 @@ export interface AttestationFacts {
   verdict: "pass" | "fail";
   at: Date;
   macs?: string[];
+  /** The MAC of the interface the machine booted from (default: the first of `macs`); recorded as `boot_mac`. */
+  bootMac?: string;
   serial?: string;
   uuid?: string;
   ldevid?: { serial: string; notAfter: Date };
