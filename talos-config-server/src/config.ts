@@ -77,6 +77,10 @@ export const ServerSection = z
     provisioningProfile: z.string().regex(/^[a-z0-9][a-z0-9-]*$/).default("hookos"),
     /** Accept EK certificates past notAfter (long-lived identity documents). */
     allowExpiredEkCertificates: z.boolean().default(false),
+    /** Unknown EK bindings listed as pending at most (known ones are refreshed); beyond it, not recorded. */
+    maxPendingEks: z.number().int().min(1).max(100_000).default(1000),
+    /** attest mode renews the LDevID when less than this many days of its life are left. */
+    renewBeforeDays: z.number().min(0).max(365).default(7),
     ca: z.strictObject({
       /** The CA key on a PKCS#11 token (YubiKey PIV; SoftHSM2 in tests). The PIN: `{ env: NAME }` or `{ file: PATH }`. */
       signer: Pkcs11SignerConfig,
@@ -120,11 +124,19 @@ export const ServerSection = z
     /** Wrong install codes per source address (never per UUID: a UUID is public). */
     rateLimit: z
       .strictObject({
+        /** Wrong install codes per client address per window. */
         maxFailures: z.number().int().min(1).max(1000).default(5),
         windowSeconds: seconds(1, 86_400, 60),
-        maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
+        /** Attestation requests (/v1/attest/*) per client address per window; an attestation makes three. */
+        attestRequests: z.number().int().min(3).max(100_000).default(60),
+        attestWindowSeconds: seconds(1, 86_400, 60),
       })
       .prefault({}),
+    /**
+     * Proxies (CIDRs or addresses) whose X-Forwarded-For is believed for the client address, e.g. the ingress
+     * or the Service's node addresses. Empty: the socket address is the client.
+     */
+    trustedProxies: z.array(z.string().min(1).max(64)).max(256).default([]),
     /** Largest JSON body; evidence carries an event log of up to 1 MiB as base64. */
     bodyLimitBytes: z.number().int().min(64 * 1024).max(16 * 1024 * 1024).default(2 * 1024 * 1024),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -11,7 +11,7 @@ import { createSecureContext } from "node:tls";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { loadCaStore } from "@fleetd/shared/ek/store";
-import { ConfigError } from "@fleetd/shared/netbox/config";
+import { attestationAccount, ConfigError } from "@fleetd/shared/netbox/config";
 import { createNetBox } from "@fleetd/shared/netbox/client";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
 import { currentCa } from "@fleetd/shared/pki/bundle";
@@ -46,7 +46,9 @@ import { startCsrGate, type CsrGate } from "./csrGate.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 import type { ServerConfig } from "./config.js";
 import { createMetrics } from "./metrics.js";
-import { FailureLimiter } from "./rateLimit.js";
+import { StoreLimiter } from "./rateLimit.js";
+import { trustedProxies } from "./clientAddress.js";
+import { stillStaged } from "./configFetch.js";
 
 export interface RunningServer {
   /** e.g. https://127.0.0.1:8443 */
@@ -123,7 +125,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   const fx = tinkerbellEffectsFromConfig(cfg.site);
 
   const nb = createNetBox(cfg.site.netbox);
-  const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, roleSlugs: s.roleSlugs });
+  const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, attestationAccount: attestationAccount(cfg.site), roleSlugs: s.roleSlugs });
   /** HA: the issuance records shared through a Secret (ha/sharedBundle.ts); the file stays the list of CAs. */
   let sharedBundle: SharedBundleState | undefined;
   const pkiOver = (signer: CertificateSigner): Issuer =>
@@ -242,6 +244,8 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         delete: async () => false,
       };
   if (!workload) log.warn("no workload cluster configured (kubernetes.workload): no bootstrap token Secrets, no CSR gate; rendered nodes cannot join a cluster");
+  const metrics = createMetrics({ pendingEks: async () => (await store.listPendingEks()).length });
+  let lastUnauthLog = 0;
   const service = new AttestationService({
     store,
     inventory,
@@ -258,18 +262,33 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       provisioningProfile: s.provisioningProfile,
       gates: cfg.gates,
       allowExpiredEkCertificates: s.allowExpiredEkCertificates,
+      maxPendingEks: s.maxPendingEks,
+      renewBeforeMs: s.renewBeforeDays * 86_400_000,
+      unauthenticatedJournalWindowMs: 10 * 60_000,
+    },
+    onUnauthenticatedRefusal: (step, reasons) => {
+      metrics.unauthenticatedRefusals.inc({ step });
+      const t = Date.now();
+      if (t - lastUnauthLog < 10_000) return; // one log line per 10 s at most; the counter has the rest
+      lastUnauthLog = t;
+      log.warn({ step, checks: reasons.map((r) => r.check) }, "attestation refused before credential activation (unauthenticated)");
     },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
-  const metrics = createMetrics({ pendingEks: async () => (await store.listPendingEks()).length });
   const app = createApp({
     service,
     store,
-    limiter: new FailureLimiter(s.rateLimit.maxFailures, s.rateLimit.windowSeconds * 1000, s.rateLimit.maxAddresses),
+    limiter: new StoreLimiter(
+      store,
+      { max: s.rateLimit.maxFailures, windowMs: s.rateLimit.windowSeconds * 1000 },
+      { max: s.rateLimit.attestRequests, windowMs: s.rateLimit.attestWindowSeconds * 1000 },
+    ),
+    trustedProxies: trustedProxies(s.trustedProxies),
     log,
     metrics,
     delivered: (node) => inventory.markActive(node),
+    stillWanted: (node) => stillStaged(inventory, node),
     now: () => Date.now(),
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
     bodyLimit: `${s.bodyLimitBytes}b`,

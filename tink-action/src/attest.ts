@@ -156,7 +156,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     if (mode !== "provision") delete result.installCode;
     try {
       const report = writeSuccess(cfg.out, result, { workflow: cfg.workflow, claims, attempts: attempt, tpm: describeTpm(cfg.tpm) });
-      log.info({ node: report.node, generation: report.generation, ldevidSerial: report.ldevid.serial, lakSerial: report.lak.serial, installCode: report.installCode, out: cfg.out }, `attested (${mode})`);
+      log.info({ node: report.node, generation: report.generation, ldevidSerial: report.ldevid?.serial ?? null, lakSerial: report.lak?.serial ?? null, installCode: report.installCode, out: cfg.out }, `attested (${mode})`);
       process.stdout.write(JSON.stringify(report, null, 2) + "\n");
       return EXIT.ok;
     } catch (e) {

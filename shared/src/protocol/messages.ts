@@ -91,13 +91,21 @@ export const Evidence = z
   .strict();
 export type Evidence = z.infer<typeof Evidence>;
 
-export interface EvidenceResponse {
-  verdict: "pass";
-  ldevidCertificate: string;
-  lakCertificate: string;
-  /** The CA bundle (PEM) the certificates chain to. */
-  caBundle: string;
-}
+/**
+ * A passing verdict. `issued` says whether certificates come with it: "new" (a fresh LDevID/LAK pair for the
+ * keys certified in this session), "none" (wipe mode, a device being retired, or an attest whose LDevID is not
+ * due for renewal). Without certificates there is no confirm.
+ */
+export type EvidenceResponse =
+  | {
+      verdict: "pass";
+      issued: "new";
+      ldevidCertificate: string;
+      lakCertificate: string;
+      /** The CA bundle (PEM) the certificates chain to. */
+      caBundle: string;
+    }
+  | { verdict: "pass"; issued: "none" };
 
 export const Confirm = z
   .object({
@@ -116,7 +124,7 @@ export interface ConfirmResponse {
 
 /** Every refusal the API returns: the failed checks and the evidence they concern. */
 export interface Refusal {
-  error: "refused" | "pending" | "bad-request" | "expired";
+  error: "refused" | "pending" | "bad-request" | "expired" | "rate-limited";
   reasons: { check: string; detail: string; pcr?: number; event?: number }[];
 }
 

@@ -7,6 +7,7 @@
  * configuration; an unknown TPM's challenge listed by `fleetd pending` from the same configuration file; the
  * start-up refusals (plain HTTP outside the lab, bad fields with their path, a token in the file); SIGTERM.
  */
+import { issued } from "./machine.js";
 import { strict as assert } from "node:assert";
 import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
@@ -152,7 +153,7 @@ test("intake and provision through the server process: certificates with the con
   };
   assert.equal((await run("intake")).mode, "intake");
   const p = await run("provision");
-  const ldevid = new X509Certificate(Buffer.from(p.ldevid.certificate));
+  const ldevid = new X509Certificate(Buffer.from(issued(p).ldevid.certificate));
   const days = (Date.parse(ldevid.validTo) - Date.parse(ldevid.validFrom)) / 86_400_000;
   assert.ok(days > 6.9 && days <= 7.01, `LDevID lives 7 days as configured (${days})`);
   assert.ok(ldevid.checkIssued(new X509Certificate(w.caPem)), "issued by the CA on the token");

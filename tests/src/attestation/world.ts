@@ -41,7 +41,9 @@ import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
 import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
-import { FailureLimiter } from "@fleetd/talos-config-server/rateLimit";
+import { deviceIdByName } from "@fleetd/shared/netbox/device";
+import { StoreLimiter } from "@fleetd/talos-config-server/rateLimit";
+import { stillStaged } from "@fleetd/talos-config-server/configFetch";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
 import { startSwtpm, type SwtpmTcp } from "../harness/swtpm.js";
@@ -94,6 +96,8 @@ export interface World {
   machines: Record<string, WorldMachine>;
   /** NetBox as its admin (for edits an operator makes, and for reading journals). */
   admin: NetBox;
+  /** The NetBox device ID of a node (the key of its attestation state). */
+  deviceId(name: string): Promise<number>;
   /** Signatures the CA key has made since the world started (the CA certificate excluded). */
   signatures: () => number;
   /** Install codes the server has stored since the world started. */
@@ -132,6 +136,10 @@ export interface AttestationServerParts {
   now: () => Date;
   /** HA: the leader's internal endpoint. */
   internal?: ReturnType<typeof internalRouter>;
+  /** The pending-EK cap (default 1000). */
+  maxPendingEks?: number;
+  /** Attestation requests per address per minute (default: effectively unlimited, for the suites). */
+  attestRequestsPerMinute?: number;
 }
 
 /** The attestation service and talos-config-server's app over `parts`, with the test settings. */
@@ -147,17 +155,27 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
     bootstrapTokens: parts.bootstrapTokens,
     admission: { admit: async () => undefined },
     ekRoots: loadCaStore(parts.ekCaDir),
-    settings: { sessionTtlMs: 5 * 60_000, installCodeTtlMs: 2 * 3600_000, provisioningProfile: "hookos", gates: DEFAULT_MODE_GATES, allowExpiredEkCertificates: false },
+    settings: {
+      sessionTtlMs: 5 * 60_000,
+      installCodeTtlMs: 2 * 3600_000,
+      provisioningProfile: "hookos",
+      gates: DEFAULT_MODE_GATES,
+      allowExpiredEkCertificates: false,
+      maxPendingEks: parts.maxPendingEks ?? 1000,
+      renewBeforeMs: 7 * 86_400_000,
+      unauthenticatedJournalWindowMs: 10 * 60_000,
+    },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
   const app = createApp({
     service,
     store,
-    limiter: new FailureLimiter(5, 60_000),
+    limiter: new StoreLimiter(store, { max: 5, windowMs: 60_000 }, { max: parts.attestRequestsPerMinute ?? 10_000, windowMs: 60_000 }),
     log,
     metrics: parts.metrics,
     delivered: (node) => inventory.markActive(node),
+    stillWanted: (node) => stillStaged(inventory, node),
     now: () => Date.now(),
     staleClaimMs: 60_000,
     bodyLimit: "2mb",
@@ -255,7 +273,11 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
 
   const store = new CountingStore(join(dir, "state.db"));
   const bootstrapTokens = new Map<string, string>();
-  const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), { applyAccount: fleet.apply.username, roleSlugs: { worker: "worker", "control-plane": "control-plane" } });
+  const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), {
+    applyAccount: fleet.apply.username,
+    attestationAccount: fleet.handler.username,
+    roleSlugs: { worker: "worker", "control-plane": "control-plane" },
+  });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
   const { service, app } = attestationServer({
@@ -320,6 +342,11 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     dir,
     machines,
     admin: fleet.client(fleet.nb.authorization.replace(/^Bearer /, "")),
+    deviceId: async (name) => {
+      const id = await deviceIdByName(fleet.client(fleet.nb.authorization.replace(/^Bearer /, "")), name);
+      if (id === undefined) throw new Error(`no single device named ${name}`);
+      return id;
+    },
     signatures: () => signatures,
     installCodesIssued: () => store.installCodes,
     lab: keys,

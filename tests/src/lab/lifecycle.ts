@@ -12,7 +12,7 @@ import { readJournal } from "@fleetd/shared/netbox/journal";
 import { attest, AttestationRefused } from "@fleetd/shared/protocol/client/attest";
 import { buildGptImage } from "@fleetd/shared/talos/meta/testkit";
 import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
-import { runHonest } from "../attestation/machine.js";
+import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
 import { startSwtpm } from "../harness/swtpm.js";
 import { advread } from "../talos/goTools.js";
@@ -35,7 +35,7 @@ export async function lifecycle(report: Report): Promise<void> {
     const run = (mode: "intake" | "provision", over = {}) => runHonest(world, mode, over);
     await report.step(`intake: ${NODE} (planned) proves both EKs by activation and its HookOS boot by quote + event log`, async () => {
       const r = await run("intake");
-      const x = new X509Certificate(Buffer.from(r.ldevid.certificate));
+      const x = new X509Certificate(Buffer.from(issued(r).ldevid.certificate));
       const d = await dev();
       return `verdict ${String(d?.cf["attestation_verdict"])}; LDevID ${x.subject} valid to ${x.validTo}, signed by the PKCS#11 CA`;
     });

@@ -70,9 +70,12 @@ export interface AttestInput {
 
 export interface AttestResult {
   mode: Claims["mode"];
-  ldevid: { certificate: Uint8Array; blobs: KeyBlobs };
-  lak: { certificate: Uint8Array; blobs: KeyBlobs };
-  caBundle: string;
+  /** The certified keys; absent when the server issued nothing (wipe, a device being retired, an attest not due). */
+  issued?: {
+    ldevid: { certificate: Uint8Array; blobs: KeyBlobs };
+    lak: { certificate: Uint8Array; blobs: KeyBlobs };
+    caBundle: string;
+  };
   /** provision: the Talos install code (lowercase hex of the 32 unwrapped bytes). */
   installCode?: string;
 }
@@ -247,6 +250,8 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
     return { ldevid, lak, body };
   });
   const ev = await call<EvidenceResponse>(server, "evidence", evidence.body);
+  // Nothing issued (wipe, retirement, an attest whose LDevID is not due): the verdict is all; no confirm.
+  if (ev.issued === "none") return { mode: claims.mode };
   const ldevidCert = unb64(ev.ldevidCertificate);
   const lakCert = unb64(ev.lakCertificate);
 
@@ -261,9 +266,11 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
   }
   return {
     mode: conf.mode,
-    ldevid: { certificate: ldevidCert, blobs: evidence.ldevid.blobs },
-    lak: { certificate: lakCert, blobs: evidence.lak.blobs },
-    caBundle: ev.caBundle,
+    issued: {
+      ldevid: { certificate: ldevidCert, blobs: evidence.ldevid.blobs },
+      lak: { certificate: lakCert, blobs: evidence.lak.blobs },
+      caBundle: ev.caBundle,
+    },
     ...(installCode ? { installCode } : {}),
   };
 }
