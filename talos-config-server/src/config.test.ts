@@ -46,7 +46,7 @@ test("a minimal configuration gets the documented defaults", () => {
   assert.equal(c.server.mode, "production");
   assert.deepEqual(c.server.listen, { host: "0.0.0.0", port: 8443 });
   assert.deepEqual(c.server.ttl, { sessionSeconds: 300, installCodeSeconds: 7200, staleClaimSeconds: 60 });
-  assert.deepEqual(c.server.rateLimit, { maxFailures: 5, windowSeconds: 60, maxAddresses: 10_000 });
+  assert.deepEqual(c.server.rateLimit, { maxFailures: 5, windowSeconds: 60, attestRequests: 60, attestWindowSeconds: 60 });
   assert.deepEqual(c.server.roleSlugs, { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" });
   assert.equal(c.server.ca.ldevidLifetimeDays, 30);
   assert.equal(c.server.ca.signer.rsaMechanism, "auto");

@@ -10,6 +10,7 @@
  *
  * Plain HTTP only with `mode: lab`: at fetch time the install code is a bearer token.
  */
+import { trustedProxies } from "./clientAddress.js";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -136,7 +137,17 @@ export const ServerSection = z
      * Proxies (CIDRs or addresses) whose X-Forwarded-For is believed for the client address, e.g. the ingress
      * or the Service's node addresses. Empty: the socket address is the client.
      */
-    trustedProxies: z.array(z.string().min(1).max(64)).max(256).default([]),
+    trustedProxies: z
+      .array(z.string().min(1).max(64))
+      .max(256)
+      .default([])
+      .superRefine((list, ctx) => {
+        try {
+          trustedProxies(list);
+        } catch (e) {
+          ctx.addIssue({ code: "custom", message: (e as Error).message });
+        }
+      }),
     /** Largest JSON body; evidence carries an event log of up to 1 MiB as base64. */
     bodyLimitBytes: z.number().int().min(64 * 1024).max(16 * 1024 * 1024).default(2 * 1024 * 1024),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
