@@ -11,7 +11,7 @@ import type { Request, Response } from "express";
 import type { Logger } from "pino";
 import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
 import { uuidEqual } from "@fleetd/shared/protocol/server/challenge";
-import type { Inventory } from "@fleetd/shared/protocol/server/deps";
+import type { Inventory, Journal } from "@fleetd/shared/protocol/server/deps";
 import { clientAddress, type TrustedProxies } from "./clientAddress.js";
 import type { StoreLimiter } from "./rateLimit.js";
 import type { Metrics } from "./metrics.js";
@@ -103,4 +103,26 @@ export async function stillStaged(inventory: Pick<Inventory, "reread">, node: No
   const now = await inventory.reread(node.deviceId);
   if (!now) return { ok: false, reason: `device ${node.deviceId} is gone from NetBox` };
   return now.status === "staged" ? { ok: true } : { ok: false, reason: `the device is ${now.status}, not staged` };
+}
+
+/**
+ * Install codes that expired undelivered: each is removed (with its config) and its node's provision failed —
+ * status `failed` (Inventory.markFailed) and a journal entry saying how to retry. Returns how many.
+ */
+export async function sweepExpiredInstallCodes(
+  store: Pick<AttestationStore, "takeExpiredInstallCodes">,
+  inventory: Pick<Inventory, "markFailed">,
+  journal: Journal,
+  now: number,
+): Promise<number> {
+  const expired = await store.takeExpiredInstallCodes(now);
+  for (const r of expired) {
+    const at = new Date(r.expiresAt).toISOString();
+    await inventory.markFailed(r.node, `provision failed: the install code expired undelivered at ${at}`);
+    await journal.record(r.node, {
+      kind: "danger",
+      summary: `provision failed: Talos did not fetch its config before the install code expired (${at}); the config was deleted and the device marked failed — set desired_action to provision to try again`,
+    });
+  }
+  return expired.length;
 }

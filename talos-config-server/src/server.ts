@@ -48,7 +48,7 @@ import type { ServerConfig } from "./config.js";
 import { createMetrics } from "./metrics.js";
 import { StoreLimiter } from "./rateLimit.js";
 import { trustedProxies } from "./clientAddress.js";
-import { stillStaged } from "./configFetch.js";
+import { stillStaged, sweepExpiredInstallCodes } from "./configFetch.js";
 
 export interface RunningServer {
   /** e.g. https://127.0.0.1:8443 */
@@ -92,13 +92,16 @@ export interface ServerHooks {
   loops?: LeaderLoop[];
 }
 
-/** Expired sessions are deleted every minute. */
-function sessionSweeper(store: AttestationStore, log: Logger): LeaderLoop {
+/** Expired sessions are deleted every minute; install codes that expired undelivered fail their node's provision. */
+function sessionSweeper(store: AttestationStore, log: Logger, inventory: NetBoxInventory): LeaderLoop {
   let timer: NodeJS.Timeout | undefined;
   return {
     start() {
       timer ??= setInterval(() => {
         store.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
+        sweepExpiredInstallCodes(store, inventory, inventory, Date.now())
+          .then((n) => n > 0 && log.warn({ expired: n }, "install codes expired undelivered; their provisions failed"))
+          .catch((e: unknown) => log.error({ err: e }, "sweeping expired install codes failed"));
       }, 60_000);
       timer.unref();
     },
@@ -331,7 +334,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         }
       : undefined;
   // The server's loops: with HA only on the loops Lease's holder, else here.
-  const loops: LeaderLoop[] = [sessionSweeper(store, log), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
+  const loops: LeaderLoop[] = [sessionSweeper(store, log, inventory), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
   const detach: (() => Promise<void>)[] = [];
   if (loopsElector) for (const l of loops) detach.push(runWhileLeader(loopsElector, l));
   else for (const l of loops) await l.start();

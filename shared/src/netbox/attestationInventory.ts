@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord, NodeRef, Unattributed } from "../protocol/server/deps.js";
 import { BOOT_MAC_FIELD } from "./bootMac.js";
 import { checkAttribution, type AttributedField } from "./changelog.js";
-import { listAll, must, type NetBox } from "./client.js";
+import { listAll, must, NetBoxError, type NetBox } from "./client.js";
 import { desiredActionOf, deviceIdByName, listDevices, patchDevice, readDeviceIfExists, type DeviceRecord } from "./device.js";
 import { netboxJournal, writeJournal } from "./journal.js";
 
@@ -231,6 +231,16 @@ export class NetBoxInventory implements Inventory, Journal {
 
   async record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void> {
     await this.journal.record(node, entry);
+  }
+
+  async markFailed(node: NodeRef, why: string): Promise<void> {
+    const r = await readDeviceIfExists(this.nb, node.deviceId);
+    if (!r || !["planned", "staged", "active"].includes(r.device.status)) return;
+    try {
+      await patchDevice(this.nb, node.deviceId, { status: "failed" }, r.etag, `fleetd: ${why}`.slice(0, 200));
+    } catch (e) {
+      if (!(e instanceof NetBoxError && e.code === "netbox_conflict")) throw e; // changed meanwhile: leave it to its editor
+    }
   }
 
   async markStaged(node: NodeRef): Promise<void> {

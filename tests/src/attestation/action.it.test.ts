@@ -221,7 +221,10 @@ test("the image's bundle (one file, no node_modules) attests too: attest mode on
   assert.equal(r.code, EXIT.ok, r.stderr);
   const result = JSON.parse(readFileSync(join(o, "result.json"), "utf8"));
   assert.equal(result.mode, "attest");
-  assert.equal(result.generation, 3);
+  assert.equal(result.verdict, "pass");
+  // the LDevID of the provision is not due for renewal: the pass issues nothing (and leaves no key files)
+  assert.equal(result.ldevid, undefined, "no certificate: renewal not due");
+  assert.ok(!existsSync(join(o, "ldevid.crt")) && !existsSync(join(o, "ldevid.priv")));
   assert.ok(!existsSync(join(o, "install-code")));
 });
 

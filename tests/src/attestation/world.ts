@@ -98,6 +98,8 @@ export interface World {
   admin: NetBox;
   /** The NetBox device ID of a node (the key of its attestation state). */
   deviceId(name: string): Promise<number>;
+  /** Another server over the same store, NetBox and CA, with other limits (on its own loopback port). */
+  serverWith(limits: Pick<AttestationServerParts, "attestRequestsPerMinute" | "unauthenticatedJournalWindowMs" | "maxPendingEks">): Promise<ExtraServer>;
   /** Signatures the CA key has made since the world started (the CA certificate excluded). */
   signatures: () => number;
   /** Install codes the server has stored since the world started. */
@@ -140,6 +142,18 @@ export interface AttestationServerParts {
   maxPendingEks?: number;
   /** Attestation requests per address per minute (default: effectively unlimited, for the suites). */
   attestRequestsPerMinute?: number;
+  /**
+   * A device's journal gets one unauthenticated refusal per this window (default 1 ms: the refusal matrix
+   * checks every refusal's entry; the limit itself is tested on a second server with the production window).
+   */
+  unauthenticatedJournalWindowMs?: number;
+}
+
+/** A second attestation server over the world's state, NetBox and CA with other limits (World.serverWith). */
+export interface ExtraServer {
+  baseUrl: string;
+  transport: ServerTransport;
+  close(): Promise<void>;
 }
 
 /** The attestation service and talos-config-server's app over `parts`, with the test settings. */
@@ -163,7 +177,7 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
       allowExpiredEkCertificates: false,
       maxPendingEks: parts.maxPendingEks ?? 1000,
       renewBeforeMs: 7 * 86_400_000,
-      unauthenticatedJournalWindowMs: 10 * 60_000,
+      unauthenticatedJournalWindowMs: parts.unauthenticatedJournalWindowMs ?? 1,
     },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
@@ -280,7 +294,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
-  const { service, app } = attestationServer({
+  const parts: AttestationServerParts = {
     store,
     inventory,
     issuer: new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
@@ -292,7 +306,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     log,
     metrics,
     now,
-  });
+  };
+  const { service, app } = attestationServer(parts);
   const server = createServer(app);
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));
   const baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
@@ -346,6 +361,21 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       const id = await deviceIdByName(fleet.client(fleet.nb.authorization.replace(/^Bearer /, "")), name);
       if (id === undefined) throw new Error(`no single device named ${name}`);
       return id;
+    },
+    async serverWith(limits) {
+      const extra = createServer(attestationServer({ ...parts, ...limits, metrics: createMetrics() }).app);
+      await new Promise<void>((res) => extra.listen(0, "127.0.0.1", res));
+      const url = `http://127.0.0.1:${(extra.address() as { port: number }).port}`;
+      return {
+        baseUrl: url,
+        transport: {
+          async post(path, body) {
+            const r = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+            return { status: r.status, body: await r.json() };
+          },
+        },
+        close: () => new Promise<void>((res) => extra.close(() => res())),
+      };
     },
     signatures: () => signatures,
     installCodesIssued: () => store.installCodes,

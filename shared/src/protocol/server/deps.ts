@@ -72,6 +72,12 @@ export interface Inventory {
   recordAttestation(node: NodeRef, facts: AttestationFacts): Promise<void>;
   /** A provision was confirmed (install code released): the device is `staged` until Talos fetches its config. */
   markStaged(node: NodeRef): Promise<void>;
+  /**
+   * The lifecycle failed for this node (TPM evidence that proved the TPM failed the policy in provision or
+   * attest; an install code that expired undelivered): status `failed`, unless an operator moved the device
+   * to a status fleetd does not own meanwhile (only `planned`, `staged` and `active` become `failed`).
+   */
+  markFailed(node: NodeRef, why: string): Promise<void>;
 }
 
 export interface AttestationFacts {

@@ -104,6 +104,10 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   }
   if (!c.ok || !ldevid || !lak) {
     await ctx.inventory.recordAttestation(session.node, { verdict: "fail", at: now });
+    // The TPM proved it is the node's, and the node failed: in provision or attest that is a failed node.
+    if (session.mode === "provision" || session.mode === "attest") {
+      await ctx.inventory.markFailed(session.node, `${session.mode}: TPM evidence failed (${c.reasons.map((r) => r.check).join(", ")})`);
+    }
     throw new Refused(403, "refused", c.reasons, session.node, true);
   }
 
