@@ -10,9 +10,10 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { parse } from "yaml";
-import { renderWorkerConfig, SEED_DIR, SEED_FILES } from "@fleetd/shared/talos/config/renderWorker";
+import { renderWorkerConfig } from "@fleetd/shared/talos/config/renderWorker";
+import { SEED_DIR, SEED_FILES } from "@fleetd/shared/talos/config/machineConfig";
 import { nodeInputFixture, siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
-import { TOKEN_PATTERN, type WorkerNodeInput } from "@fleetd/shared/talos/config/schemas";
+import { TOKEN_PATTERN, type NodeInput } from "@fleetd/shared/talos/config/schemas";
 import { repoRoot, talosGo, talosGoBinDir } from "./goTools.js";
 
 /** The Talos version the Go validator is built at: the site config under test uses the same one. */
@@ -59,7 +60,7 @@ function at(tree: Tree, path: string): unknown {
   return v;
 }
 
-function renderAndValidate(node: WorkerNodeInput, token?: { id: string; secret: string; token: string }): { tree: Tree; token: string } {
+function renderAndValidate(node: NodeInput, token?: { id: string; secret: string; token: string }): { tree: Tree; token: string } {
   const out = renderWorkerConfig(site, node, token ? { token } : {});
   const v = validate(out.yaml, ["--strict"]);
   assert.deepEqual(v.errors, [], `Talos ${TALOS_VERSION} refused the config:\n${out.yaml}`);
@@ -144,7 +145,7 @@ test("random valid nodes and tokens (all-digit ones too) render to configs Talos
       const base = 10 * 2 ** 24 + (p.host - (p.host % size));
       const toIp = (v: number) => [24, 16, 8, 0].map((s) => Math.floor(v / 2 ** s) % 256).join(".");
       const addr = base + 2 + (p.host % (size - 3));
-      const input: WorkerNodeInput = { ...baseNode, name: p.name, link: p.link, address: `${toIp(addr)}/${p.prefix}`, gateway: toIp(base + 1), installDisk: p.disk };
+      const input: NodeInput = { ...baseNode, name: p.name, link: p.link, address: `${toIp(addr)}/${p.prefix}`, gateway: toIp(base + 1), installDisk: p.disk };
       const { tree: c } = renderAndValidate(input, tok);
       assert.equal(at(c, "cluster.token"), tok.token);
       assert.equal(at(c, "machine.network.hostname"), p.name);

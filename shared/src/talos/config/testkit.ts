@@ -6,7 +6,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { TalosSiteConfig, WorkerNodeInput } from "./schemas.js";
+import type { NodeInput, TalosSiteConfig } from "./schemas.js";
 
 function openssl(args: string[], cwd: string): void {
   execFileSync("openssl", args, { cwd, stdio: ["ignore", "ignore", "pipe"] });
@@ -54,7 +54,7 @@ export function siteConfigFixture(talosVersion: string): TalosSiteConfig {
   };
 }
 
-export function nodeInputFixture(): WorkerNodeInput {
+export function nodeInputFixture(): NodeInput {
   const { ca, leaf } = makeCerts("fleetd devid", "w1.g1");
   return {
     name: "w1",

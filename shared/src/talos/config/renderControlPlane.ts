@@ -1,0 +1,123 @@
+/**
+ * Renders a Talos v1alpha1 machine config for a control-plane node: the common node config (machineConfig.ts)
+ * as `machine.type: controlplane`, with the cluster's secrets from the site's Talos secrets bundle
+ * (secretsBundle.ts) — the Talos API CA and Kubernetes CA with their keys, the aggregator (front-proxy) and etcd
+ * CAs, the service-account key, the secretbox (or aescbc) encryption secret — and the control-plane components
+ * as `talosctl gen config` writes them for this Talos version (talos:`pkg/machinery/config/generate/init.go`):
+ * apiServer with the PodSecurity admission defaults, controllerManager, scheduler, proxy, etcd.
+ *
+ * Per node, as for workers: hostname, static address, install disk, the seeds, and a fresh bootstrap token as
+ * cluster.token (the bundle's own `secrets.bootstraptoken` is not served). The node's address, the site's VIP
+ * and extra names go into machine.certSANs and apiServer.certSANs; etcd advertises the node's subnet.
+ *
+ * The secrets bundle must belong to the site's cluster: its cluster id and secret, trustd token and the two CA
+ * certificates workers are given must be the site configuration's, or the render is refused (naming the
+ * fields, never their values).
+ */
+import { inSubnet, ipFamily, sameAddress } from "./net.js";
+import { ConfigInputError } from "./errors.js";
+import { baseConfig, checkInputs, type RenderedConfig, toYaml } from "./machineConfig.js";
+import { pemCertificates, type TalosSiteConfig } from "./schemas.js";
+import { readSecretsBundle, type TalosSecretsBundle } from "./secretsBundle.js";
+import type { BootstrapToken } from "./token.js";
+
+/** Talos's generator labels control planes so external load balancers leave them out. */
+const EXCLUDE_FROM_EXTERNAL_LB = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+/** Pod Security admission as `talosctl gen config` sets it (PodSecurityAdmissionEnabled, Talos ≥ 1.1). */
+const POD_SECURITY_ADMISSION = [
+  {
+    name: "PodSecurity",
+    configuration: {
+      apiVersion: "pod-security.admission.config.k8s.io/v1alpha1",
+      kind: "PodSecurityConfiguration",
+      defaults: { enforce: "baseline", "enforce-version": "latest", audit: "restricted", "audit-version": "latest", warn: "restricted", "warn-version": "latest" },
+      exemptions: { usernames: [], runtimeClasses: [], namespaces: ["kube-system"] },
+    },
+  },
+];
+
+const sameCert = (b64Pem: string, pem: string): boolean => {
+  const a = pemCertificates(Buffer.from(b64Pem, "base64").toString("utf8"))?.[0];
+  const b = pemCertificates(pem)?.[0];
+  return a !== undefined && b !== undefined && a.raw.equals(b.raw);
+};
+
+/** The bundle is the site's cluster's: the values workers get from the site configuration are the bundle's. */
+function checkBundleIsTheSites(bundle: TalosSecretsBundle, site: TalosSiteConfig, file: string): void {
+  const c = site.cluster;
+  const pairs: [boolean, string, string][] = [
+    [bundle.cluster.id === c.id, "cluster.id", "cluster.id"],
+    [bundle.cluster.secret === c.secret, "cluster.secret", "cluster.secret"],
+    [bundle.trustdinfo.token === c.trustdToken, "trustdinfo.token", "cluster.trustdToken"],
+    [sameCert(bundle.certs.os.crt, c.osCaCert), "certs.os.crt", "cluster.osCaCert"],
+    [sameCert(bundle.certs.k8s.crt, c.kubernetesCaCert), "certs.k8s.crt", "cluster.kubernetesCaCert"],
+  ];
+  const issues = pairs.filter(([same]) => !same).map(([, path, siteField]) => ({ path, message: `differs from the site configuration's ${siteField} (another cluster's bundle?)` }));
+  if (issues.length > 0) throw new ConfigInputError("site-secrets-invalid", issues, `secrets bundle ${file}`);
+}
+
+const unique = (xs: string[]) => xs.filter((x, i) => xs.findIndex((y) => y === x || sameAddress(x, y)) === i);
+
+export function renderControlPlaneConfig(
+  siteInput: unknown,
+  nodeInput: unknown,
+  opts: { token?: BootstrapToken; secrets?: TalosSecretsBundle } = {},
+): RenderedConfig {
+  const inputs = checkInputs(siteInput, nodeInput, opts.token);
+  const { site, net } = inputs;
+  const cp = site.controlPlane;
+  if (!cp) {
+    throw new ConfigInputError("site-config-invalid", [
+      { path: "controlPlane", message: "required to render a control-plane node: secretsBundleFile (the Talos secrets bundle) and images" },
+    ]);
+  }
+  if (cp.vip !== undefined && (ipFamily(cp.vip) !== net.family || !inSubnet(net, cp.vip) || sameAddress(cp.vip, net.address))) {
+    throw new ConfigInputError("site-config-invalid", [
+      { path: "controlPlane.vip", message: `${cp.vip} is not another address in the node's subnet (${inputs.node.address}): Talos holds the VIP on that interface` },
+    ]);
+  }
+  const bundle = opts.secrets ?? readSecretsBundle(cp.secretsBundleFile);
+  checkBundleIsTheSites(bundle, site, cp.secretsBundleFile);
+
+  const config = baseConfig(inputs);
+  const sans = unique([net.address, ...(cp.vip ? [cp.vip] : []), ...cp.certSANs]);
+  const m = config.machine;
+  m["type"] = "controlplane";
+  m["ca"] = { crt: bundle.certs.os.crt, key: bundle.certs.os.key };
+  m["certSANs"] = sans;
+  const iface = (m["network"] as { interfaces: Record<string, unknown>[] }).interfaces[0]!;
+  if (cp.vip) iface["vip"] = { ip: cp.vip };
+  m["nodeLabels"] = { [EXCLUDE_FROM_EXTERNAL_LB]: "" };
+
+  const base = config.cluster;
+  const encryption = bundle.secrets.secretboxencryptionsecret !== undefined
+    ? { secretboxEncryptionSecret: bundle.secrets.secretboxencryptionsecret }
+    : { aescbcEncryptionSecret: bundle.secrets.aescbcencryptionsecret };
+  config.cluster = {
+    id: base["id"],
+    secret: base["secret"],
+    controlPlane: base["controlPlane"],
+    clusterName: base["clusterName"],
+    network: base["network"],
+    token: base["token"],
+    ...encryption,
+    ca: { crt: bundle.certs.k8s.crt, key: bundle.certs.k8s.key },
+    aggregatorCA: { crt: bundle.certs.k8saggregator.crt, key: bundle.certs.k8saggregator.key },
+    serviceAccount: { key: bundle.certs.k8sserviceaccount.key },
+    apiServer: {
+      image: cp.images.apiServer,
+      certSANs: unique([new URL(site.cluster.endpoint).hostname.replace(/^\[|\]$/g, ""), ...sans]),
+      admissionControl: POD_SECURITY_ADMISSION,
+    },
+    controllerManager: { image: cp.images.controllerManager },
+    proxy: { image: cp.images.proxy },
+    scheduler: { image: cp.images.scheduler },
+    etcd: {
+      ca: { crt: bundle.certs.etcd.crt, key: bundle.certs.etcd.key },
+      advertisedSubnets: [(m["kubelet"] as { nodeIP: { validSubnets: string[] } }).nodeIP.validSubnets[0]!],
+    },
+    ...(cp.allowSchedulingOnControlPlanes ? { allowSchedulingOnControlPlanes: true } : {}),
+  };
+  return { yaml: toYaml(config), bootstrapToken: inputs.token, seedPaths: config.machine.files.map((f) => f.path) };
+}
