@@ -20,7 +20,10 @@ export class ConfigInputError extends Error {
   static from(code: ConfigInputErrorCode, error: z.ZodError, subject?: string): ConfigInputError {
     return new ConfigInputError(
       code,
-      error.issues.map((i) => ({ path: i.path.map(String).join("."), message: i.message })),
+      error.issues.map((i) => ({
+        path: i.path.map(String).join("."),
+        message: i.code === "invalid_type" && /received undefined$/.test(i.message) ? "required" : i.message,
+      })),
       subject,
     );
   }

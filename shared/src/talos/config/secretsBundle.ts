@@ -146,7 +146,7 @@ export function readSecretsBundle(file: string): TalosSecretsBundle {
 /** Parses a secrets bundle's YAML text; `file` only names it in refusals. */
 export function parseSecretsBundle(text: string, file: string): TalosSecretsBundle {
   // The YAML parser's messages quote the offending source line: report only the error's code and position.
-  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   const err = doc.errors[0];
   if (err) {
     const at = err.linePos?.[0];
