@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { parse as parseYaml, stringify } from "yaml";
 import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
-import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
+import { secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/shared/talos/config/testkit";
 import { ConfigError, loadServerConfig, toServerConfig } from "./config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "fleetd-server-config-"));
@@ -104,6 +104,35 @@ test("bounds and shapes are refused with the field's path", () => {
   const badSite = join(dir, "bad-site.yaml");
   writeFileSync(badSite, stringify({ ...siteConfigFixture("v1.13.9"), network: { nameservers: [] } }));
   refused(() => toServerConfig("f.yaml", raw({ talos: { siteFile: badSite } }), ENV), /invalid Talos site file .*bad-site\.yaml: network\.nameservers: /);
+});
+
+test("control planes: the Talos site file's secrets bundle is checked at start; refusals name the file and field, never a secret", () => {
+  const bundle = secretsBundleFixture();
+  const secrets = [bundle.certs.os.key, bundle.certs.k8s.key, bundle.certs.etcd.key, bundle.certs.k8saggregator.key, bundle.certs.k8sserviceaccount.key, bundle.cluster.secret, bundle.trustdinfo.token, bundle.secrets.secretboxencryptionsecret!];
+  const site = (bundleFile: string, b = bundle) => {
+    const f = join(dir, `cp-site-${Math.random().toString(36).slice(2)}.yaml`);
+    writeFileSync(f, stringify(siteForBundle("v1.13.9", b, bundleFile)));
+    return raw({ talos: { siteFile: f } });
+  };
+  const good = writeSecretsBundle(join(dir, "cp-secrets.yaml"), bundle);
+  const c = toServerConfig("f.yaml", site(good), ENV);
+  assert.equal(c.talos.controlPlane?.secretsBundleFile, good);
+  assert.ok(!JSON.stringify(c.talos).includes(bundle.certs.etcd.key), "the bundle's contents stay in their file");
+  const noSecret = (fn: () => unknown, message: RegExp) =>
+    refused(() => {
+      try {
+        return fn();
+      } catch (e) {
+        for (const v of secrets) assert.ok(!(e as Error).message.includes(v), `a secret in: ${(e as Error).message}`);
+        throw e;
+      }
+    }, message);
+  noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-secrets-0644.yaml"), bundle, 0o644)), ENV), /Talos site file .*: controlPlane\.secretsBundleFile: .*cp-secrets-0644\.yaml: has mode 0644/);
+  noSecret(() => toServerConfig("f.yaml", site(join(dir, "cp-none.yaml")), ENV), /cp-none\.yaml: cannot be read \(ENOENT\)/);
+  noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-other.yaml"), secretsBundleFixture())), ENV), /cp-other\.yaml: cluster\.id: differs from the site configuration's cluster\.id/);
+  const noKey = structuredClone(bundle) as unknown as { certs: { os: Record<string, unknown> } };
+  delete noKey.certs.os["key"];
+  noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-nokey.yaml"), noKey)), ENV), /cp-nokey\.yaml: certs\.os\.key: required/);
 });
 
 test("loadServerConfig reads --config or FLEETD_CONFIG", () => {

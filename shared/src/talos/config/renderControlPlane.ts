@@ -10,15 +10,13 @@
  * cluster.token (the bundle's own `secrets.bootstraptoken` is not served). The node's address, the site's VIP
  * and extra names go into machine.certSANs and apiServer.certSANs; etcd advertises the node's subnet.
  *
- * The secrets bundle must belong to the site's cluster: its cluster id and secret, trustd token and the two CA
- * certificates workers are given must be the site configuration's, or the render is refused (naming the
- * fields, never their values).
+ * The bundle is read when the config is rendered (a rotated file is picked up; nothing of it is kept) and must
+ * belong to the site's cluster (siteSecretsBundle), or the render is refused naming the fields, never values.
  */
 import { inSubnet, ipFamily, sameAddress } from "./net.js";
 import { ConfigInputError } from "./errors.js";
 import { baseConfig, checkInputs, type RenderedConfig, toYaml } from "./machineConfig.js";
-import { pemCertificates, type TalosSiteConfig } from "./schemas.js";
-import { readSecretsBundle, type TalosSecretsBundle } from "./secretsBundle.js";
+import { siteSecretsBundle, type TalosSecretsBundle } from "./secretsBundle.js";
 import type { BootstrapToken } from "./token.js";
 
 /** Talos's generator labels control planes so external load balancers leave them out. */
@@ -36,26 +34,6 @@ const POD_SECURITY_ADMISSION = [
     },
   },
 ];
-
-const sameCert = (b64Pem: string, pem: string): boolean => {
-  const a = pemCertificates(Buffer.from(b64Pem, "base64").toString("utf8"))?.[0];
-  const b = pemCertificates(pem)?.[0];
-  return a !== undefined && b !== undefined && a.raw.equals(b.raw);
-};
-
-/** The bundle is the site's cluster's: the values workers get from the site configuration are the bundle's. */
-function checkBundleIsTheSites(bundle: TalosSecretsBundle, site: TalosSiteConfig, file: string): void {
-  const c = site.cluster;
-  const pairs: [boolean, string, string][] = [
-    [bundle.cluster.id === c.id, "cluster.id", "cluster.id"],
-    [bundle.cluster.secret === c.secret, "cluster.secret", "cluster.secret"],
-    [bundle.trustdinfo.token === c.trustdToken, "trustdinfo.token", "cluster.trustdToken"],
-    [sameCert(bundle.certs.os.crt, c.osCaCert), "certs.os.crt", "cluster.osCaCert"],
-    [sameCert(bundle.certs.k8s.crt, c.kubernetesCaCert), "certs.k8s.crt", "cluster.kubernetesCaCert"],
-  ];
-  const issues = pairs.filter(([same]) => !same).map(([, path, siteField]) => ({ path, message: `differs from the site configuration's ${siteField} (another cluster's bundle?)` }));
-  if (issues.length > 0) throw new ConfigInputError("site-secrets-invalid", issues, `secrets bundle ${file}`);
-}
 
 const unique = (xs: string[]) => xs.filter((x, i) => xs.findIndex((y) => y === x || sameAddress(x, y)) === i);
 
@@ -77,8 +55,7 @@ export function renderControlPlaneConfig(
       { path: "controlPlane.vip", message: `${cp.vip} is not another address in the node's subnet (${inputs.node.address}): Talos holds the VIP on that interface` },
     ]);
   }
-  const bundle = opts.secrets ?? readSecretsBundle(cp.secretsBundleFile);
-  checkBundleIsTheSites(bundle, site, cp.secretsBundleFile);
+  const bundle = opts.secrets ?? siteSecretsBundle(site);
 
   const config = baseConfig(inputs);
   const sans = unique([net.address, ...(cp.vip ? [cp.vip] : []), ...cp.certSANs]);

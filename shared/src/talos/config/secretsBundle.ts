@@ -14,7 +14,7 @@ import { openSync, closeSync, fstatSync, readSync, constants as fsConstants } fr
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigInputError } from "./errors.js";
-import { CLUSTER_SECRET_PATTERN, pemCertificates, TOKEN_PATTERN } from "./schemas.js";
+import { CLUSTER_SECRET_PATTERN, pemCertificates, TOKEN_PATTERN, type TalosSiteConfig } from "./schemas.js";
 
 /** A secrets bundle is a few KiB; anything much larger is not one. */
 const MAX_BUNDLE_BYTES = 256 * 1024;
@@ -161,4 +161,37 @@ export function parseSecretsBundle(text: string, file: string): TalosSecretsBund
   const r = TalosSecretsBundle.safeParse(raw);
   if (!r.success) throw ConfigInputError.from("site-secrets-invalid", r.error, `secrets bundle ${file}`);
   return r.data;
+}
+
+const sameCert = (b64Pem: string, pem: string): boolean => {
+  const a = pemCertificates(fromB64(b64Pem))?.[0];
+  const b = pemCertificates(pem)?.[0];
+  return a !== undefined && b !== undefined && a.raw.equals(b.raw);
+};
+
+/**
+ * The site's control-plane secrets: the bundle `controlPlane.secretsBundleFile` names, read and checked, and
+ * checked to be the site's cluster's — the values workers get from the site configuration (cluster id and
+ * secret, trustd token, the Talos API and Kubernetes CA certificates) must be the bundle's, or control planes
+ * and workers would not form one cluster. Refuses a site without a control-plane section.
+ */
+export function siteSecretsBundle(site: TalosSiteConfig): TalosSecretsBundle {
+  const file = site.controlPlane?.secretsBundleFile;
+  if (file === undefined) {
+    throw new ConfigInputError("site-config-invalid", [{ path: "controlPlane", message: "required for control planes: secretsBundleFile (the Talos secrets bundle) and images" }]);
+  }
+  const bundle = readSecretsBundle(file);
+  const c = site.cluster;
+  const pairs: [boolean, string, string][] = [
+    [bundle.cluster.id === c.id, "cluster.id", "cluster.id"],
+    [bundle.cluster.secret === c.secret, "cluster.secret", "cluster.secret"],
+    [bundle.trustdinfo.token === c.trustdToken, "trustdinfo.token", "cluster.trustdToken"],
+    [sameCert(bundle.certs.os.crt, c.osCaCert), "certs.os.crt", "cluster.osCaCert"],
+    [sameCert(bundle.certs.k8s.crt, c.kubernetesCaCert), "certs.k8s.crt", "cluster.kubernetesCaCert"],
+  ];
+  const issues = pairs
+    .filter(([same]) => !same)
+    .map(([, path, siteField]) => ({ path, message: `differs from the site configuration's ${siteField} (another cluster's bundle?)` }));
+  if (issues.length > 0) throw new ConfigInputError("site-secrets-invalid", issues, `secrets bundle ${file}`);
+  return bundle;
 }
