@@ -158,6 +158,24 @@ test("the commented example configuration is valid (with a real Talos site file 
   assert.equal(c.site.netbox.token, TOKEN);
 });
 
+test("the commented example Talos site file is valid (with a real bundle's values in place of its placeholders), with and without control planes", () => {
+  const text = readFileSync(new URL("../examples/talos-site.yaml", import.meta.url), "utf8");
+  assert.ok(!/PRIVATE KEY/.test(text), "no key in the example");
+  const example = parseYaml(text) as { cluster: Record<string, unknown>; controlPlane?: Record<string, unknown> };
+  const bundle = secretsBundleFixture();
+  const fill = siteForBundle("v1.13.9", bundle, writeSecretsBundle(join(dir, "example-secrets.yaml"), bundle));
+  for (const k of ["id", "secret", "trustdToken", "osCaCert", "kubernetesCaCert"] as const) example.cluster[k] = fill.cluster[k];
+  example.controlPlane!["secretsBundleFile"] = fill.controlPlane!.secretsBundleFile;
+  const withCp = join(dir, "example-site.yaml");
+  writeFileSync(withCp, stringify(example));
+  const c = toServerConfig("f.yaml", raw({ talos: { siteFile: withCp } }), ENV);
+  assert.equal(c.talos.controlPlane?.images.apiServer, "registry.k8s.io/kube-apiserver:v1.34.1");
+  delete example.controlPlane;
+  const workersOnly = join(dir, "example-site-workers.yaml");
+  writeFileSync(workersOnly, stringify(example));
+  assert.equal(toServerConfig("f.yaml", raw({ talos: { siteFile: workersOnly } }), ENV).talos.controlPlane, undefined);
+});
+
 test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timings are ordered, the fields are checked", () => {
   const ha = { namespace: "fleetd", identity: "tcs-0", internalUrl: "https://10.0.0.7:8443", peerSecretFile: "/run/secrets/peer" };
   const noDb = (extra: Record<string, unknown>) => {
