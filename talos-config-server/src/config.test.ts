@@ -1,5 +1,6 @@
 /** The server's configuration: defaults, environment overrides, and every refusal naming its field. */
 import { strict as assert } from "node:assert";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -133,6 +134,26 @@ test("control planes: the Talos site file's secrets bundle is checked at start; 
   const noKey = structuredClone(bundle) as unknown as { certs: { os: Record<string, unknown> } };
   delete noKey.certs.os["key"];
   noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-nokey.yaml"), noKey)), ENV), /cp-nokey\.yaml: certs\.os\.key: required/);
+});
+
+test("control planes: the server process refuses to start on a bad secrets bundle, and what it prints holds no secret", () => {
+  const bundle = secretsBundleFixture();
+  const secrets = [bundle.certs.os.key, bundle.certs.k8s.key, bundle.certs.etcd.key, bundle.certs.k8saggregator.key, bundle.certs.k8sserviceaccount.key, bundle.cluster.secret, bundle.trustdinfo.token, bundle.secrets.secretboxencryptionsecret!];
+  const start = (bundleFile: string) => {
+    const site = join(dir, `proc-site-${Math.random().toString(36).slice(2)}.yaml`);
+    writeFileSync(site, stringify(siteForBundle("v1.13.9", bundle, bundleFile)));
+    const config = join(dir, `proc-${Math.random().toString(36).slice(2)}.yaml`);
+    writeFileSync(config, stringify(raw({ talos: { siteFile: site } })));
+    const r = spawnSync(process.execPath, [new URL("./main.js", import.meta.url).pathname, "--config", config], { encoding: "utf8", env: { ...process.env, ...ENV }, timeout: 30_000 });
+    for (const v of [...secrets, TOKEN]) assert.ok(!r.stdout.includes(v) && !r.stderr.includes(v), `a secret in the output: ${r.stderr}`);
+    return r;
+  };
+  const open = start(writeSecretsBundle(join(dir, "proc-0644.yaml"), bundle, 0o644));
+  assert.equal(open.status, 2, open.stderr);
+  assert.match(open.stderr, /controlPlane\.secretsBundleFile: .*proc-0644\.yaml: has mode 0644/);
+  const broken = start(writeSecretsBundle(join(dir, "proc-broken.yaml"), `cluster: {id: ${bundle.cluster.id}, secret: ${bundle.cluster.secret}\ncerts: [${bundle.certs.os.key}`));
+  assert.equal(broken.status, 2, broken.stderr);
+  assert.match(broken.stderr, /proc-broken\.yaml: is not valid YAML/);
 });
 
 test("loadServerConfig reads --config or FLEETD_CONFIG", () => {

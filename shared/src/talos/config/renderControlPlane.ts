@@ -16,7 +16,7 @@
 import { inSubnet, ipFamily, sameAddress } from "./net.js";
 import { ConfigInputError } from "./errors.js";
 import { baseConfig, checkInputs, type RenderedConfig, toYaml } from "./machineConfig.js";
-import { siteSecretsBundle, type TalosSecretsBundle } from "./secretsBundle.js";
+import { siteSecretsBundle } from "./secretsBundle.js";
 import type { BootstrapToken } from "./token.js";
 
 /** Talos's generator labels control planes so external load balancers leave them out. */
@@ -40,7 +40,7 @@ const unique = (xs: string[]) => xs.filter((x, i) => xs.findIndex((y) => y === x
 export function renderControlPlaneConfig(
   siteInput: unknown,
   nodeInput: unknown,
-  opts: { token?: BootstrapToken; secrets?: TalosSecretsBundle } = {},
+  opts: { token?: BootstrapToken } = {},
 ): RenderedConfig {
   const inputs = checkInputs(siteInput, nodeInput, opts.token);
   const { site, net } = inputs;
@@ -55,7 +55,7 @@ export function renderControlPlaneConfig(
       { path: "controlPlane.vip", message: `${cp.vip} is not another address in the node's subnet (${inputs.node.address}): Talos holds the VIP on that interface` },
     ]);
   }
-  const bundle = opts.secrets ?? siteSecretsBundle(site);
+  const bundle = siteSecretsBundle(site); // always the site's file, checked against the site: no other way in
 
   const config = baseConfig(inputs);
   const sans = unique([net.address, ...(cp.vip ? [cp.vip] : []), ...cp.certSANs]);
