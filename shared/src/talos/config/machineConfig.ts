@@ -82,7 +82,7 @@ export function baseConfig({ site, node, net, token }: CheckedInputs) {
             addresses: [node.address],
             routes: [{ network: net.family === 4 ? "0.0.0.0/0" : "::/0", gateway: node.gateway }],
             dhcp: false,
-          } as Record<string, unknown>,
+          },
         ],
       },
       install: {
@@ -91,7 +91,7 @@ export function baseConfig({ site, node, net, token }: CheckedInputs) {
         wipe: false,
       },
       files,
-    } as Record<string, unknown> & { files: typeof files },
+    },
     cluster: {
       id: site.cluster.id,
       secret: site.cluster.secret,
@@ -104,13 +104,13 @@ export function baseConfig({ site, node, net, token }: CheckedInputs) {
       },
       token: token.token,
       ca: { crt: b64(site.cluster.kubernetesCaCert), key: "" },
-    } as Record<string, unknown>,
+    },
   };
 }
 export type BaseConfig = ReturnType<typeof baseConfig>;
 
 /** The YAML Talos reads, with the seed files' permissions in octal as talosctl writes them. */
-export function toYaml(config: BaseConfig): string {
+export function toYaml(config: { machine: { files: unknown[] } }): string {
   const doc = new Document(config);
   config.machine.files.forEach((_, i) => {
     const perm = doc.getIn(["machine", "files", i, "permissions"], true) as Scalar;

@@ -13,7 +13,7 @@
  * The bundle is read when the config is rendered (a rotated file is picked up; nothing of it is kept) and must
  * belong to the site's cluster (siteSecretsBundle), or the render is refused naming the fields, never values.
  */
-import { inSubnet, ipFamily, sameAddress } from "./net.js";
+import { inSubnet, ipFamily, sameAddress, subnetOf } from "./net.js";
 import { ConfigInputError } from "./errors.js";
 import { baseConfig, checkInputs, type RenderedConfig, toYaml } from "./machineConfig.js";
 import { siteSecretsBundle } from "./secretsBundle.js";
@@ -57,44 +57,40 @@ export function renderControlPlaneConfig(
   }
   const bundle = siteSecretsBundle(site); // always the site's file, checked against the site: no other way in
 
-  const config = baseConfig(inputs);
+  const base = baseConfig(inputs);
   const sans = unique([net.address, ...(cp.vip ? [cp.vip] : []), ...cp.certSANs]);
-  const m = config.machine;
-  m["type"] = "controlplane";
-  m["ca"] = { crt: bundle.certs.os.crt, key: bundle.certs.os.key };
-  m["certSANs"] = sans;
-  const iface = (m["network"] as { interfaces: Record<string, unknown>[] }).interfaces[0]!;
-  if (cp.vip) iface["vip"] = { ip: cp.vip };
-  m["nodeLabels"] = { [EXCLUDE_FROM_EXTERNAL_LB]: "" };
-
-  const base = config.cluster;
+  const [iface] = base.machine.network.interfaces;
   const encryption = bundle.secrets.secretboxencryptionsecret !== undefined
     ? { secretboxEncryptionSecret: bundle.secrets.secretboxencryptionsecret }
     : { aescbcEncryptionSecret: bundle.secrets.aescbcencryptionsecret };
-  config.cluster = {
-    id: base["id"],
-    secret: base["secret"],
-    controlPlane: base["controlPlane"],
-    clusterName: base["clusterName"],
-    network: base["network"],
-    token: base["token"],
-    ...encryption,
-    ca: { crt: bundle.certs.k8s.crt, key: bundle.certs.k8s.key },
-    aggregatorCA: { crt: bundle.certs.k8saggregator.crt, key: bundle.certs.k8saggregator.key },
-    serviceAccount: { key: bundle.certs.k8sserviceaccount.key },
-    apiServer: {
-      image: cp.images.apiServer,
-      certSANs: unique([new URL(site.cluster.endpoint).hostname.replace(/^\[|\]$/g, ""), ...sans]),
-      admissionControl: POD_SECURITY_ADMISSION,
+  const { ca: _workerCa, ...cluster } = base.cluster; // re-keyed below, in Talos's order
+  const config = {
+    ...base,
+    machine: {
+      ...base.machine,
+      type: "controlplane",
+      ca: { crt: bundle.certs.os.crt, key: bundle.certs.os.key },
+      certSANs: sans,
+      network: { ...base.machine.network, interfaces: [{ ...iface!, ...(cp.vip ? { vip: { ip: cp.vip } } : {}) }] },
+      nodeLabels: { [EXCLUDE_FROM_EXTERNAL_LB]: "" },
     },
-    controllerManager: { image: cp.images.controllerManager },
-    proxy: { image: cp.images.proxy },
-    scheduler: { image: cp.images.scheduler },
-    etcd: {
-      ca: { crt: bundle.certs.etcd.crt, key: bundle.certs.etcd.key },
-      advertisedSubnets: [(m["kubelet"] as { nodeIP: { validSubnets: string[] } }).nodeIP.validSubnets[0]!],
+    cluster: {
+      ...cluster,
+      ...encryption,
+      ca: { crt: bundle.certs.k8s.crt, key: bundle.certs.k8s.key },
+      aggregatorCA: { crt: bundle.certs.k8saggregator.crt, key: bundle.certs.k8saggregator.key },
+      serviceAccount: { key: bundle.certs.k8sserviceaccount.key },
+      apiServer: {
+        image: cp.images.apiServer,
+        certSANs: unique([new URL(site.cluster.endpoint).hostname.replace(/^\[|\]$/g, ""), ...sans]),
+        admissionControl: POD_SECURITY_ADMISSION,
+      },
+      controllerManager: { image: cp.images.controllerManager },
+      proxy: { image: cp.images.proxy },
+      scheduler: { image: cp.images.scheduler },
+      etcd: { ca: { crt: bundle.certs.etcd.crt, key: bundle.certs.etcd.key }, advertisedSubnets: [subnetOf(net)] },
+      ...(cp.allowSchedulingOnControlPlanes ? { allowSchedulingOnControlPlanes: true } : {}),
     },
-    ...(cp.allowSchedulingOnControlPlanes ? { allowSchedulingOnControlPlanes: true } : {}),
   };
   return { yaml: toYaml(config), bootstrapToken: inputs.token, seedPaths: config.machine.files.map((f) => f.path) };
 }
