@@ -23,7 +23,7 @@ export const SEED_FILES = {
   lakPrivate: "lak.priv.b64",
 } as const;
 
-export const b64 = (b: Uint8Array | string) => Buffer.from(b).toString("base64");
+const b64 = (b: Uint8Array | string) => Buffer.from(b).toString("base64");
 
 export interface RenderedConfig {
   /** The machine config YAML, served once to the node. */
@@ -107,7 +107,6 @@ export function baseConfig({ site, node, net, token }: CheckedInputs) {
     },
   };
 }
-export type BaseConfig = ReturnType<typeof baseConfig>;
 
 /** The YAML Talos reads, with the seed files' permissions in octal as talosctl writes them. */
 export function toYaml(config: { machine: { files: unknown[] } }): string {
