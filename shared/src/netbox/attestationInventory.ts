@@ -7,7 +7,7 @@
 import { z } from "zod";
 import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord } from "../protocol/server/deps.js";
 import { BOOT_MAC_FIELD } from "./bootMac.js";
-import { checkEkAttribution } from "./changelog.js";
+import { checkAttribution, checkEkAttribution } from "./changelog.js";
 import { listAll, must, type NetBox } from "./client.js";
 import { desiredActionOf, deviceIdByName, listDevices, patchDevice, type DeviceRecord } from "./device.js";
 import { netboxJournal, writeJournal } from "./journal.js";
@@ -36,8 +36,18 @@ interface InterfaceRow {
 /** The device fields the attestation server reads (NetBox's full device serializer is slow). */
 const DEVICE_FIELDS = "id,name,serial,status,site,role,device_type,primary_ip4,custom_fields,last_updated";
 
-const roleName = (d: DeviceRecord, o: NetBoxInventoryOptions): NodeRecord["role"] =>
-  d.role.slug === o.roleSlugs["control-plane"] ? "control-plane" : "worker";
+/**
+ * The node's role. A control plane's Talos config carries the cluster's CA keys, so the control-plane role counts
+ * only when the change log shows the apply account set the device's current role (as the nodes file says, like
+ * the EK bindings): anyone who may edit devices could otherwise make an attested worker a control plane and have
+ * it served the keys. Otherwise the node is a worker (whose config holds no key). Workers need no change-log walk.
+ */
+async function roleOf(nb: NetBox, d: DeviceRecord, o: NetBoxInventoryOptions): Promise<NodeRecord["role"]> {
+  if (d.role.slug !== o.roleSlugs["control-plane"]) return "worker";
+  const path = "role";
+  const r = await checkAttribution(nb, d.id, [{ path, current: d.role.id, account: o.applyAccount, code: "role_unattributed", label: "device role" }]);
+  return r.get(path)?.ok === true ? "control-plane" : "worker";
+}
 
 function bindingsOf(d: DeviceRecord): NodeRecord["ekBindings"] {
   const v = d.cf["ek_bindings"];
@@ -95,7 +105,7 @@ export class NetBoxInventory implements Inventory, Journal {
       name: d.name ?? String(d.id),
       serial: d.serial,
       class: typeof d.cf["node_class"] === "string" ? (d.cf["node_class"] as string) : "",
-      role: roleName(d, this.o),
+      role: await roleOf(this.nb, d, this.o),
       tpm: tpm === "1.2" || tpm === "none" ? tpm : "2.0",
       ekBindings: bindingsOf(d),
       status: d.status,
