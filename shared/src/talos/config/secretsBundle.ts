@@ -128,7 +128,7 @@ export function readSecretsBundle(file: string): TalosSecretsBundle {
     const st = fstatSync(fd);
     if (!st.isFile()) refuse(file, "", "is not a regular file");
     if ((st.mode & 0o077) !== 0) {
-      refuse(file, "", `has mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}: it holds the cluster's CA keys, make it 0600 (or 0400) and owned by the server's user`);
+      refuse(file, "", `has mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}: it holds the cluster's CA keys, make it 0600 (or 0400), readable by the server's user only`);
     }
     if (st.size > MAX_BUNDLE_BYTES) refuse(file, "", `is ${st.size} bytes, larger than a secrets bundle (${MAX_BUNDLE_BYTES})`);
     const buf = Buffer.alloc(MAX_BUNDLE_BYTES + 1);
