@@ -5,8 +5,10 @@
  *
  * Secrets come only from the environment or from files the configuration names: the NetBox token
  * (FLEETD_NETBOX_TOKEN or `netbox.tokenFile`), the PKCS#11 PIN (`server.ca.signer.pin: {env}|{file}`), the TLS
- * key (`server.tls.keyFile`) and the Talos cluster secrets (`server.talos.siteFile`). A NetBox token written
- * into the file is refused outside `mode: lab`. Nothing here is ever logged.
+ * key (`server.tls.keyFile`), the Talos cluster secrets workers get (`server.talos.siteFile`) and the control
+ * planes' CA keys (the Talos secrets bundle the site file names, `controlPlane.secretsBundleFile`, checked at
+ * start and read again at each control-plane render). A NetBox token written into the file is refused outside
+ * `mode: lab`. Nothing here is ever logged.
  *
  * Plain HTTP only with `mode: lab`: at fetch time the install code is a bearer token.
  */
@@ -18,7 +20,9 @@ import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } f
 import { Pkcs11SignerConfig } from "@fleetd/shared/pki/pkcs11Config";
 import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/shared/pki/profiles";
 import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/shared/protocol/server/deps";
+import { ConfigInputError } from "@fleetd/shared/talos/config/errors";
 import { TalosSiteConfig } from "@fleetd/shared/talos/config/schemas";
+import { siteSecretsBundle } from "@fleetd/shared/talos/config/secretsBundle";
 
 const Path = z.string().min(1, "must be a path");
 const Slug = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, "must be a NetBox slug");
@@ -205,6 +209,15 @@ export function loadTalosSite(path: string): TalosSiteConfig {
   }
   const r = TalosSiteConfig.safeParse(raw);
   if (!r.success) throw new ConfigError(`invalid Talos site file ${path}: ${issues("", r.error)}`);
+  if (r.data.controlPlane) {
+    // Fail at start, not at the first control plane's provision: the bundle is there, private, and the site's.
+    try {
+      siteSecretsBundle(r.data);
+    } catch (e) {
+      if (e instanceof ConfigInputError) throw new ConfigError(`Talos site file ${path}: controlPlane.secretsBundleFile: ${e.message}`);
+      throw e;
+    }
+  }
   return r.data;
 }
 
