@@ -26,6 +26,8 @@ import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer"
 import type { Admission, Issuer } from "@fleetd/shared/protocol/server/deps";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
 import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import { NoWorkflowGate, TinkerbellWorkflowGate, type WorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
+import { Objects } from "@fleetd/shared/tinkerbell/objects";
 import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
@@ -234,6 +236,14 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         },
       };
   if (!fx.effects) log.warn({ reason: fx.reason }, "no Tinkerbell effects: intake admission only journals");
+  // The Workflow gate needs only the management cluster (Tinkerbell's objects), not the Template settings.
+  const mgmt = cfg.site.kubernetes?.management;
+  const workflows: WorkflowGate = fx.effects
+    ? new TinkerbellWorkflowGate(fx.effects.objects)
+    : mgmt
+      ? new TinkerbellWorkflowGate(new Objects(loadKube(mgmt.kubeconfig), mgmt.namespace))
+      : new NoWorkflowGate("no kubernetes.management in the site configuration: Tinkerbell's Workflows cannot be read");
+  if (!mgmt) log.warn("no kubernetes.management: every attestation is refused (workflow.unavailable): nothing can show that a machine was asked to attest");
   // The workload cluster: each rendered config's bootstrap token gets its Secret there (a failure fails the
   // provision closed) and the CSR gate approves the kubelet's client certificate. Without one, nothing is
   // created in any cluster and the rendered nodes cannot join (said at start).
@@ -258,6 +268,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     renderer: new TalosRenderer(cfg.talos, s.talos.bootstrapTokenTtlSeconds * 1000, now),
     bootstrapTokens,
     admission,
+    workflows,
     ekRoots,
     settings: {
       sessionTtlMs: s.ttl.sessionSeconds * 1000,

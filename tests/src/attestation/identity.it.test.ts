@@ -9,7 +9,9 @@
  *    journalled at most once per window;
  *  - the SMBIOS UUID is recorded at the first pass and required afterwards;
  *  - a node whose cable was deleted gets nothing released (the switch-port gate does not switch off);
- *  - the pending table has a cap; /v1/attest/* has a per-address budget (HTTP 429).
+ *  - the pending table has a cap; /v1/attest/* has a per-address budget (HTTP 429);
+ *  - the session's mode and Workflow are the machine's claims: without that Workflow in Tinkerbell for this
+ *    node and mode (and current), nothing is released.
  */
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
@@ -22,6 +24,8 @@ import { patchDevice, readDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { AttestationRefused, call } from "@fleetd/shared/protocol/client/attest";
 import type { Claims } from "@fleetd/shared/protocol/messages";
+import { LABEL_MODE, ownedLabels, WORKFLOW } from "@fleetd/shared/tinkerbell/api";
+import { Objects } from "@fleetd/shared/tinkerbell/objects";
 import { challenge, ekFromTemplate, evidence, runHonest, sendEvidence, withMachine, type Machine } from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
 
@@ -175,7 +179,8 @@ test("the pending table has a cap: past it an unknown EK is refused without bein
   try {
     const first = await refused(run(async (m) => challenge(m, machine().claims({ serial: "STRANGER-A" }), { present: [await ekFromTemplate(m, "L-2")] }), NODE, extra.transport));
     assert.equal(first.refusal.error, "pending", JSON.stringify(first.refusal));
-    const second = await refused(run(async (m) => challenge(m, machine().claims({ serial: "STRANGER-B" }), { present: [await ekFromTemplate(m, "L-1")] }), NODE, extra.transport));
+    // another TPM's P-256 EK from the default template (no node approves it either)
+    const second = await refused(run(async (m) => challenge(m, machine().claims({ serial: "STRANGER-B" }), { present: [await ekFromTemplate(m, "L-2")] }), RENAMED, extra.transport));
     assert.equal(second.refusal.error, "pending", JSON.stringify(second.refusal));
     assert.match(second.refusal.reasons[0]?.detail ?? "", /pending list is full/);
     const now = await w.store.listPendingEks();
@@ -213,3 +218,45 @@ test("/v1/attest/* has a per-address budget in the shared store: past it HTTP 42
 });
 
 
+
+/** The machine's claims in `mode`, sent through the raw transport: the world creates no Workflow for it. */
+async function challengeRaw(claims: Claims, name = NODE): Promise<AttestationRefused> {
+  return refused(withMachine(machine(name), w.rawTransport, (m) => challenge(m, claims)));
+}
+
+test("Workflow gate: a node asking for provision with no such Workflow in Tinkerbell gets nothing (workflow.unknown)", async () => {
+  const before = { signatures: w.signatures(), codes: w.installCodesIssued() };
+  const r = await challengeRaw(machine().claims({ mode: "provision", workflow: "fleetd-worker-1-provision-nobody-asked" }));
+  assert.equal(r.status, 403);
+  assert.ok(r.refusal.reasons.some((x) => x.check === "workflow.unknown"), JSON.stringify(r.refusal.reasons));
+  assert.equal(w.signatures(), before.signatures);
+  assert.equal(w.installCodesIssued(), before.codes);
+});
+
+test("Workflow gate: the claimed Workflow must be of the claimed mode, for this node's Hardware, and the current one", async () => {
+  const objects = new Objects(w.kube, w.tinkerbellNamespace);
+  const mac = machine().claims().macs[0] as string;
+  const wf = (name: string, mode: string, hardware: string) => ({
+    apiVersion: "tinkerbell.org/v1alpha1",
+    kind: "Workflow",
+    metadata: { name, labels: { ...ownedLabels(hardware), [LABEL_MODE]: mode } },
+    spec: { templateRef: `fleetd-${mode}`, hardwareRef: hardware, hardwareMap: { device_1: mac, fleetd_workflow: name } },
+  });
+  // an attest Workflow claimed as provision
+  await w.ensureWorkflow(NODE, machine().claims({ mode: "attest", workflow: "fleetd-worker-1-attest-gate" }));
+  let r = await challengeRaw(machine().claims({ mode: "provision", workflow: "fleetd-worker-1-attest-gate" }));
+  assert.ok(r.refusal.reasons.some((x) => x.check === "workflow.mode"), JSON.stringify(r.refusal.reasons));
+  // a Workflow for another node's Hardware (with this machine's MAC in it)
+  await objects.create(WORKFLOW, wf("fleetd-other-provision-gate", "provision", RENAMED));
+  r = await challengeRaw(machine().claims({ mode: "provision", workflow: "fleetd-other-provision-gate" }));
+  assert.ok(r.refusal.reasons.some((x) => x.check === "workflow.hardware"), JSON.stringify(r.refusal.reasons));
+  // an older provision Workflow while a newer one runs for the node
+  await w.ensureWorkflow(NODE, machine().claims({ mode: "provision", workflow: "fleetd-worker-1-provision-old" }));
+  await new Promise((res) => setTimeout(res, 1100)); // creationTimestamp has one-second resolution
+  await objects.create(WORKFLOW, wf("fleetd-worker-1-wipe-newer", "wipe", NODE));
+  r = await challengeRaw(machine().claims({ mode: "provision", workflow: "fleetd-worker-1-provision-old" }));
+  assert.ok(r.refusal.reasons.some((x) => x.check === "workflow.superseded"), JSON.stringify(r.refusal.reasons));
+  // control: the current Workflow of the right mode passes the gate
+  const ok = await withMachine(machine(), w.transport, (m) => challenge(m, machine().claims({ mode: "wipe", workflow: "fleetd-worker-1-wipe-newer" })));
+  assert.ok(ok.response.sessionId);
+});

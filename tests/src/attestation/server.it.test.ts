@@ -59,12 +59,13 @@ function httpsRequest(target: string, opts: { method?: string; body?: string; ca
   });
 }
 
-const transport = (): ServerTransport => ({
-  async post(path, body) {
-    const r = await httpsRequest(url + path, { method: "POST", body: JSON.stringify(body), ca: certPem });
-    return { status: r.status, body: JSON.parse(r.text) as unknown };
-  },
-});
+const transport = (): ServerTransport =>
+  w.withWorkflows({
+    async post(path, body) {
+      const r = await httpsRequest(url + path, { method: "POST", body: JSON.stringify(body), ca: certPem });
+      return { status: r.status, body: JSON.parse(r.text) as unknown };
+    },
+  });
 
 function makeCert(name: string, san: string): { cert: string; key: string } {
   const cert = join(dir, `${name}.crt`);
@@ -107,11 +108,13 @@ before(async () => {
   baseConfig = {
     netbox: { url: w.fleet.nb.url },
     accounts: { apply: w.fleet.apply.username, handler: w.fleet.handler.username },
+    // the management cluster: the server's Workflow gate reads the claimed Workflows there
+    kubernetes: { management: { kubeconfig: w.cp.kubeconfig, namespace: w.tinkerbellNamespace }, workload: { kubeconfig: w.cp.kubeconfig } },
     authorizedGroup: GROUP,
     server: {
       listen: { host: "127.0.0.1", port },
       tls: { certFile: tls.cert, keyFile: tls.key },
-      stateDb: join(dir, "state.db"),
+      stateDb: join(dir, "state", "state.db"),
       roleSlugs: { worker: "worker", "control-plane": "control-plane" },
       ekRootsDir: w.tpm.caDir,
       siteAuthoritiesDir: w.siteAuthoritiesDir,
@@ -239,7 +242,7 @@ test("mode: lab serves plain HTTP; the NetBox token may come from netbox.tokenFi
     s["mode"] = "lab";
     delete s["tls"];
     s["listen"] = { host: "127.0.0.1", port };
-    s["stateDb"] = join(dir, "lab-state.db");
+    s["stateDb"] = join(dir, "lab-state", "state.db");
     (c["netbox"] as Record<string, unknown>)["tokenFile"] = tokenFile;
   });
   const lab = new ManagedProcess("talos-config-server-lab", join(dir, "lab.log"), process.execPath, [MAIN, "--config", file], { env: { ...env, FLEETD_NETBOX_TOKEN: "" } });

@@ -11,6 +11,8 @@
  * `ca.signer`, journalled, nothing signed); the leader killed (halted without stepping down) → the other
  * takes the Lease once it lapses, opens the token and signs.
  */
+import { Objects } from "@fleetd/shared/tinkerbell/objects";
+import { TinkerbellWorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
@@ -146,15 +148,17 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
     metrics: createMetrics(),
     now,
     internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret), secret: peerSecret, log }),
+    workflows: new TinkerbellWorkflowGate(new Objects(w.kube, w.tinkerbellNamespace)),
   });
   server.on("request", app);
   if (opts.campaign !== false) elector.start();
-  const transport: ServerTransport = {
+  const transport: ServerTransport = w.withWorkflows({
     async post(path, body) {
       const r = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       return { status: r.status, body: await r.json() };
     },
-  };
+  });
+
   const closeServer = () =>
     new Promise<void>((res) => {
       server.close(() => res());

@@ -118,6 +118,9 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
   }
   checkKeyAttributes(c, "ak", ak.pub, AK_POLICY);
   if (!c.ok) throw new Refused(403, "refused", c.reasons, ref);
+  // The mode and Workflow are the machine's claims: Tinkerbell must hold that Workflow for this node and mode.
+  const workflow = await ctx.workflows.check(node, req.claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, ref);
 
   // A fresh AK: an AK Name seen before is refused (recorded atomically, so two sessions cannot share one).
   if (!(await ctx.store.recordAkName(hex(akName), node.deviceId, now.getTime()))) {

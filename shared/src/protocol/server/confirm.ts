@@ -60,6 +60,8 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   const node = await ctx.inventory.reread(session.node.deviceId);
   const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
+  const workflow = await ctx.workflows.check(node, data.claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
   const ref = session.node;
 
   if (session.mode === "intake") {

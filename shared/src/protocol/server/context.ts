@@ -2,6 +2,7 @@
 import type { Reason } from "../../attest/verdict.js";
 import type { CaStore } from "../../ek/store.js";
 import type { AttestationStore, NodeRef } from "../../state/store.js";
+import type { WorkflowGate } from "../../tinkerbell/workflowGate.js";
 import type { Admission, BootstrapTokens, ConfigRenderer, Inventory, Issuer, Journal, MeasuredBoot, ModeGates } from "./deps.js";
 
 export interface ServerSettings {
@@ -31,6 +32,8 @@ export interface ServerContext {
   renderer: ConfigRenderer;
   bootstrapTokens: BootstrapTokens;
   admission: Admission;
+  /** The claimed Workflow must exist in Tinkerbell for this node and mode, and be current (workflowGate.ts). */
+  workflows: WorkflowGate;
   ekRoots: CaStore;
   settings: ServerSettings;
   now: () => Date;

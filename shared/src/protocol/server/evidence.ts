@@ -115,6 +115,8 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   const node = await ctx.inventory.reread(session.node.deviceId);
   const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
+  const workflow = await ctx.workflows.check(node, data.claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
 
   const plan = await issuancePlan(ctx, node, session.mode, now);
   let issued: { ldevid: Issued; lak: Issued; bundlePem: string } | undefined;
