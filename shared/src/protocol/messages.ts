@@ -30,8 +30,17 @@ export const Claims = z
     lldp: z.object({ chassisId: z.string().min(1).max(256), portId: z.string().min(1).max(256) }).strict().nullable(),
     mode: z.enum(MODES),
     workflow: z.string().min(1).max(253),
+    /**
+     * The MAC of the interface the machine booted from (the action's boot interface: configured, default
+     * route, or first up), one of `macs`. Bound by the quote like every claim; recorded as the node's boot MAC
+     * (NetBox `boot_mac`, Hardware, the Talos link selector) instead of whichever MAC sorts first.
+     */
+    bootMac: mac.optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.bootMac !== undefined && !c.macs.includes(c.bootMac)) ctx.addIssue({ code: "custom", path: ["bootMac"], message: "must be one of macs" });
+  });
 export type Claims = z.infer<typeof Claims>;
 
 export const ChallengeRequest = z

@@ -21,6 +21,8 @@ export interface ClaimedWorkflow {
   workflow: string;
   mode: "intake" | "provision" | "attest" | "wipe";
   macs: readonly string[];
+  /** The claimed boot interface's MAC: when given, the Workflow's device_1 must be exactly it. */
+  bootMac?: string | undefined;
 }
 
 /** What the server asks before it releases anything (deps.ts `WorkflowGate`). */
@@ -43,6 +45,9 @@ export class TinkerbellWorkflowGate implements WorkflowGate {
     const macs = new Set(claimed.macs.map(macKey));
     const device = wf.spec.hardwareMap?.["device_1"];
     if (!device || !macs.has(macKey(device))) return fail("workflow.device", `Workflow ${claimed.workflow} was not started for a MAC of this machine`);
+    if (claimed.bootMac !== undefined && macKey(device) !== macKey(claimed.bootMac)) {
+      return fail("workflow.device", `Workflow ${claimed.workflow} names another interface of this machine than the one it booted from (${claimed.bootMac})`);
+    }
     const hardware = hardwareName(node.name);
     if (claimed.mode === "intake") {
       const ok = wf.spec.templateRef === templateName("intake") && claimed.workflow === enrollmentWorkflowName(device);

@@ -26,7 +26,7 @@ import { AttestationRefused, call } from "@fleetd/shared/protocol/client/attest"
 import type { Claims } from "@fleetd/shared/protocol/messages";
 import { LABEL_MODE, ownedLabels, WORKFLOW } from "@fleetd/shared/tinkerbell/api";
 import { Objects } from "@fleetd/shared/tinkerbell/objects";
-import { challenge, ekFromTemplate, evidence, runHonest, sendEvidence, withMachine, type Machine } from "./machine.js";
+import { challenge, confirmBody, ekFromTemplate, evidence, runHonest, sendConfirm, sendEvidence, unwrap, withMachine, type Machine } from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
@@ -37,10 +37,12 @@ const RENAMED = "worker-renamed";
 const UNCABLED = "worker-uncabled";
 /** A machine whose evidence comes from someone who cannot activate its credential. */
 const IMPOSTOR = "worker-impostor";
+/** A machine with three NICs whose boot NIC does not sort first. */
+const MULTINIC = "worker-multinic";
 
 let w: World;
 before(async () => {
-  w = await startWorld({ talosVersion: TALOS_VERSION, machines: { [RENAMED]: {}, [UNCABLED]: {}, [IMPOSTOR]: {} } });
+  w = await startWorld({ talosVersion: TALOS_VERSION, machines: { [RENAMED]: {}, [UNCABLED]: {}, [IMPOSTOR]: {}, [MULTINIC]: {} } });
 }, { timeout: 20 * 60_000 });
 after(async () => {
   await w?.stop();
@@ -259,4 +261,52 @@ test("Workflow gate: the claimed Workflow must be of the claimed mode, for this 
   // control: the current Workflow of the right mode passes the gate
   const ok = await withMachine(machine(), w.transport, (m) => challenge(m, machine().claims({ mode: "wipe", workflow: "fleetd-worker-1-wipe-newer" })));
   assert.ok(ok.response.sessionId);
+});
+
+test("three NICs, the boot one not sorting first: the proven boot MAC recorded is the one the machine booted from", async () => {
+  const own = machine(MULTINIC).claims().macs[0] as string;
+  const macs = ["00:00:5e:00:53:01", "00:00:5e:00:53:02", own].sort();
+  assert.notEqual(macs[0], own, "the boot NIC does not sort first");
+  const claims = machine(MULTINIC).claims({ mode: "intake", macs, bootMac: own });
+  const r = await withMachine(machine(MULTINIC), w.transport, async (m) => {
+    const s = await challenge(m, claims);
+    return sendEvidence(m, (await evidence(m, s)).body);
+  });
+  assert.equal(r.verdict, "pass");
+  const d = (await readDevice(w.admin, await w.deviceId(MULTINIC))).device;
+  assert.equal(d.cf["boot_mac"], own, "boot_mac is the boot NIC, not macs[0]");
+  // a bootMac that is not among the claimed MACs is a malformed claim (400)
+  const bad = await refused(withMachine(machine(MULTINIC), w.rawTransport, (m) => challenge(m, { ...claims, bootMac: "00:00:5e:00:53:99" })));
+  assert.equal(bad.status, 400);
+});
+
+test("two concurrent provision confirms of one node leave one live install code and one live bootstrap token", async () => {
+  const node = IMPOSTOR; // its evidence so far came from someone without its TPM; its own TPM provisions now
+  const tokensBefore = [...w.liveTokens()].filter(([, n]) => n === node).length;
+  assert.equal(tokensBefore, 0);
+  const claims = machine(node).claims({ mode: "provision" });
+  const ready = await withMachine(machine(node), w.transport, async (m) => {
+    const out = [];
+    for (let i = 0; i < 2; i++) {
+      const s = await challenge(m, claims);
+      const ev = await evidence(m, s);
+      const accepted = await sendEvidence(m, ev.body);
+      out.push({ s, body: await confirmBody(m, s, ev, accepted) });
+    }
+    return out;
+  });
+  const results = await withMachine(machine(node), w.transport, (m) =>
+    Promise.allSettled(ready.map(async (r) => unwrap(m, r.s, await sendConfirm(m, r.body)))),
+  );
+  const codes = results.flatMap((r) => (r.status === "fulfilled" && r.value ? [r.value] : []));
+  for (const r of results) if (r.status === "rejected") assert.ok(r.reason instanceof AttestationRefused && r.reason.refusal.reasons.some((x) => x.check === "confirm.concurrent"), String(r.reason));
+  assert.ok(codes.length >= 1, "at least one confirm released a code");
+  const tokens = [...w.liveTokens()].filter(([, n]) => n === node);
+  assert.equal(tokens.length, 1, `one live bootstrap token: ${JSON.stringify(tokens)}`);
+  const stored = await w.store.getBootstrapToken(await w.deviceId(node));
+  assert.equal(stored?.tokenId, tokens[0]?.[0], "the stored token is the live one");
+  // exactly one code fetches a config: the last released (an earlier one was void)
+  const served = [];
+  for (const code of codes) served.push((await fetch(`${w.baseUrl}/talos/config?uuid=${claims.uuid}&code=${code}`)).status);
+  assert.deepEqual(served.filter((x) => x === 200).length, 1, `statuses ${served.join(", ")}`);
 });

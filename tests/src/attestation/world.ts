@@ -120,9 +120,11 @@ export interface World {
   /** `t` with the handler's part: before each challenge the claimed Workflow exists for the claimed mode. */
   withWorkflows(t: ServerTransport): ServerTransport;
   /** The Workflow a machine of `node` claims in `mode` exists (and the node's other fleetd Workflows are gone). */
-  ensureWorkflow(node: string, claims: Pick<Claims, "workflow" | "mode" | "macs">): Promise<void>;
+  ensureWorkflow(node: string, claims: Pick<Claims, "workflow" | "mode" | "macs" | "bootMac">): Promise<void>;
   /** The NetBox device ID of a node (the key of its attestation state). */
   deviceId(name: string): Promise<number>;
+  /** Bootstrap token Secrets that exist (in memory, without a workload cluster): token id → node. */
+  liveTokens(): Map<string, string>;
   /** Another server over the same store, NetBox and CA, with other limits (on its own loopback port). */
   serverWith(limits: Pick<AttestationServerParts, "attestRequestsPerMinute" | "unauthenticatedJournalWindowMs" | "maxPendingEks">): Promise<ExtraServer>;
   /** Signatures the CA key has made since the world started (the CA certificate excluded). */
@@ -355,8 +357,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   };
   // The NetBox handler's part (and tink-server's enrollment): the claimed Workflow exists for the claimed mode.
   const nodeBySerial = new Map(Object.entries(nodes.nodes).map(([name, n]) => [String(n["serial"]), name] as const));
-  const ensureWorkflow = async (node: string, c: Pick<Claims, "workflow" | "mode" | "macs">): Promise<void> => {
-    const mac = c.macs[0] as string;
+  const ensureWorkflow = async (node: string, c: Pick<Claims, "workflow" | "mode" | "macs" | "bootMac">): Promise<void> => {
+    const mac = c.bootMac ?? (c.macs[0] as string);
     const mine = await objects.list(WORKFLOW, `app.kubernetes.io/managed-by=fleetd,fleetd.io/node=${node}`, WorkflowObject);
     const existing = await objects.get(WORKFLOW, c.workflow, WorkflowObject);
     const fits = existing && (c.mode === "intake" ? existing.spec.templateRef === templateName("intake") : existing.metadata.labels?.[LABEL_MODE] === c.mode);
@@ -407,7 +409,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         workflow:
           over.workflow ??
           ((over.mode ?? "intake") === "intake"
-            ? enrollmentWorkflowName((over.macs ?? [name === NODE ? "b0:7b:25:00:00:21" : `b0:7b:25:00:01:${suffix}`])[0] as string)
+            ? enrollmentWorkflowName(over.bootMac ?? ((over.macs ?? [name === NODE ? "b0:7b:25:00:00:21" : `b0:7b:25:00:01:${suffix}`])[0] as string))
             : `fleetd-${name}-${over.mode}-world`),
       }),
       client: () => new TpmClient(new TcpTransport(t.host, t.port)),
@@ -457,6 +459,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         close: () => new Promise<void>((res) => extra.close(() => res())),
       };
     },
+    liveTokens: () => new Map(bootstrapTokens),
     signatures: () => signatures,
     installCodesIssued: () => store.installCodes,
     lab: keys,

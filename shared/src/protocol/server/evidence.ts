@@ -141,6 +141,7 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
     verdict: "pass",
     at: now,
     macs: data.claims.macs,
+    ...(data.claims.bootMac ? { bootMac: data.claims.bootMac } : {}),
     serial: data.claims.serial,
     uuid: data.claims.uuid,
     ...(node.uuid ? {} : { recordUuid: data.claims.uuid }),
