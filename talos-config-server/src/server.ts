@@ -221,7 +221,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     leaderIssuer.attach();
     issuer = leaderIssuer;
     closeSigner = () => leaderIssuer.close();
-    internal = internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret), secret, log });
+    internal = internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret, signerElector.identity, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret, log });
     log.info({ namespace: ha.namespace, identity: ha.identity, signerLease: ha.signerLease, loopsLease: ha.loopsLease }, "HA: Kubernetes state; CA signer and loops on the lease holders");
   }
   const store = db;

@@ -147,7 +147,7 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
     log,
     metrics: createMetrics(),
     now,
-    internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret), secret: peerSecret, log }),
+    internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret, id, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret: peerSecret, log }),
     workflows: new TinkerbellWorkflowGate(new Objects(w.kube, w.tinkerbellNamespace)),
   });
   server.on("request", app);
@@ -337,7 +337,7 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
     const bytes = new Uint8Array(await r.arrayBuffer());
     return { status: r.status, bytes, json: JSON.parse(Buffer.from(bytes).toString("utf8")) as unknown, signature: r.headers.get(PEER_SIGNATURE) ?? undefined };
   };
-  const signed = signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now());
+  const signed = signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id);
   const before = l.signatures();
   const ok = await send(signed.headers, body);
   assert.equal(ok.status, 200, JSON.stringify(ok.json));
@@ -349,9 +349,21 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
     await send({}, body),
     await (async () => {
       const bad = new Uint8Array(Buffer.from(JSON.stringify({ node: "x", generation: 0, ldevid: "zz", lak: "00" })));
-      return send(signPeerRequest(secret, "POST", ISSUE_PATH, bad, Date.now()).headers, bad);
+      return send(signPeerRequest(secret, "POST", ISSUE_PATH, bad, Date.now(), l.id).headers, bad);
     })(),
   ];
+  // Bound to its target, replayed nowhere (issue 10): the accepted request sent to the other replica, and a
+  // fresh request for the leader sent to the follower, are refused there.
+  const f = follower();
+  const toFollower = async (headers: Record<string, string>) => {
+    const r = await fetch(f.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
+    return { status: r.status, error: ((await r.json()) as { error: string; detail: string }) };
+  };
+  const replayed = await toFollower(signed.headers);
+  assert.equal(replayed.status, 401);
+  assert.match(replayed.error.detail, /peer-target-mismatch/);
+  const fresh = await toFollower(signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers);
+  assert.match(fresh.error.detail, /peer-target-mismatch/);
   assert.deepEqual(refusals.map((r) => [r.status, (r.json as { error: string }).error]), [[401, "peer-auth"], [401, "peer-auth"], [400, "bad-request"]]);
   for (const r of refusals) assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: r.status, contentType: "application/json", body: r.json }), []);
   assert.equal(l.signatures() - before, 2, "refusals sign nothing");
