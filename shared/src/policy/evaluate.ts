@@ -19,6 +19,7 @@ import type { EventLog } from "../eventlog/parse.js";
 import { checkReplay, initialValue, type PcrReplayCheck, type PcrValues, type Replay, replayLog } from "../eventlog/replay.js";
 import { parseSbatLevel } from "../eventlog/sbat.js";
 import { type Authorities, matchingRefs } from "./authorities.js";
+import { ebsTolerance, interpretOptions, TOLERANCES } from "./tolerances.js";
 import type { BankName, Profile } from "./schema.js";
 import type { Reason, Verdict } from "./verdict.js";
 
@@ -86,7 +87,8 @@ function replayReasons(checks: PcrReplayCheck[], pcr: number, trustAlgs: Readonl
   let ok = true;
   for (const c of mine.filter((c) => c.status === "mismatch")) {
     ok = false;
-    out.fail("pcr-replay", `PCR ${pcr} (${bankName(c.alg)}): the log replays to ${hex(c.replayed!)}, the quote has ${hex(c.expected)}`, { pcr });
+    const hint = c.workaround ? ` (it matches only with the unlogged ${c.workaround.map((a) => JSON.stringify(a)).join(", ")} appended, which this profile does not tolerate)` : "";
+    out.fail("pcr-replay", `PCR ${pcr} (${bankName(c.alg)}): the log replays to ${hex(c.replayed!)}, the quote has ${hex(c.expected)}${hint}`, { pcr });
   }
   const banks = [...trustAlgs].sort((a, b) => a - b);
   const quotedIn = banks.filter((a) => quoted.get(a)?.has(pcr));
@@ -275,7 +277,16 @@ export function evaluateProfile(profile: Profile, evidence: Evidence, authoritie
 
   // 2. replay
   const restricted: PcrValues = new Map([...quoted].map(([a, m]) => [a, new Map([...m].filter(([p]) => wanted.has(p)))]));
-  const checks = checkReplay(log, replay, restricted);
+  // A match that needed the unlogged Exit-Boot-Services strings counts only under the profile's tolerance.
+  const checks = checkReplay(log, replay, restricted).map((c): PcrReplayCheck => {
+    if (!c.workaround) return c;
+    const tolerance = ebsTolerance(profile.tolerances, c.workaround);
+    if (tolerance) {
+      out.warn("tolerated", `PCR ${c.pcr} (${bankName(c.alg)}) replays only with the unlogged ${c.workaround.map((a) => JSON.stringify(a)).join(", ")} appended; accepted by tolerance ${tolerance} (${TOLERANCES[tolerance].source.log})`, { pcr: c.pcr });
+      return c;
+    }
+    return { ...c, status: "mismatch", replayed: c.withoutWorkaround ?? c.replayed ?? new Uint8Array() };
+  });
   const trusted = new Set<number>();
   const pcrs: PcrStatus[] = [];
   for (const pcr of [...wanted].sort((a, b) => a - b)) {
@@ -290,7 +301,7 @@ export function evaluateProfile(profile: Profile, evidence: Evidence, authoritie
   }
 
   // 3. interpretation of what replayed
-  const mb = interpretLog(log, trusted);
+  const mb = interpretLog(log, trusted, interpretOptions(profile.tolerances));
   for (const f of mb.findings) {
     const at = { ...(f.pcr !== undefined ? { pcr: f.pcr } : {}), ...(f.event !== undefined ? { event: f.event } : {}) };
     if (f.severity === "error" && (f.pcr === undefined || enforced.has(f.pcr))) out.fail(f.check, f.detail, at);

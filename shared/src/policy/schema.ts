@@ -7,6 +7,7 @@
  * HookOS signing certificate (`site:hookos-signer`) and the lab's image-signing CA (`site:lab-db`) stay distinct.
  */
 import { z } from "zod";
+import { TOLERANCE_NAMES } from "./tolerances.js";
 
 export const AUTHORITY_REF = /^(site|builtin):[a-z0-9][a-z0-9-]{0,62}$/;
 const AuthorityRef = z.string().regex(AUTHORITY_REF, "an authority is site:<name> or builtin:<name> (lowercase, digits, dashes)");
@@ -64,6 +65,11 @@ export const ProfileSchema = z
         allowImageHashes: z.boolean().default(false),
       }),
     }),
+    /**
+     * Firmware quirks this profile accepts, by name (policy/tolerances.ts: each names the real log it came from).
+     * None applies unless listed.
+     */
+    tolerances: z.array(z.enum(TOLERANCE_NAMES)).default([]),
     shim: z
       .strictObject({
         sbatLevel: z.strictObject({
@@ -82,6 +88,7 @@ export const ProfileSchema = z
     for (const i of p.pcrs.informational) {
       if (enforced.has(i)) ctx.addIssue({ code: "custom", path: ["pcrs", "informational"], message: `PCR ${i} is both enforced and informational` });
     }
+    if (new Set(p.tolerances).size !== p.tolerances.length) ctx.addIssue({ code: "custom", path: ["tolerances"], message: "a tolerance is listed twice" });
     if (!enforced.has(7)) {
       ctx.addIssue({ code: "custom", path: ["pcrs", "enforced"], message: "PCR 7 must be enforced: the Secure Boot state and authorities come from it" });
     }
