@@ -16,7 +16,7 @@ import { bootScenario, type LabKeys, makeLabKeys, writeSiteAuthorities } from ".
 import { TPM_ALG } from "../tpm/constants.js";
 import { resolveAuthorities } from "./authorities.js";
 import { evaluateProfile, type Evaluation } from "./evaluate.js";
-import { loadProfile } from "./load.js";
+import { loadProfile, parseProfile } from "./load.js";
 import { profileAuthorityRefs } from "./schema.js";
 
 let keys: LabKeys;
@@ -114,4 +114,18 @@ test("a mismatch in any quoted bank still fails, accepted or not (SHA-1 quoted b
   const v = judge(w, pcrs);
   assert.deepEqual(checks(v), ["pcr-replay"]);
   assert.match(v.reasons[0]?.detail ?? "", /PCR 4 \(sha1\): the log replays to/);
+});
+
+test("the machine cannot choose its banks: SHA-384 alone (a bank its firmware left unextended, filled from the OS) fails bank-required", () => {
+  // A good boot, in SHA-384 only: what an OS can put into a SHA-384 bank that firmware never extended, with a log to
+  // match. Every quoted bank replays and the banks agree, but the SHA-256 bank holding the real boot is left out.
+  const w = bootScenario("hookos", keys, { banks: [S384] });
+  const v = judge(w, quoted(w, [S384]));
+  assert.deepEqual(checks(v), ["bank-required"]);
+  assert.match(v.reasons[0]?.detail ?? "", /the evidence has no sha256 PCR values \(it has sha384\); profile hookos requires sha256/);
+  // The same boot with SHA-256 quoted beside it passes: SHA-384 is accepted, just not instead of SHA-256.
+  const both = bootScenario("hookos", keys, { banks: [S256, S384] });
+  assert.equal(judge(both, quoted(both, [S256, S384])).verdict, "pass");
+  const p = loadProfile("hookos");
+  assert.throws(() => parseProfile(JSON.stringify({ ...p, banks: { allowed: ["sha384"], required: ["sha256"] } }), "x"), /sha256 is required but not allowed/);
 });

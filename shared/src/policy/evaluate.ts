@@ -273,6 +273,9 @@ export function evaluateProfile(profile: Profile, evidence: Evidence, authoritie
     out.fail("bank", `the evidence has only ${present.map(bankName).join(", ") || "no"} PCR values; profile ${profile.name} accepts ${profile.banks.allowed.join(", ")}`);
     trustAlgs = new Set(present); // keep interpreting, so the verdict can name every other problem too
   }
+  for (const b of profile.banks.required.filter((b) => !present.includes(BANK_ALGS[b]))) {
+    out.fail("bank-required", `the evidence has no ${b} PCR values (it has ${present.map(bankName).join(", ") || "none"}); profile ${profile.name} requires ${b}, the bank firmware always extends, so that a machine cannot leave its real boot out by quoting another bank`);
+  }
   if (evidence.pcrs) bankAgreement(log, replay, quotedAllowed, allowed, present, out);
 
   // 2. replay

@@ -42,18 +42,18 @@ const TABLE: Record<string, Row> = {
   "go-tpm-tools/cos-101-amd-sev.bin": { source: "quote", talos: lab(GCE_V10, Q384), hookos: lab(GCE_V10, Q384), ubuntu: fail(["bank-not-quoted", "dbx", "authority", "authority-required", "sbat"], /SBAT level 2021030218 is older/) },
   "go-tpm-tools/cos-85-amd-sev.bin": { source: "quote", talos: lab(GCE_V10, Q384), hookos: lab(GCE_V10, Q384), ubuntu: fail(["bank-not-quoted", "dbx", "authority", "authority-required", "sbat"], /dbx has 4 entries/) },
   "go-tpm-tools/cos-93-amd-sev.bin": { source: "quote", talos: lab(GCE_V10, Q384), hookos: lab(GCE_V10, Q384), ubuntu: fail(["bank-not-quoted", "dbx", "authority", "authority-required", "sbat"], GCE_V10) },
-  "go-tpm-tools/debian-10.bin": { source: "quote", talos: lab(/only sha1/, ["bank"]), hookos: lab(MS2011, ["bank"]), ubuntu: fail(["bank", "authority", "sbat"], /"Debian Secure Boot CA".*does not allow/) },
+  "go-tpm-tools/debian-10.bin": { source: "quote", talos: lab(/only sha1/, ["bank", "bank-required"]), hookos: lab(MS2011, ["bank", "bank-required"]), ubuntu: fail(["bank", "bank-required", "authority", "sbat"], /"Debian Secure Boot CA".*does not allow/) },
   "go-tpm-tools/eventlogwithsp800155.bin": { source: "quote", talos: lab(GCE_V2, Q384), hookos: lab(GCE_V2, Q384), ubuntu: fail(["bank-not-quoted", "dbx", "authority", "authority-required", "sbat"], GCE_V2) },
   // The issue's example: a Red Hat shim chain fails `ubuntu` naming the authority.
   "go-tpm-tools/rhel8-uefi.bin": { source: "quote", talos: lab(MS2011, Q384), hookos: lab(/"Red Hat Secure Boot CA 5"/, Q384), ubuntu: fail(["bank-not-quoted", "authority", "sbat"], /"Red Hat Secure Boot CA 5".*\(Shim\), which profile ubuntu does not allow/) },
-  "go-attestation/option_rom_eventlog.bin": { source: "quote", talos: lab(/only sha1/, ["bank"]), hookos: lab(MS2011, ["bank"]), ubuntu: fail(["bank", "authority", "sbat"], /"Microsoft Windows Production PCA 2011".*does not allow/) },
+  "go-attestation/option_rom_eventlog.bin": { source: "quote", talos: lab(/only sha1/, ["bank", "bank-required"]), hookos: lab(MS2011, ["bank", "bank-required"]), ubuntu: fail(["bank", "bank-required", "authority", "sbat"], /"Microsoft Windows Production PCA 2011".*does not allow/) },
   "go-attestation/sb_cert_eventlog.bin": { source: "log", talos: lab(/Canonical/, ["pcr-unexplained"]), hookos: lab(MS2011, ["pcr-unexplained"]), ubuntu: fail(["pcr-unexplained", "sbat"], /shim did not measure its SbatLevel/) },
   // The Windows log fails every profile: SHA-1 only, and Windows Boot Manager's authority.
   "go-attestation/windows_gcp_shielded_vm.bin": {
     source: "quote",
-    talos: lab(/"Microsoft Root Certificate Authority 2010"/, ["bank", "pcr-unexplained"]),
-    hookos: lab(/only sha1/, ["bank", "pcr-unexplained"]),
-    ubuntu: fail(["bank", "pcr-unexplained", "authority", "authority-required", "sbat"], /"Microsoft Root Certificate Authority 2010".*does not allow/),
+    talos: lab(/"Microsoft Root Certificate Authority 2010"/, ["bank", "bank-required", "pcr-unexplained"]),
+    hookos: lab(/only sha1/, ["bank", "bank-required", "pcr-unexplained"]),
+    ubuntu: fail(["bank", "bank-required", "pcr-unexplained", "authority", "authority-required", "sbat"], /"Microsoft Root Certificate Authority 2010".*does not allow/),
   },
   "keylime/binary_bios_measurements-secureboot.bin": { source: "log", talos: lab(MS2011), hookos: lab(MS2011), ubuntu: fail(["authority"], /"Red Hat Secure Boot CA 5" .*\(vendor_db\)/) },
   "keylime/mb_log.bin": { source: "log", talos: lab(MS2011), hookos: lab(MS2011), ubuntu: fail(["dbx", "authority", "sbat"], /"CentOS Secure Boot CA 2"/) },

@@ -30,6 +30,12 @@ export const ProfileSchema = z
     banks: z.strictObject({
       /** PCR banks whose replay vouches for events. SHA-1 counts only when listed here explicitly. */
       allowed: z.array(Bank).min(1),
+      /**
+       * Banks the quote must carry (a subset of `allowed`). Every quoted allowed bank must replay, but the machine
+       * picks which banks it quotes: where firmware left a bank unextended, the OS could fill it with a good boot
+       * and quote that bank alone. Requiring the bank every PC Client firmware extends (SHA-256) closes that.
+       */
+      required: z.array(Bank).default([]),
     }),
     pcrs: z.strictObject({
       /** Must be quoted, replay from the log, and hold only events this profile accepts. */
@@ -87,6 +93,9 @@ export const ProfileSchema = z
     const enforced = new Set(p.pcrs.enforced);
     for (const i of p.pcrs.informational) {
       if (enforced.has(i)) ctx.addIssue({ code: "custom", path: ["pcrs", "informational"], message: `PCR ${i} is both enforced and informational` });
+    }
+    for (const b of p.banks.required) {
+      if (!p.banks.allowed.includes(b)) ctx.addIssue({ code: "custom", path: ["banks", "required"], message: `${b} is required but not allowed` });
     }
     if (new Set(p.tolerances).size !== p.tolerances.length) ctx.addIssue({ code: "custom", path: ["tolerances"], message: "a tolerance is listed twice" });
     if (!enforced.has(7)) {
