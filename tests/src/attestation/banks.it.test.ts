@@ -12,7 +12,9 @@
  *
  * Each refusal leaves the CA key's signature count, the node's issued certificates and its install codes as they
  * were. The controls: the same machine run honestly is refused for Secure Boot alone (its quote holds, all three
- * banks quoted), and a machine with the same three banks and a good boot is admitted.
+ * banks quoted), and a machine with the same three banks and a good boot is admitted. A second attack needs no
+ * re-cut: firmware that extends SHA-256 only leaves the SHA-384 bank to the OS, which fills it with a good boot and
+ * quotes it — alone, or beside SHA-256 with a log that lacks SHA-256.
  */
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
@@ -50,6 +52,8 @@ const THREE_BANKS = [SHA256, SHA384, SHA512].map((hash) => ({ hash, pcrs: ALL16 
 const RECUT = "worker-recut";
 /** The control: the same banks, a good HookOS boot measured into all three. */
 const GOOD = "worker-banks";
+/** A TPM with SHA-256 and SHA-384 banks whose firmware measured its (Secure-Boot-off) boot into SHA-256 only. */
+const ONEBANK = "worker-onebank";
 
 let w: World;
 before(async () => {
@@ -58,6 +62,7 @@ before(async () => {
     machines: {
       [RECUT]: { pcrBanks: THREE, boot: { banks: [SHA256, SHA384, SHA512], secureBoot: 0 } },
       [GOOD]: { pcrBanks: THREE, boot: { banks: [SHA256, SHA384, SHA512] } },
+      [ONEBANK]: { pcrBanks: ["sha256", "sha384"], boot: { banks: [SHA256], secureBoot: 0 } },
     },
   });
 }, { timeout: 20 * 60_000 });
@@ -233,6 +238,34 @@ test("issue 10: SHA-384 PCRs 8–15 re-cut into PCRs 0–7 with a forged log are
   const added = (await journal(RECUT)).slice(b.journal).join("\n");
   assert.match(added, /evidence refused/);
   assert.ok(added.includes("`policy.bank-not-in-log`"), added);
+});
+
+test("issue 10: a bank the firmware left unextended, filled from the OS with a good boot, is refused quoted alone (bank-required) or beside SHA-256 (bank-not-in-log)", async () => {
+  const good = bootScenario("hookos", w.lab, { banks: [SHA384] });
+  const tc = machine(ONEBANK).client();
+  try {
+    for (const e of good.extends()) await pcrExtend(tc, e.pcr, [{ hashAlg: SHA384, digest: e.digests.get(SHA384) as Uint8Array }]);
+  } finally {
+    await tc.close();
+  }
+  const b = await baseline(ONEBANK);
+  const attempt = (quoteSelection: { hash: number; pcrs: number[] }[]) =>
+    run(ONEBANK, async (m) => {
+      const s = await challenge(m, provision(ONEBANK));
+      const ev = await evidence(m, s, { quoteSelection, eventLog: good.bytes() });
+      return refusal(sendEvidence(m, ev.body));
+    });
+  // SHA-384 alone: every quoted bank replays and the banks agree; before, this was admitted.
+  const alone = await attempt([{ hash: SHA384, pcrs: ALL16 }]);
+  assert.equal(alone.status, 403, alone.message);
+  assert.deepEqual(alone.refusal.reasons.map((x) => x.check), ["policy.bank-required"]);
+  // Beside the SHA-256 bank holding the real boot, which the forged log does not carry; before, skipped as "no-bank".
+  const beside = await attempt([{ hash: SHA256, pcrs: ALL16 }, { hash: SHA384, pcrs: ALL16 }]);
+  assert.equal(beside.status, 403, beside.message);
+  assert.deepEqual(beside.refusal.reasons.map((x) => x.check), ["policy.bank-not-in-log"]);
+  await nothingReleased(b);
+  const added = (await journal(ONEBANK)).slice(b.journal).join("\n");
+  assert.ok(added.includes("`policy.bank-required`") && added.includes("`policy.bank-not-in-log`"), added);
 });
 
 test("issue 10 (low): an odd-length PCR value is a 400 bad-request naming the field, not a 500", async () => {
