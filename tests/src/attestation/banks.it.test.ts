@@ -20,7 +20,6 @@ import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import type { PcrValues } from "@fleetd/shared/attest/pcrs";
 import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
 import { digest } from "@fleetd/shared/crypto/hash";
 import { parseEventLog } from "@fleetd/shared/eventlog/parse";
@@ -41,6 +40,7 @@ import { TPMS_ATTEST } from "@fleetd/shared/tpm/structures";
 import { pcrExtend } from "@fleetd/shared/tpmclient/index";
 import { repoRoot } from "../netbox/fixture.js";
 import { challenge, evidence, refusal, sendEvidence, withMachine, type Machine } from "./machine.js";
+import { recutSha384Upper, valueBytes, valuesOf } from "./recut.js";
 import { startWorld, type World, type WorldMachine } from "./world.js";
 
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
@@ -112,40 +112,6 @@ function recording(): { transport: ServerTransport; evidence: { quote: { pcrs: P
   };
 }
 
-const bytes = (v: PcrWire) => Buffer.from(v.value, "hex");
-const BANK_ALG: Record<string, number> = { sha1: TPM_ALG.SHA1, sha256: SHA256, sha384: SHA384, sha512: SHA512 };
-function valuesOf(list: PcrWire[]): PcrValues {
-  const out: PcrValues = new Map();
-  for (const p of list) {
-    const alg = BANK_ALG[p.bank] as number;
-    const m = out.get(alg) ?? new Map<number, Uint8Array>();
-    out.set(alg, m.set(p.pcr, new Uint8Array(bytes(p))));
-  }
-  return out;
-}
-
-/**
- * The re-cut: the same bytes in the same (selection) order, split so that the SHA-384 PCRs 0–7 the machine claims
- * are the SHA-384 PCRs 8–15 the TPM holds. Real: sha256 16×32 | sha384 0–7 (bad) 8×48 | sha384 8–15 (good) 8×48 |
- * sha512 16×64. Claimed: sha256 16×56 (its own 512 bytes and the bad 384) | sha384 0–7 8×48 = the good values |
- * sha384 8–15 and sha512 0–15, 24 values of 43 or 42 bytes sharing the real sha512's 1024.
- */
-function recut(real: PcrWire[]): PcrWire[] {
-  const stream = Buffer.concat(real.map(bytes));
-  const lengths: number[] = real.map((p) => (p.bank === "sha256" ? 56 : p.bank === "sha384" && p.pcr < 8 ? 48 : 0));
-  const rest = real.length - lengths.filter((n) => n > 0).length;
-  const left = stream.length - lengths.reduce((a, b) => a + b, 0);
-  let extra = left - Math.floor(left / rest) * rest;
-  for (let i = 0; i < lengths.length; i++) if (lengths[i] === 0) lengths[i] = Math.floor(left / rest) + (extra-- > 0 ? 1 : 0);
-  let at = 0;
-  return real.map((p, i) => {
-    const n = lengths[i] as number;
-    const value = stream.subarray(at, at + n).toString("hex");
-    at += n;
-    return { ...p, value };
-  });
-}
-
 test("control: a TPM with SHA-256, SHA-384 and SHA-512 banks and a good HookOS boot is admitted; the client quotes all three banks", async () => {
   const rec = recording();
   const tpm = machine(GOOD).client();
@@ -193,7 +159,7 @@ test("issue 10: SHA-384 PCRs 8–15 re-cut into PCRs 0–7 with a forged log are
     const s = await challenge(m, provision(RECUT));
     const ev = await evidence(m, s, { quoteSelection: THREE_BANKS, eventLog: forged });
     const real = ev.body.quote.pcrs;
-    const claimed = recut(real);
+    const claimed = recutSha384Upper(real);
 
     // The attack is real: the claimed SHA-384 PCRs 0–7 are the good boot's, and the quote's pcrDigest covers the
     // claimed values exactly as it covers the real ones (so a check of selection and digest alone accepts them).
@@ -203,7 +169,7 @@ test("issue 10: SHA-384 PCRs 8–15 re-cut into PCRs 0–7 with a forged log are
     const quoted = decodeExact(TPMS_ATTEST, attestBytes);
     assert.equal(quoted.attested.kind, "quote");
     const pcrDigest = quoted.attested.kind === "quote" ? quoted.attested.pcrDigest : new Uint8Array();
-    assert.deepEqual(digest(SHA256, ...claimed.map((p) => new Uint8Array(bytes(p)))), pcrDigest, "pcrDigest covers the re-cut values too");
+    assert.deepEqual(digest(SHA256, ...claimed.map(valueBytes)), pcrDigest, "pcrDigest covers the re-cut values too");
 
     // 1. The schema: every value is exactly its bank's size. A 400, before the session is spent.
     const shape = await refusal(sendEvidence(m, { ...ev.body, quote: { ...ev.body.quote, pcrs: claimed } }));
