@@ -1,13 +1,14 @@
 /**
  * Evaluate a class profile against evidence: a parsed event log and (normally) the PCR values a verified
  * quote vouches for. Steps, each adding reasons rather than stopping at the first:
- *  1. banks: which evidence banks the profile lets vouch for events (SHA-1 only if listed);
- *     The quote and the log must carry the same allowed banks: a quoted allowed bank the log has no digests
- *     of fails, and so does an allowed bank the log carries that is not quoted;
+ *  1. banks: which evidence banks the profile lets vouch for events (SHA-1 only if listed); the profile's
+ *     required banks must be quoted; the quote and the log must carry the same allowed banks (a quoted allowed
+ *     bank the log has no digests of fails, and so does an allowed bank the log carries that is not quoted);
  *  2. replay: every enforced PCR must be quoted in, and replay in, EVERY quoted allowed bank, and must not
  *     mismatch in any quoted bank; zero-event PCRs are unexplained (issue 10: one matching bank is not enough,
  *     the other bank's values would be the machine's choice);
  *  3. interpret only the PCRs that replayed (eventlog/interpret.ts), turning error findings into reasons;
+ *     the profile's firmware-quirk tolerances (tolerances.ts) are the only exceptions, each reported;
  *  4. Secure Boot state, PK/KEK/db/dbx, authorities before and after the separator, shim's SBAT level.
  * Without quote PCRs the log is replayed against itself: useful to inspect a log, proves nothing, and the
  * verdict carries a warning saying so.
