@@ -234,6 +234,20 @@ test("issue 10: a bank the firmware left unextended, filled from the OS with a g
   assert.ok(added.includes("`policy.bank-required`") && added.includes("`policy.bank-not-in-log`"), added);
 });
 
+test("a (bank, PCR) given twice is refused (quote.pcrDuplicate), even with the same value: one value per PCR", async () => {
+  const b = await baseline(GOOD);
+  await run(GOOD, async (m) => {
+    const s = await challenge(m, provision(GOOD));
+    const ev = await evidence(m, s, { quoteSelection: THREE_BANKS });
+    const pcrs = [...ev.body.quote.pcrs, ev.body.quote.pcrs[4] as PcrWire];
+    const r = await refusal(sendEvidence(m, { ...ev.body, quote: { ...ev.body.quote, pcrs } }));
+    assert.equal(r.status, 403, r.message);
+    assert.deepEqual(r.refusal.reasons.map((x) => [x.check, x.detail]), [["quote.pcrDuplicate", "sha256:4 is given more than once"]]);
+  });
+  assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
+  assert.equal((await w.store.listIssued(GOOD)).length, b.issued, "no certificate issued");
+});
+
 test("issue 10 (low): an odd-length PCR value is a 400 bad-request naming the field, not a 500", async () => {
   const b = await baseline(GOOD);
   await run(GOOD, async (m) => {
