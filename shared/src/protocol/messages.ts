@@ -77,6 +77,29 @@ const certifiedKey = z
   })
   .strict();
 
+/**
+ * Each bank's digest size, in bytes. A PCR value is exactly its bank's size: the quote's pcrDigest covers only the
+ * concatenation of the values, so a value of any other length would let the machine choose where one value ends
+ * and the next begins (issue 10). verifyQuote checks the same again; this refuses such a body with a 400 before
+ * any work is done (and so does odd-length hex, which cannot be bytes at all).
+ */
+export const PCR_BANK_SIZES = { sha1: 20, sha256: 32, sha384: 48, sha512: 64 } as const;
+export type PcrBank = keyof typeof PCR_BANK_SIZES;
+
+const pcrValueOf = <B extends PcrBank>(bank: B) =>
+  z
+    .object({
+      bank: z.literal(bank),
+      pcr: z.number().int().min(0).max(23),
+      value: z
+        .string()
+        .regex(new RegExp(`^[0-9a-f]{${2 * PCR_BANK_SIZES[bank]}}$`), `a ${bank} PCR value is ${PCR_BANK_SIZES[bank]} bytes: exactly ${2 * PCR_BANK_SIZES[bank]} lowercase hex digits`),
+    })
+    .strict();
+
+/** One quoted PCR value: its bank, its index, and exactly that bank's digest size in lowercase hex. */
+export const PcrValue = z.discriminatedUnion("bank", [pcrValueOf("sha1"), pcrValueOf("sha256"), pcrValueOf("sha384"), pcrValueOf("sha512")]);
+
 export const Evidence = z
   .object({
     sessionId: z.string().min(1).max(128),
@@ -87,7 +110,7 @@ export const Evidence = z
         message: b64(1024, "quote.message"),
         signature: b64(1024, "quote.signature"),
         pcrs: z
-          .array(z.object({ bank: z.enum(["sha1", "sha256", "sha384", "sha512"]), pcr: z.number().int().min(0).max(23), value: z.string().regex(/^[0-9a-f]{40,128}$/) }).strict())
+          .array(PcrValue)
           .min(1)
           .max(4 * 24),
       })

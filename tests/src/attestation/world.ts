@@ -52,7 +52,7 @@ import { StoreLimiter } from "@fleetd/talos-config-server/rateLimit";
 import { stillStaged } from "@fleetd/talos-config-server/configFetch";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
-import { startSwtpm, type SwtpmTcp } from "../harness/swtpm.js";
+import { startSwtpm, type PcrBank, type SwtpmTcp } from "../harness/swtpm.js";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
 import { kubeFromConfig, type Kube } from "@fleetd/shared/kube/client";
@@ -73,6 +73,8 @@ export interface MachineSpec {
   manufacturer?: "world" | "foreign";
   /** The node approves its EKs with `chain: false` (default: true, a manufacturer chain is required). */
   chain?: boolean;
+  /** PCR banks its TPM allocates (default sha1 + sha256). Its boot extends only the banks `boot.banks` names. */
+  pcrBanks?: readonly PcrBank[];
 }
 
 export interface WorldOptions {
@@ -234,7 +236,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   if (specs.some(([name]) => name === NODE)) throw new Error(`${NODE} is the world's own machine; ask for other nodes`);
   // Foreign TPMs have a CA of their own (startSwtpm's default), so they start with everything else; the world's
   // TPMs share the first TPM's CA directory and start one after another once it exists.
-  const foreign = new Map(specs.filter(([, s]) => s.manufacturer === "foreign").map(([name]) => [name, startSwtpm(swtpmOptions)] as const));
+  const optionsOf = (s: MachineSpec) => (s.pcrBanks ? { ...swtpmOptions, pcrBanks: s.pcrBanks } : swtpmOptions);
+  const foreign = new Map(specs.filter(([, s]) => s.manufacturer === "foreign").map(([name, s]) => [name, startSwtpm(optionsOf(s))] as const));
   const [fleet, tpm, cp] = await Promise.all([startFleet(), startSwtpm(swtpmOptions), startControlPlane()]);
   await installTinkerbellCrds(cp);
   const kc = new k8s.KubeConfig();
@@ -245,7 +248,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const objects = new Objects(kube, tinkerbellNamespace);
   const tpms = new Map<string, SwtpmTcp>([[NODE, tpm]]);
   for (const [name, s] of specs) {
-    tpms.set(name, s.manufacturer === "foreign" ? await (foreign.get(name) as Promise<SwtpmTcp>) : await startSwtpm({ ...swtpmOptions, caDir: tpm.caDir }));
+    tpms.set(name, s.manufacturer === "foreign" ? await (foreign.get(name) as Promise<SwtpmTcp>) : await startSwtpm({ ...optionsOf(s), caDir: tpm.caDir }));
   }
 
   // EK bindings from the certificates each TPM was manufactured with.

@@ -63,6 +63,8 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   for (const p of ev.quote.pcrs) {
     const bank = pcrs.get(BANKS[p.bank]) ?? new Map<number, Uint8Array>();
     pcrs.set(BANKS[p.bank], bank);
+    // One value per (bank, PCR): a second one would silently replace the first (the schema cannot say this).
+    c.check(!bank.has(p.pcr), "quote.pcrDuplicate", `${p.bank}:${p.pcr} is given more than once`, { pcr: p.pcr });
     bank.set(p.pcr, fromHex(p.value));
   }
   const q = verifyQuote({
