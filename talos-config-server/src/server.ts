@@ -14,6 +14,7 @@ import { loadCaStore } from "@fleetd/shared/ek/store";
 import { ConfigError } from "@fleetd/shared/netbox/config";
 import { createNetBox } from "@fleetd/shared/netbox/client";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
+import { netboxPlatformFieldCheck } from "@fleetd/shared/netbox/platformFields";
 import { currentCa } from "@fleetd/shared/pki/bundle";
 import type { BundleState } from "@fleetd/shared/pki/bundleState";
 import { parseIssuedCertificate } from "@fleetd/shared/pki/parseCertificate";
@@ -221,7 +222,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   // Admission (intake confirmed → Hardware + the provision Workflow in Tinkerbell), when the site configuration
   // names the management cluster; otherwise a journal line asks the operator to request provision in NetBox.
   const admission: Admission = fx.effects
-    ? new TinkerbellAdmission(fx.effects, inventory, log)
+    ? new TinkerbellAdmission(fx.effects, inventory, netboxPlatformFieldCheck(nb, cfg.site.accounts.apply), log)
     : {
         async admit(node) {
           log.warn({ node: node.name, reason: fx.reason }, "intake confirmed; admission is not wired to Tinkerbell: set desired_action provision in NetBox");
