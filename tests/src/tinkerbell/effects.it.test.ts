@@ -260,6 +260,61 @@ test("admission supersedes the machine's intake Workflow (from fleetd's rule set
   assert.equal(await apiStatus(get(tink("hardware"), "node-e")), 404, "nothing created for the refused start");
 });
 
+test("one MAC, one machine: a MAC in another node's (or anyone's) Hardware refuses the start; only the node's own Workflows and intakes for its boot MAC are touched", async () => {
+  // mac-a has its Hardware and a running provision Workflow.
+  const a = node("mac-a", "0c:c4:7a:00:0b:01");
+  const wfA = await effects.start(a, { mode: "provision", requestId: "mac-a:1" });
+  await setWorkflowState(wfA.name, "RUNNING", "0c:c4:7a:00:0b:01");
+  const hwA = await get(tink("hardware"), "mac-a");
+  // mac-b claims mac-a's MAC (a wrong boot MAC in the inventory): refused for every mode, wipe above all.
+  for (const mode of ["provision", "wipe"] as const) {
+    const e = await refusal(effects.start(node("mac-b", "0c:c4:7a:00:0b:01"), { mode, requestId: `mac-b:${mode}` }));
+    assert.equal(e.code, "mac_in_use", mode);
+    assert.match(e.message, /MAC 0c:c4:7a:00:0b:01 is already in Hardware tinkerbell\/mac-a/);
+  }
+  // ... also as a second MAC of its own.
+  assert.equal((await refusal(effects.start({ ...node("mac-b", "0c:c4:7a:00:0b:02"), macs: ["0c:c4:7a:00:0b:02", "0c:c4:7a:00:0b:01"] }, { mode: "provision", requestId: "mac-b:2" }))).code, "mac_in_use");
+  assert.equal(at(await get(tink("workflows"), wfA.name), "status.state"), "RUNNING", "mac-a's running provision is untouched");
+  assert.equal((await get(tink("hardware"), "mac-a")).metadata.resourceVersion, hwA.metadata.resourceVersion, "mac-a's Hardware is untouched");
+  assert.equal(await apiStatus(get(tink("hardware"), "mac-b")), 404, "no Hardware for mac-b");
+  assert.equal(await apiStatus(get(bmcApi("machines"), "mac-b")), 404);
+  // Hardware that is not fleetd's holds a MAC: refused the same way.
+  await custom().createNamespacedCustomObject({ ...tink("hardware"), body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Hardware", metadata: { name: "theirs-c" }, spec: { interfaces: [{ dhcp: { mac: "0c:c4:7a:00:0b:03" } }] } } });
+  assert.equal((await refusal(effects.start(node("mac-c", "0c:c4:7a:00:0b:03"), { mode: "provision", requestId: "mac-c" }))).code, "mac_in_use");
+
+  // A fleetd Workflow of another node that names this node's MAC (its Hardware changed since; no Hardware holds
+  // the MAC now): a wipe of mac-d does not supersede it — it refuses and leaves it.
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "fleetd-other-provision-0000000001", labels: { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/node": "other", "fleetd.io/mode": "provision" } },
+    spec: { templateRef: "fleetd-provision", hardwareRef: "other", hardwareMap: { device_1: "0c:c4:7a:00:0b:04", fleetd_workflow: "fleetd-other-provision-0000000001" } },
+  } });
+  for (const state of ["RUNNING", "SUCCESS"]) {
+    await setWorkflowState("fleetd-other-provision-0000000001", state, "0c:c4:7a:00:0b:04");
+    const e = await refusal(effects.start(node("mac-d", "0c:c4:7a:00:0b:04"), { mode: "wipe", requestId: `mac-d:${state}` }));
+    assert.equal(e.code, "mac_in_use", state);
+    assert.equal(at(await get(tink("workflows"), "fleetd-other-provision-0000000001"), "status.state"), state, "another node's Workflow is never deleted");
+  }
+  assert.equal(await apiStatus(get(tink("hardware"), "mac-d")), 404);
+
+  // An intake Workflow of fleetd's rule set for a MAC of the node that is not its boot MAC: left alone, refused.
+  await effects.syncTemplates();
+  const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "enrollment-0c-c4-7a-00-0b-06", labels: { "tinkerbell.org/auto-enrollment": "true" },
+      ownerReferences: [{ apiVersion: "tinkerbell.org/v1alpha1", kind: "WorkflowRuleSet", name: INTAKE_RULE_SET, uid: rs.metadata.uid! }] },
+    spec: { templateRef: "fleetd-intake", hardwareMap: { device_1: "0c:c4:7a:00:0b:06", fleetd_mode: "intake" } },
+  } });
+  await setWorkflowState("enrollment-0c-c4-7a-00-0b-06", "RUNNING", "0c:c4:7a:00:0b:06");
+  const e = await refusal(effects.start({ ...node("mac-e", "0c:c4:7a:00:0b:05"), macs: ["0c:c4:7a:00:0b:05", "0c:c4:7a:00:0b:06"] }, { mode: "provision", requestId: "mac-e" }));
+  assert.equal(e.code, "mac_in_use");
+  assert.equal(at(await get(tink("workflows"), "enrollment-0c-c4-7a-00-0b-06"), "status.state"), "RUNNING", "the other interface's intake is left alone");
+  // With that MAC as the boot MAC, the intake is this node's and is superseded.
+  const ok = await effects.start({ ...node("mac-e", "0c:c4:7a:00:0b:06"), macs: ["0c:c4:7a:00:0b:06", "0c:c4:7a:00:0b:05"] }, { mode: "provision", requestId: "mac-e:2" });
+  assert.deepEqual(ok.deleted, [{ name: "enrollment-0c-c4-7a-00-0b-06", state: "RUNNING", why: "intake superseded" }]);
+});
+
 test("objects not labelled as fleetd's are never changed: Hardware, Template, Machine of the same name", async () => {
   const theirs = { apiVersion: "tinkerbell.org/v1alpha1", kind: "Hardware", metadata: { name: "node-f" },
     spec: { interfaces: [{ dhcp: { mac: "0c:c4:7a:00:00:0f" } }] } };
