@@ -11,6 +11,7 @@ import { createSecureContext } from "node:tls";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { loadCaStore } from "@fleetd/shared/ek/store";
+import { applyListenerLimits, listenerOptions } from "@fleetd/shared/http/listenerLimits";
 import { ConfigError } from "@fleetd/shared/netbox/config";
 import { createNetBox } from "@fleetd/shared/netbox/client";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
@@ -276,7 +277,10 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     bodyLimit: `${s.bodyLimitBytes}b`,
     ...(internal ? { internal } : {}),
   });
-  const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2" }, app) : createHttpServer(app);
+  // Connection caps and short timeouts, per source too (one policy for every fleetd listener).
+  const limits = listenerOptions(s.listen.limits);
+  const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2", ...limits }, app) : createHttpServer(limits, app);
+  applyListenerLimits(server, s.listen.limits);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
