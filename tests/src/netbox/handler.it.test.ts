@@ -271,8 +271,8 @@ test("with the handler stopped, a desired_action set meanwhile is picked up by t
 
 test("the webhook listener closes idle connections beyond the per-source cap at once (not Node's unlimited default)", async () => {
   const cap = DEFAULT_LISTENER_LIMITS.maxConnectionsPerSource;
-  const r = await idleConnections(h.url, cap + 8);
+  const r = await idleConnections(h!.url, cap + 8);
   assert.deepEqual(r, { open: cap, closed: 8 });
   // and the listener still serves afterwards
-  assert.equal((await fetch(`${h.url}/healthz`)).status < 500, true);
+  assert.equal((await fetch(`${h!.url}/healthz`)).status < 500, true);
 });
