@@ -289,27 +289,27 @@ test("another node's name, extra usages, SANs, a wrong O, a foreign token: each 
 });
 
 test("creation order, not the name: a leaked token's CSR named to sort first, created after the kubelet's, is denied; the kubelet's is approved", async () => {
-  const t = await fleetdToken("worker-7");
-  const kubelet = await submit(t.bearer, "node-csr-zz-worker-7", makeCsr("/O=system:nodes/CN=system:node:worker-7").pem);
+  const t = await fleetdToken("worker-17");
+  const kubelet = await submit(t.bearer, "node-csr-zz-worker-17", makeCsr("/O=system:nodes/CN=system:node:worker-17").pem);
   await sleep(1100); // a later creationTimestamp (one-second resolution)
-  const squatter = await submit(t.bearer, "aaa-squatter-worker-7", makeCsr("/O=system:nodes/CN=system:node:worker-7").pem);
+  const squatter = await submit(t.bearer, "aaa-squatter-worker-17", makeCsr("/O=system:nodes/CN=system:node:worker-17").pem);
   assert.ok(new Date(squatter.metadata!.creationTimestamp!).getTime() > new Date(kubelet.metadata!.creationTimestamp!).getTime());
   const r = await gate.sync();
-  assert.ok(r.approved.includes("node-csr-zz-worker-7"), JSON.stringify(r));
-  assert.ok(r.denied.includes("aaa-squatter-worker-7"), JSON.stringify(r));
-  assert.match(cond(await read("aaa-squatter-worker-7"), "Denied")?.message ?? "", /csr\.token\.unknown/, "the token was spent by the kubelet's CSR");
+  assert.ok(r.approved.includes("node-csr-zz-worker-17"), JSON.stringify(r));
+  assert.ok(r.denied.includes("aaa-squatter-worker-17"), JSON.stringify(r));
+  assert.match(cond(await read("aaa-squatter-worker-17"), "Denied")?.message ?? "", /csr\.token\.unknown/, "the token was spent by the kubelet's CSR");
 });
 
 test("two CSRs of one token created in the same second: neither is approved (contested), the token is not spent", async () => {
-  const t = await fleetdToken("worker-8");
+  const t = await fleetdToken("worker-18");
   let pair: k8s.V1CertificateSigningRequest[] = [];
   for (let attempt = 0; attempt < 5; attempt++) {
     while (Date.now() % 1000 > 300) await sleep(20); // early in a second, so both land in it
-    pair = await Promise.all(["a", "b"].map((x) => submit(t.bearer, `same-second-${attempt}-${x}`, makeCsr("/O=system:nodes/CN=system:node:worker-8").pem)));
+    pair = await Promise.all(["a", "b"].map((x) => submit(t.bearer, `same-second-${attempt}-${x}`, makeCsr("/O=system:nodes/CN=system:node:worker-18").pem)));
     if (String(pair[0]!.metadata!.creationTimestamp) === String(pair[1]!.metadata!.creationTimestamp)) break;
     await gate.sync(); // straddled a second: the earlier is approved — start over with a new token
     pair = [];
-    Object.assign(t, await fleetdToken("worker-8"));
+    Object.assign(t, await fleetdToken("worker-18"));
   }
   assert.equal(pair.length, 2, "two CSRs in one second");
   const r = await gate.sync();
@@ -317,13 +317,13 @@ test("two CSRs of one token created in the same second: neither is approved (con
     assert.ok(r.denied.includes(c.metadata!.name!), JSON.stringify(r));
     assert.match(cond(await read(c.metadata!.name!), "Denied")?.message ?? "", /csr\.token\.contested/);
   }
-  assert.equal(await store.nodeForBootstrapToken(t.id), "worker-8", "the token is not spent");
+  assert.equal(await store.nodeForBootstrapToken(t.id), "worker-18", "the token is not spent");
 });
 
 test("a token holder flooding the gate with bad CSRs: each is denied, only the first five are journalled, the fifth says so", async () => {
-  const t = await fleetdToken("worker-10");
+  const t = await fleetdToken("worker-20");
   const names = Array.from({ length: 8 }, (_, i) => `flood-${i}`);
-  for (const n of names) await submit(t.bearer, n, makeCsr("/O=system:nodes/CN=system:node:worker-11").pem);
+  for (const n of names) await submit(t.bearer, n, makeCsr("/O=system:nodes/CN=system:node:worker-21").pem);
   const r = await gate.sync();
   for (const n of names) assert.ok(r.denied.includes(n), n);
   const entries = journal.entries.filter((e) => /kubelet bootstrap CSR flood-\d /.test(e.entry.summary));
@@ -406,20 +406,20 @@ test("a kubelet client CSR from a requester that is neither a bootstrap token no
     body: { metadata: { name: "svc-requester-bootstrapper" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "system:node-bootstrapper" }, subjects: [{ kind: "ServiceAccount", namespace: "svc", name: "requester" }] },
   });
   const requester = await asServiceAccount("svc", "requester");
-  const csr = await submit(requester, "svc-for-worker-9", makeCsr("/O=system:nodes/CN=system:node:worker-9").pem);
+  const csr = await submit(requester, "svc-for-worker-19", makeCsr("/O=system:nodes/CN=system:node:worker-19").pem);
   assert.equal(csr.spec.username, "system:serviceaccount:svc:requester");
   // kcm's approver tries (its sync loop runs every few seconds) and is refused; the CSR stays unapproved.
-  await poll("kcm's approver to be refused for svc-for-worker-9", async () => (new RegExp(`${POLICY_MESSAGE.source}; system:serviceaccount:kube-system:certificate-controller may not approve svc-for-worker-9`).test(cp.logs()) ? true : undefined), 60_000);
-  assert.equal(cond(await read("svc-for-worker-9"), "Approved"), undefined, "kcm did not approve it");
+  await poll("kcm's approver to be refused for svc-for-worker-19", async () => (new RegExp(`${POLICY_MESSAGE.source}; system:serviceaccount:kube-system:certificate-controller may not approve svc-for-worker-19`).test(cp.logs()) ? true : undefined), 60_000);
+  assert.equal(cond(await read("svc-for-worker-19"), "Approved"), undefined, "kcm did not approve it");
   // ... and the cluster admin is refused too.
   await assert.rejects(
-    admin.certificates.replaceCertificateSigningRequestApproval({ name: "svc-for-worker-9", body: approvalBody(await read("svc-for-worker-9"), "Admin") }),
+    admin.certificates.replaceCertificateSigningRequestApproval({ name: "svc-for-worker-19", body: approvalBody(await read("svc-for-worker-19"), "Admin") }),
     (e: unknown) => kubeStatus(e) === 403 && POLICY_MESSAGE.test(String((e as { body?: unknown }).body ?? (e as Error).message)),
   );
   // The gate does not approve it either: its requester holds no fleetd token.
   const r = await gate.sync();
-  assert.ok(!r.approved.includes("svc-for-worker-9"), JSON.stringify(r));
-  assert.equal(cond(await read("svc-for-worker-9"), "Approved"), undefined);
+  assert.ok(!r.approved.includes("svc-for-worker-19"), JSON.stringify(r));
+  assert.equal(cond(await read("svc-for-worker-19"), "Approved"), undefined);
 });
 
 test("kube-controller-manager's approver approved no bootstrap CSR (every approval of one is fleetd's), though it tried", async () => {
