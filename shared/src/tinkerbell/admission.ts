@@ -17,6 +17,7 @@ import { TinkerbellError } from "./errors.js";
 import { intakeAgentMac } from "./intakeAgent.js";
 import { canonicalMac } from "./mac.js";
 import type { BmcInfo, TinkNode } from "./node.js";
+import { NetBoxError } from "../netbox/client.js";
 import { mdCode } from "../text/untrusted.js";
 
 /** The NetBox fields admission would hand to the platform. */
@@ -72,8 +73,9 @@ export class TinkerbellAdmission implements Admission {
       this.log?.info({ node: node.name, workflow: s.name, bootMac: boot }, "admitted: Hardware and provision Workflow");
       await this.journal.record(node.name, { kind: "success", summary: `admission: Hardware ${node.name} (boot MAC ${boot}) and provision Workflow ${s.name} ${s.created ? "created" : "exist"}${deleted}` });
     } catch (e) {
-      const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `Kubernetes API: ${(e as Error).message.split("\n")[0]}`;
-      const check = e instanceof TinkerbellError ? e.code : "kubernetes_api";
+      const api = e instanceof NetBoxError ? "NetBox" : "Kubernetes API";
+      const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `${api}: ${(e as Error).message.split("\n")[0]}`;
+      const check = e instanceof TinkerbellError ? e.code : e instanceof NetBoxError ? "netbox_api" : "kubernetes_api";
       this.log?.warn({ node: node.name, check, reason }, "admission failed");
       // The reason names NetBox users, values and API messages: untrusted text, as a code span.
       await this.journal.record(node.name, { kind: "danger", summary: `admission failed (${check}): ${mdCode(reason, 800)}; set desired_action to provision in NetBox to retry` });
