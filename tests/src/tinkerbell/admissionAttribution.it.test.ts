@@ -43,7 +43,7 @@ const nodeEntry = (name: string, i: number) => `
     bmc: { type: redfish, address: 10.30.1.${i}, credentials: "secret:${NS}/fleetd-bmc-${name}" }
     tpm: "2.0"
     ek:
-      - { alg: rsa, sha256: ${String(i).repeat(64)} }
+      - { alg: rsa, sha256: ${`a${i}`.repeat(32)} }
 `;
 
 const NODES = `version: 1
