@@ -20,6 +20,8 @@ import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { ManagedProcess } from "../harness/managedProcess.js";
 import { freePort, waitFor } from "../harness/ports.js";
+import { idleConnections } from "../harness/idleConnections.js";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
 import { GROUP, repoRoot } from "../netbox/fixture.js";
 import { runHonest } from "../attestation/machine.js";
 import { startWorld, type World } from "../attestation/world.js";
@@ -141,4 +143,10 @@ test("the leader killed with SIGKILL: the other takes the Lease, opens the token
   const cfg = await fetch(`${survivor.url}/talos/config?uuid=${w.claims().uuid}&code=${r.installCode}`);
   assert.equal(cfg.status, 200);
   procs = procs.filter((p) => p !== leader);
+});
+
+test("the attestation listener closes idle connections beyond the per-source cap at once (not Node's unlimited default)", async () => {
+  const cap = DEFAULT_LISTENER_LIMITS.maxConnectionsPerSource;
+  const live = procs[0]!; // the survivor (the killed leader was dropped from procs)
+  assert.deepEqual(await idleConnections(live.url, cap + 8), { open: cap, closed: 8 });
 });
