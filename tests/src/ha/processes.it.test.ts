@@ -68,6 +68,8 @@ before(async () => {
         netbox: { url: w.fleet.nb.url },
         accounts: { apply: w.fleet.apply.username, handler: w.fleet.handler.username },
         authorizedGroup: GROUP,
+        // the management cluster: the Workflow gate reads the claimed Workflows there (the world's)
+        kubernetes: { management: { kubeconfig: w.cp.kubeconfig, namespace: w.tinkerbellNamespace }, workload: { kubeconfig: w.cp.kubeconfig } },
         server: {
           mode: "lab",
           listen: { host: "127.0.0.1", port },
@@ -84,12 +86,12 @@ before(async () => {
     const log = join(dir, `${id}.log`);
     const proc = new ManagedProcess(id, log, process.execPath, [MAIN, "--config", file], { env });
     await waitFor(`${id} /healthz`, 60_000, async () => (await fetch(`${url}/healthz`)).status === 200, () => proc.deadReason());
-    const transport: ServerTransport = {
+    const transport: ServerTransport = w.withWorkflows({
       async post(path, body) {
         const r = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
         return { status: r.status, body: await r.json() };
       },
-    };
+    });
     procs.push({ id, url, log, proc, transport });
   }
 }, { timeout: 60 * 60_000 });

@@ -282,7 +282,7 @@ test("a replica whose forward is refused (wrong peer secret) fails closed: 503 u
     const before = { sig: a.signatures() + b.signatures() + c.signatures(), issued: await issued() };
     let refusal: AttestationRefused | undefined;
     try {
-      await runHonest(w, "attest", {}, c.transport);
+      await runHonest(w, "provision", {}, c.transport); // provision always issues (attest only when renewal is due)
     } catch (e) {
       if (!(e instanceof AttestationRefused)) throw e;
       refusal = e;
@@ -316,8 +316,8 @@ test("the leader killed: the other takes the Lease once it lapses, opens the tok
   await waitFor("the survivor leads", 30_000, async () => survivor.elector.isLeader());
   await survivor.elector.settled();
   assert.equal(survivor.issuer.signerOpen, true);
-  const r = await runHonest(w, "attest", {}, survivor.transport);
-  assert.equal(r.mode, "attest");
+  const r = await runHonest(w, "provision", {}, survivor.transport);
+  assert.equal(r.mode, "provision");
   assert.equal(survivor.signatures() - before.survivor, 2, "the new leader signed");
   assert.equal(dead.signatures(), before.dead);
   assert.equal((await issued()) - before.issued, 2);
@@ -352,18 +352,22 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
       return send(signPeerRequest(secret, "POST", ISSUE_PATH, bad, Date.now(), l.id).headers, bad);
     })(),
   ];
-  // Bound to its target, replayed nowhere (issue 10): the accepted request sent to the other replica, and a
-  // fresh request for the leader sent to the follower, are refused there.
-  const f = follower();
-  const toFollower = async (headers: Record<string, string>) => {
-    const r = await fetch(f.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
-    return { status: r.status, error: ((await r.json()) as { error: string; detail: string }) };
-  };
-  const replayed = await toFollower(signed.headers);
-  assert.equal(replayed.status, 401);
-  assert.match(replayed.error.detail, /peer-target-mismatch/);
-  const fresh = await toFollower(signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers);
-  assert.match(fresh.error.detail, /peer-target-mismatch/);
+  // Bound to its target, replayed nowhere (issue 10): the accepted request sent to another replica, and a fresh
+  // request for the leader sent to it, are refused there.
+  const other = await startReplica("replica-d", { campaign: false });
+  try {
+    const toOther = async (headers: Record<string, string>) => {
+      const r = await fetch(other.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
+      return { status: r.status, error: (await r.json()) as { error: string; detail: string } };
+    };
+    const replayed = await toOther(signed.headers);
+    assert.equal(replayed.status, 401);
+    assert.match(replayed.error.detail, /peer-target-mismatch/);
+    const fresh = await toOther(signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers);
+    assert.match(fresh.error.detail, /peer-target-mismatch/);
+  } finally {
+    await other.stop();
+  }
   assert.deepEqual(refusals.map((r) => [r.status, (r.json as { error: string }).error]), [[401, "peer-auth"], [401, "peer-auth"], [400, "bad-request"]]);
   for (const r of refusals) assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: r.status, contentType: "application/json", body: r.json }), []);
   assert.equal(l.signatures() - before, 2, "refusals sign nothing");

@@ -18,7 +18,7 @@ import pino from "pino";
 import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "@fleetd/shared/kube/bootstrapToken";
 import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/shared/kube/client";
 import { KUBELET_CLIENT_SIGNER } from "@fleetd/shared/kube/csrGate";
-import type { Journal, JournalEntry } from "@fleetd/shared/protocol/server/deps";
+import type { Journal, JournalEntry, NodeRef } from "@fleetd/shared/protocol/server/deps";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { APPROVED_REASON, DENIED_REASON, startCsrGate, type CsrGate } from "@fleetd/talos-config-server/csrGate";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
@@ -31,8 +31,8 @@ const POLICY_MESSAGE = /fleetd: kubelet client CSRs not requested by the node it
 
 class MemoryJournal implements Journal {
   readonly entries: { node: string | undefined; entry: JournalEntry }[] = [];
-  async record(node: string | undefined, entry: JournalEntry): Promise<void> {
-    this.entries.push({ node, entry });
+  async record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void> {
+    this.entries.push({ node: typeof node === "object" ? node.name : node, entry });
   }
   about(csr: string) {
     return this.entries.filter((e) => e.entry.summary.includes(`CSR ${csr} `));
@@ -289,7 +289,7 @@ test("another node's name, extra usages, SANs, a wrong O, a foreign token: each 
   // the SAN case names the IP too
   assert.match(cond(await read("with-sans"), "Denied")?.message ?? "", /csr\.san\.ip/);
   // denials do not spend the token: worker-2 may still send the right CSR
-  assert.equal(await store.nodeForBootstrapToken(t.id), "worker-2");
+  assert.equal((await store.nodeForBootstrapToken(t.id))?.name, "worker-2");
   // a CSR that already has a condition is not judged again
   const again = await gate.sync();
   for (const c of cases) assert.ok(!again.denied.includes(c.name) && !again.approved.includes(c.name));
@@ -324,7 +324,7 @@ test("two CSRs of one token created in the same second: neither is approved (con
     assert.ok(r.denied.includes(c.metadata!.name!), JSON.stringify(r));
     assert.match(cond(await read(c.metadata!.name!), "Denied")?.message ?? "", /csr\.token\.contested/);
   }
-  assert.equal(await store.nodeForBootstrapToken(t.id), "worker-18", "the token is not spent");
+  assert.equal((await store.nodeForBootstrapToken(t.id))?.name, "worker-18", "the token is not spent");
 });
 
 test("a token holder flooding the gate with bad CSRs: each is denied, only the first five are journalled, the fifth says so", async () => {
