@@ -180,7 +180,7 @@ test("an EK binding edited by hand in NetBox is refused by the handler", async (
   assert.equal(ok.decision.outcome, "dispatch");
 });
 
-test("eligibility: control planes need the feature flag, a TPM 1.2 provision wipes and stays in HookOS, unknown nodes are refused", async () => {
+test("eligibility: control planes need the feature flag, a TPM 1.2 provision is refused (no identity proof), unknown nodes are refused", async () => {
   const cp = await device(f, "cp-1");
   const legacy = await device(f, "legacy-1");
   const stray = await device(f, "stray-1");
@@ -192,9 +192,8 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision wip
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "legacy-1", "provision");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "provision legacy-1");
-  assert.ok(l.decision.outcome === "dispatch");
-  assert.deepEqual(l.decision.outcome === "dispatch" && [l.decision.intent.action, l.decision.intent.leaveInHookOS], ["wipe", true]);
-  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => j.kind === "warning" && /TPM 1\.2/.test(j.comments)));
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_identity_proof", JSON.stringify(l.decision));
+  assert.ok(!(h?.intents.all().some((i) => i.deviceId === legacy.id)), "nothing started for legacy-1");
 
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "stray-1", "provision");
@@ -202,13 +201,38 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision wip
   assert.ok(s.decision.outcome === "refuse" && s.decision.code === "not_in_inventory");
 });
 
-test("status → decommissioning: dispatched for a group member, refused for anyone else", async () => {
+test("an unprivileged user's provision of a TPM 1.2 node starts nothing: refused with the trust decision in the journal; a group member's wipe neither", async () => {
   const legacy = await device(f, "legacy-1");
+  for (const [who, token, action] of [["mallory", f.mallory.token, "provision"], ["alice", f.alice.token, "wipe"], ["mallory", f.mallory.token, "wipe"]] as const) {
+    const mark = rig.decisions.events.length;
+    const before = (await readJournal(f.admin, legacy.id)).length;
+    await requestAction(f, token, "legacy-1", action);
+    const e = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", `${action} legacy-1 by ${who}`);
+    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "tpm12_no_identity_proof", `${who} ${action}: ${JSON.stringify(e.decision)}`);
+    assert.equal((await device(f, "legacy-1")).cf["desired_action"], null, "the refused request is cleared");
+    const added = (await readJournal(f.admin, legacy.id)).slice(before);
+    assert.ok(
+      added.some((j) => j.kind === "danger" && j.comments.startsWith(`fleetd refused ${action}: legacy-1 has a TPM 1.2 (nodes file), and fleetd has no TPM 1.2 identity proof yet: no TPM evidence can prove which machine`)
+        && /fleetd will not wipe or install it\. Wipe it by hand or through its BMC\. \[tpm12_no_identity_proof\]$/.test(j.comments)),
+      JSON.stringify(added),
+    );
+  }
+  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id), [], "no intent, no Workflow, for legacy-1");
+});
+
+test("status → decommissioning: dispatched for a group member, refused for anyone else; a TPM 1.2 node's retirement (a wipe) is refused", async () => {
+  const legacy = await device(f, "legacy-1");
+  const cp = await device(f, "cp-1");
   const stray = await device(f, "stray-1");
   let mark = rig.decisions.events.length;
-  await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
-  const ok = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
+  await patchDevice(f.client(f.alice.token), cp.id, { status: "decommissioning" }, null, "retire");
+  const ok = await rig.decisions.wait(mark, (x) => x.deviceId === cp.id && x.decision.outcome !== "ignore", "decommission cp-1");
   assert.ok(ok.decision.outcome === "dispatch" && ok.decision.intent.action === "decommission");
+  mark = rig.decisions.events.length;
+  await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
+  const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_identity_proof");
+  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => /^fleetd refused decommissioning: legacy-1 has a TPM 1\.2 .*the retirement's wipe/.test(j.comments)));
   mark = rig.decisions.events.length;
   await patchDevice(f.client(f.mallory.token), stray.id, { status: "decommissioning" }, null, "retire");
   const no = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "decommission stray-1");

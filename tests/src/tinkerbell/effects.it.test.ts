@@ -145,7 +145,7 @@ test("provision creates Hardware, Templates, Machine, Secret and Workflow that t
   assert.equal(at(hw, "spec.auto.enrollmentEnabled"), false);
 
   const templates = await list(tink("templates"), "app.kubernetes.io/managed-by=fleetd");
-  assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe", "fleetd-wipe-unattested"]);
+  assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);
   const prov = parseYaml(String((await get(tink("templates"), "fleetd-provision")).spec["data"]));
   const data = checkTemplateData(prov, "read back");
   const actions = data.tasks[0]!.actions;
