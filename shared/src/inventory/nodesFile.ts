@@ -127,6 +127,15 @@ export const NodesFile = z
   });
 export type NodesFile = z.infer<typeof NodesFile>;
 
+/**
+ * The entry of the node named `name`, or undefined. Own properties only: a name such as `constructor`,
+ * `__proto__` or `toString` (any NetBox user can name a device so) is not a node just because every object
+ * inherits it.
+ */
+export function nodeEntry(file: NodesFile, name: string): NodeEntry | undefined {
+  return Object.hasOwn(file.nodes, name) ? file.nodes[name] : undefined;
+}
+
 export interface NodesFileIssue {
   path: string;
   line: number | undefined;

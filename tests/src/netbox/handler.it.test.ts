@@ -16,6 +16,7 @@ import { readJournal } from "@fleetd/shared/netbox/journal";
 import { signHookBody } from "@fleetd/shared/netbox/webhook";
 import { changeCount, fleetd, startFleet, type Fleet } from "./fixture.js";
 import { device, handlerRig, requestAction, type HandlerRig } from "./handlerFixture.js";
+import { startNetBoxProxy } from "./netboxProxy.js";
 
 let f: Fleet;
 let rig: HandlerRig;
@@ -238,6 +239,79 @@ test("status → decommissioning: dispatched for a group member, refused for any
   const no = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "decommission stray-1");
   assert.ok(no.decision.outcome === "refuse" && no.decision.code === "not_authorized");
   assert.ok((await readJournal(f.admin, stray.id)).some((j) => /refused decommissioning: .*mallory/.test(j.comments)));
+});
+
+test("authorization race: a request reverted by another user between fleetd's read and its effect runs nothing, and is journalled", async () => {
+  // The handler reaches NetBox through a pass-through proxy that lets another user's edit (straight to NetBox)
+  // land at the exact moment the handler sends a given request.
+  await h?.stop();
+  const proxy = await startNetBoxProxy(f.nb.url);
+  h = await rig.start({ netboxUrl: proxy.url });
+  try {
+    const w1 = await device(f, "worker-1");
+    const e1 = await device(f, "edge-1");
+    const intentsOf = (id: number, action: string): number => h?.intents.all().filter((i) => i.deviceId === id && i.action === action).length ?? 0;
+    const race = async (o: {
+      what: string; id: number; request: () => Promise<unknown>; when: (m: string, p: string) => boolean; revert: () => Promise<unknown>;
+      action: string; journal: RegExp;
+    }): Promise<void> => {
+      const intentsBefore = intentsOf(o.id, o.action);
+      const journalBefore = (await readJournal(f.admin, o.id)).length;
+      const mark = rig.decisions.events.length;
+      const reverted = proxy.once(o.when, async () => void (await o.revert()));
+      await o.request();
+      await reverted;
+      const e = await rig.decisions.wait(mark, (x) => x.deviceId === o.id, o.what);
+      assert.ok(e.decision.outcome === "refuse" && e.decision.code === "request_changed", `${o.what}: ${JSON.stringify(e.decision)}`);
+      assert.equal(intentsOf(o.id, o.action), intentsBefore, `${o.what}: nothing started`);
+      const added = (await readJournal(f.admin, o.id)).slice(journalBefore);
+      assert.ok(added.some((j) => o.journal.test(j.comments) && /nothing was started.*\[request_changed\]$/.test(j.comments)), `${o.what}: ${JSON.stringify(added.map((j) => j.comments))}`);
+    };
+    const changesOf = (id: number) => (m: string, p: string) => m === "GET" && p.startsWith("/api/core/object-changes/") && p.includes(`changed_object_id=${id}`);
+    const groupsLookup = (m: string, p: string) => m === "GET" && p.startsWith("/api/users/users/");
+    const theTake = (id: number) => (m: string, p: string) => m === "PATCH" && p === `/api/dcim/devices/${id}/`;
+    const revertAction = (token: string, name: string) => () => requestAction(f, token, name, null);
+
+    // Mallory asks for a wipe; fleetd reads the device; alice (an operator) reverts it before fleetd reads the
+    // change log. The revert is the newest change of desired_action, but it did not set "wipe": no authorization.
+    await race({
+      what: "wipe by mallory, reverted by alice before the change log is read", id: w1.id, action: "wipe",
+      request: () => requestAction(f, f.mallory.token, "worker-1", "wipe"), when: changesOf(w1.id), revert: revertAction(f.alice.token, "worker-1"),
+      journal: /^fleetd did not act on wipe: desired_action was set to \(empty\) by alice at .* \(change #\d+\) after fleetd read it/,
+    });
+    // Alice asks for a wipe (authorized); mallory reverts it after fleetd decided, before the effect.
+    await race({
+      what: "wipe by alice, reverted by mallory after the decision", id: w1.id, action: "wipe",
+      request: () => requestAction(f, f.alice.token, "worker-1", "wipe"), when: groupsLookup, revert: revertAction(f.mallory.token, "worker-1"),
+      journal: /^fleetd did not act on wipe: desired_action was changed from `wipe` to \(empty\) by mallory at .* while fleetd was deciding/,
+    });
+    // The revert lands between fleetd's last read and its take: the conditional write is refused (412).
+    await race({
+      what: "wipe by alice, reverted by mallory just before the take", id: w1.id, action: "wipe",
+      request: () => requestAction(f, f.alice.token, "worker-1", "wipe"), when: theTake(w1.id), revert: revertAction(f.mallory.token, "worker-1"),
+      journal: /^fleetd did not act on wipe: desired_action was changed from `wipe` to \(empty\) by mallory/,
+    });
+    // Retirement (no conditional write of its own): status set back to planned after the decision.
+    await race({
+      what: "decommissioning by alice, reverted by mallory after the decision", id: e1.id, action: "decommission",
+      request: () => patchDevice(f.client(f.alice.token), e1.id, { status: "decommissioning" }, null, "retire"), when: groupsLookup,
+      revert: () => patchDevice(f.client(f.mallory.token), e1.id, { status: "planned" }, null, "not so fast"),
+      journal: /^fleetd did not act on decommissioning: the status was changed from `decommissioning` to `planned` by mallory/,
+    });
+    assert.equal((await device(f, "worker-1")).cf["desired_action"], null);
+    assert.equal((await device(f, "edge-1")).status, "planned");
+
+    // Without a race the same requests go through the proxy as before.
+    const mark = rig.decisions.events.length;
+    await requestAction(f, f.alice.token, "worker-1", "wipe");
+    const ok = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe by alice, no race");
+    assert.ok(ok.decision.outcome === "dispatch" && ok.decision.intent.action === "wipe", JSON.stringify(ok.decision));
+    assert.equal((await device(f, "worker-1")).cf["desired_action"], null);
+  } finally {
+    await h?.stop();
+    await proxy.stop();
+    h = await rig.start();
+  }
 });
 
 test("a crash after the 2xx loses nothing: the accepted job is in the durable queue and runs after restart", async () => {

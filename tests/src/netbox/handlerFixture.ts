@@ -55,7 +55,8 @@ export interface HandlerRig {
   stateDir: string;
   nodesFile: string;
   decisions: Decisions;
-  start(opts?: { startWorker?: boolean; controlPlanes?: boolean }): Promise<Handler>;
+  /** `netboxUrl`: where the handler reaches NetBox (default: NetBox itself; a race test puts a proxy there). */
+  start(opts?: { startWorker?: boolean; controlPlanes?: boolean; netboxUrl?: string }): Promise<Handler>;
 }
 
 export function handlerRig(f: Fleet): HandlerRig {
@@ -69,6 +70,7 @@ export function handlerRig(f: Fleet): HandlerRig {
       startHandler(
         toHandlerConfig(
           f.config(f.handler.token, {
+            ...(opts.netboxUrl ? { netbox: { url: opts.netboxUrl, token: f.handler.token, timeoutMs: 30_000 } } : {}),
             handler: { listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir, nodesFile, reconcileIntervalSeconds: 3600 },
             features: { controlPlanes: opts.controlPlanes ?? false },
           }),
