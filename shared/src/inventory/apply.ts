@@ -10,6 +10,7 @@ import { listAll, must, NetBoxError, type NetBox } from "../netbox/client.js";
 import { INVENTORY_FIELDS } from "../netbox/fields.js";
 import { missingCustomFields } from "../netbox/setup.js";
 import { diffFields, syncKind, type Change, type SyncKind } from "../netbox/sync.js";
+import { own } from "../text/own.js";
 import type { NodesFile } from "./nodesFile.js";
 import { INTERFACE_TYPE, inventoryCustomFields, slugify } from "./netboxView.js";
 
@@ -115,7 +116,7 @@ async function reconcile(nb: NetBox, file: NodesFile, dryRun: boolean): Promise<
   );
   changes.push(...types.changes);
   const typeIdOf = (modelKey: string): number => {
-    const m = file.models[modelKey];
+    const m = own(file.models, modelKey);
     return m ? types.byKey.get(typeKey(slugify(m.manufacturer), m.model))?.id ?? 0 : 0;
   };
 
@@ -224,7 +225,7 @@ async function reconcile(nb: NetBox, file: NodesFile, dryRun: boolean): Promise<
   const nodeRoleSlugs = new Set([file.roles.worker.slug, file.roles["control-plane"].slug]);
   for (const d of siteDevices) {
     const roleSlug = (d["role"] as { slug?: string } | undefined)?.slug;
-    if (roleSlug && nodeRoleSlugs.has(roleSlug) && d.name && !file.nodes[d.name]) {
+    if (roleSlug && nodeRoleSlugs.has(roleSlug) && d.name && !own(file.nodes, d.name)) {
       changes.push({ kind: "orphan", object: `dcim.device ${d.name}`, note: "not in the nodes file; left in NetBox (fleetd never deletes devices)" });
     }
   }

@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import fc from "fast-check";
 import { stringify } from "yaml";
-import { NodesFileError, parseNodesFile } from "./nodesFile.js";
+import { INHERITED_NAMES } from "../text/own.js";
+import { nodeEntry, NodesFileError, parseNodesFile } from "./nodesFile.js";
 
 const example = readFileSync(join(resolve(fileURLToPath(import.meta.url), "../../../.."), "tests/examples/nodes.yaml"), "utf8");
 
@@ -61,4 +62,18 @@ test("property: any YAML value or text gives a NodesFileError or a valid file, n
     }),
     { numRuns: 300 },
   );
+});
+
+test("names that every JavaScript object inherits are not nodes, models or switches", () => {
+  const f = parseNodesFile(example);
+  for (const n of INHERITED_NAMES) assert.equal(nodeEntry(f, n), undefined, n);
+  assert.equal(nodeEntry(f, "edge-1")?.serial, "G6NUC13-00417");
+  // model and switch references that only an inherited property would answer are refused
+  assert.match(issues(example.replace("model: nuc13\n", "model: constructor\n")), /nodes\.edge-1\.model: model constructor is not in models/);
+  assert.match(issues(example.replace("switch: { device: tor-a1, port: ethernet1/1/3 }", "switch: { device: constructor, port: ethernet1/1/3 }")), /nodes\.edge-1\.switch\.device: switch constructor is not in switches/);
+  assert.match(issues(example.replace("tor-a1: { model: s5248 }", "tor-a1: { model: s5248 }\n  sw-2: { model: constructor }")), /switches\.sw-2\.model: model constructor is not in models/);
+  // a node that is really called so is found as itself
+  const named = parseNodesFile(example.replace("  edge-1:\n", "  constructor:\n"));
+  assert.equal(nodeEntry(named, "constructor")?.serial, "G6NUC13-00417");
+  for (const bad of ["__proto__", "toString", "hasOwnProperty"]) assert.match(issues(example.replace("  edge-1:\n", `  ${bad}:\n`)), /is not a valid name/, bad);
 });

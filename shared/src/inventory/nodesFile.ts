@@ -6,6 +6,7 @@
 import { isIP } from "node:net";
 import { LineCounter, parseDocument, isNode, type Document } from "yaml";
 import { z } from "zod";
+import { own } from "../text/own.js";
 
 export const MAX_NODES_FILE_BYTES = 1024 * 1024;
 
@@ -113,12 +114,12 @@ export const NodesFile = z
       else seen.set(key, path.slice(0, 2).join("."));
     };
     for (const [name, sw] of Object.entries(f.switches)) {
-      if (!f.models[sw.model]) ctx.addIssue({ code: "custom", path: ["switches", name, "model"], message: `model ${sw.model} is not in models` });
-      if (f.nodes[name]) ctx.addIssue({ code: "custom", path: ["switches", name], message: `${name} is both a switch and a node` });
+      if (!own(f.models, sw.model)) ctx.addIssue({ code: "custom", path: ["switches", name, "model"], message: `model ${sw.model} is not in models` });
+      if (own(f.nodes, name)) ctx.addIssue({ code: "custom", path: ["switches", name], message: `${name} is both a switch and a node` });
     }
     for (const [name, n] of Object.entries(f.nodes)) {
-      if (!f.models[n.model]) ctx.addIssue({ code: "custom", path: ["nodes", name, "model"], message: `model ${n.model} is not in models` });
-      if (!f.switches[n.switch.device]) ctx.addIssue({ code: "custom", path: ["nodes", name, "switch", "device"], message: `switch ${n.switch.device} is not in switches` });
+      if (!own(f.models, n.model)) ctx.addIssue({ code: "custom", path: ["nodes", name, "model"], message: `model ${n.model} is not in models` });
+      if (!own(f.switches, n.switch.device)) ctx.addIssue({ code: "custom", path: ["nodes", name, "switch", "device"], message: `switch ${n.switch.device} is not in switches` });
       unique("serial", n.serial, ["nodes", name, "serial"]);
       unique("address", n.address.cidr.split("/")[0] as string, ["nodes", name, "address", "cidr"]);
       unique("switch port", `${n.switch.device}/${n.switch.port}`, ["nodes", name, "switch", "port"]);
@@ -133,7 +134,7 @@ export type NodesFile = z.infer<typeof NodesFile>;
  * inherits it.
  */
 export function nodeEntry(file: NodesFile, name: string): NodeEntry | undefined {
-  return Object.hasOwn(file.nodes, name) ? file.nodes[name] : undefined;
+  return own(file.nodes, name);
 }
 
 export interface NodesFileIssue {
@@ -162,6 +163,20 @@ function lineOf(doc: Document, lc: LineCounter, path: PropertyKey[]): number | u
   return undefined;
 }
 
+/** Paths of every own key named `__proto__` in a parsed YAML value (the nodes file nests a few levels only). */
+function protoKeyPaths(v: unknown, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
+  if (path.length > 16 || out.length >= 20 || v === null || typeof v !== "object") return out;
+  if (Array.isArray(v)) {
+    v.forEach((x, i) => protoKeyPaths(x, [...path, i], out));
+    return out;
+  }
+  for (const k of Object.keys(v)) {
+    if (k === "__proto__") out.push([...path, k]);
+    else protoKeyPaths((v as Record<string, unknown>)[k], [...path, k], out);
+  }
+  return out;
+}
+
 /** Parses and validates a nodes file; throws NodesFileError listing every problem with its line. */
 export function parseNodesFile(text: string, file = "nodes.yaml"): NodesFile {
   if (Buffer.byteLength(text) > MAX_NODES_FILE_BYTES) {
@@ -177,6 +192,11 @@ export function parseNodesFile(text: string, file = "nodes.yaml"): NodesFile {
     raw = doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
     throw new NodesFileError(file, [{ path: "", line: undefined, message: (e as Error).message }]);
+  }
+  // zod drops a key named __proto__ without a word (the yaml parser keeps it as an own key): refuse it here.
+  const protoKeys = protoKeyPaths(raw);
+  if (protoKeys.length > 0) {
+    throw new NodesFileError(file, protoKeys.map((p) => ({ path: p.map(String).join("."), line: lineOf(doc, lc, p), message: "__proto__ is not a valid name" })));
   }
   const res = NodesFile.safeParse(raw);
   if (!res.success) {

@@ -202,6 +202,25 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision is 
   assert.ok(s.decision.outcome === "refuse" && s.decision.code === "not_in_inventory");
 });
 
+test("device names that every JavaScript object inherits (constructor, __proto__, toString, hasOwnProperty) are not nodes: refused, nothing started", async () => {
+  const w1 = await device(f, "worker-1");
+  for (const name of ["constructor", "__proto__", "toString", "hasOwnProperty"]) {
+    const r = await fetch(`${f.nb.url}/api/dcim/devices/`, {
+      method: "POST",
+      headers: { authorization: f.nb.authorization, "content-type": "application/json" },
+      body: JSON.stringify({ name, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "planned" }),
+    });
+    assert.equal(r.status, 201, `${name}: ${await r.text()}`);
+    const d = await device(f, name);
+    const mark = rig.decisions.events.length;
+    await requestAction(f, f.alice.token, name, "provision");
+    const e = await rig.decisions.wait(mark, (x) => x.deviceId === d.id && x.decision.outcome !== "ignore", `provision ${name}`);
+    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_in_inventory", `${name}: ${JSON.stringify(e.decision)}`);
+    assert.ok(!(h?.intents.all().some((i) => i.deviceId === d.id)), `${name}: no intent`);
+    assert.ok((await readJournal(f.admin, d.id)).some((j) => j.kind === "danger" && j.comments.includes(`\`${name}\` is not in the nodes file`)), name);
+  }
+});
+
 test("an unprivileged user's provision of a TPM 1.2 node starts nothing: refused with the trust decision in the journal; a group member's wipe neither", async () => {
   const legacy = await device(f, "legacy-1");
   for (const [who, token, action] of [["mallory", f.mallory.token, "provision"], ["alice", f.alice.token, "wipe"], ["mallory", f.mallory.token, "wipe"]] as const) {
