@@ -210,7 +210,8 @@ test("device names that every JavaScript object inherits (constructor, __proto__
       headers: { authorization: f.nb.authorization, "content-type": "application/json" },
       body: JSON.stringify({ name, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "planned" }),
     });
-    assert.equal(r.status, 201, `${name}: ${await r.text()}`);
+    const text = await r.text();
+    assert.equal(r.status, 201, `${name}: ${text}`);
     const d = await device(f, name);
     const mark = rig.decisions.events.length;
     await requestAction(f, f.alice.token, name, "provision");

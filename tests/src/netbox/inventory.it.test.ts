@@ -36,11 +36,11 @@ test("inventory apply refuses before setup (unknown custom fields) and changes n
 test("netbox setup creates everything once; a second run changes nothing and duplicates nothing", async () => {
   const first = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /Applied: 22 created, 0 updated, 0 unchanged/);
+  assert.match(first.stdout, /Applied: 23 created, 0 updated, 0 unchanged/);
   const before = await changeCount(f);
   const second = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(second.code, 0, second.stderr);
-  assert.match(second.stdout, /Applied: 0 created, 0 updated, 22 unchanged/);
+  assert.match(second.stdout, /Applied: 0 created, 0 updated, 23 unchanged/);
   assert.equal(await changeCount(f), before, "the second setup wrote nothing");
   const r = await fetch(`${f.nb.url}/api/extras/custom-fields/?limit=1000`, { headers: { authorization: f.nb.authorization } });
   const names = ((await r.json()) as { results: { name: string }[] }).results.map((x) => x.name);
@@ -194,8 +194,9 @@ test("inventory apply never takes over an IP address assigned elsewhere (another
     `    address: { cidr: ${cidr}, gateway: 10.20.0.1 }\n    installDisk: /dev/sda\n    bmc: { type: none }\n    tpm: none\n`;
   const admin = async (path: string, body: unknown): Promise<{ id: number }> => {
     const r = await fetch(`${f.nb.url}${path}`, { method: "POST", headers: { authorization: f.nb.authorization, "content-type": "application/json" }, body: JSON.stringify(body) });
-    assert.equal(r.status, 201, `${path}: ${await r.text()}`);
-    return (await r.json()) as { id: number };
+    const text = await r.text();
+    assert.equal(r.status, 201, `${path}: ${text}`);
+    return JSON.parse(text) as { id: number };
   };
   const ipById = async (id: number): Promise<Record<string, unknown>> =>
     (await (await fetch(`${f.nb.url}/api/ipam/ip-addresses/${id}/`, { headers: { authorization: f.nb.authorization } })).json()) as Record<string, unknown>;
