@@ -2,7 +2,6 @@
  * The worker: takes a hint ("look at device N"), re-reads the device and acts on its current state.
  * Jobs of one device run one after another (a wipe never races a provision); different devices in parallel.
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { NodesFile } from "@fleetd/shared/inventory/nodesFile";
@@ -17,7 +16,7 @@ import { canonicalJson } from "@fleetd/shared/netbox/sync";
 import { mdCode, safeLine } from "@fleetd/shared/text/untrusted";
 import type { HandlerConfig } from "./config.js";
 import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
-import { appendDurable } from "./durable.js";
+import { Handled } from "./handled.js";
 import type { IntentLog } from "./intents.js";
 import type { Metrics } from "./metrics.js";
 import type { FileQueue, Job } from "./queue.js";
@@ -40,21 +39,6 @@ export interface WorkerDeps {
   log: Logger;
   metrics: Metrics;
   onDecision?: (e: DecisionEvent) => void;
-}
-
-class Handled {
-  private readonly keys = new Set<string>();
-  constructor(private readonly path: string) {
-    if (existsSync(path)) for (const l of readFileSync(path, "utf8").split("\n")) if (l) this.keys.add(l);
-  }
-  has(k: string): boolean {
-    return this.keys.has(k);
-  }
-  add(k: string): void {
-    if (this.keys.has(k)) return;
-    appendDurable(this.path, k);
-    this.keys.add(k);
-  }
 }
 
 const MAX_CONFLICT_RETRIES = 5;
