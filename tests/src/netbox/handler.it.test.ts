@@ -14,6 +14,7 @@ import { createNetBox } from "@fleetd/shared/netbox/client";
 import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { signHookBody } from "@fleetd/shared/netbox/webhook";
+import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { changeCount, fleetd, startFleet, type Fleet } from "./fixture.js";
 import { device, handlerRig, requestAction, type HandlerRig } from "./handlerFixture.js";
 import { startNetBoxProxy } from "./netboxProxy.js";
@@ -330,6 +331,46 @@ test("authorization race: a request reverted by another user between fleetd's re
   } finally {
     await h?.stop();
     await proxy.stop();
+    h = await rig.start();
+  }
+});
+
+test("the effect runs only after the take, and an effect that fails after the take is resumed once (claim + NetBox's record of that take)", async () => {
+  // The platform side stands in for Tinkerbell (NetBox is real): its first start fails like an API server that
+  // is down, and it records what it was asked and what NetBox held at that moment.
+  const starts: { mode: string; requestId: string; desiredAction: unknown }[] = [];
+  const w1 = await device(f, "worker-1");
+  const stand = {
+    namespace: "tinkerbell",
+    bootRetries: 0,
+    objects: undefined,
+    syncTemplates: async () => ({ templates: { created: [], updated: [], deleted: [], unchanged: [], refused: [] }, ruleSets: { created: [], updated: [], deleted: [], unchanged: [], refused: [] } }),
+    start: async (_node: unknown, req: { mode: string; requestId: string }) => {
+      starts.push({ ...req, desiredAction: (await device(f, "worker-1")).cf["desired_action"] });
+      if (starts.length === 1) throw new Error("connect ECONNREFUSED (the API server is down)");
+      return { name: `fleetd-worker-1-${req.mode}-x`, created: true, deleted: [] };
+    },
+  } as unknown as TinkerbellEffects;
+  await h?.stop();
+  h = await rig.start({ tinkerbell: stand });
+  try {
+    const mark = rig.decisions.events.length;
+    await requestAction(f, f.alice.token, "worker-1", "wipe");
+    const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe of worker-1, resumed");
+    assert.equal(e.decision.outcome, "dispatch");
+    assert.equal(starts.length, 2, JSON.stringify(starts));
+    assert.equal(starts[0]?.requestId, starts[1]?.requestId, "the same request, so the same Workflow");
+    assert.deepEqual(starts.map((x) => x.desiredAction), [null, null], "started only after the take cleared desired_action");
+    const key = starts[0]!.requestId;
+    const rec = h.intents.all().filter((i) => i.key === key);
+    assert.equal(rec.length, 1);
+    assert.deepEqual(rec[0]?.effect, { effect: "workflow", workflow: "fleetd-worker-1-wipe-x", created: true, deleted: [] });
+    const journal = await readJournal(f.admin, w1.id);
+    assert.ok(journal.some((j) => j.comments === `fleetd: wipe of worker-1 (taken earlier, requested by alice) resumed; Tinkerbell Workflow fleetd-worker-1-wipe-x created`), JSON.stringify(journal.slice(-3)));
+    const ch = (await (await fetch(`${f.nb.url}/api/core/object-changes/?changed_object_id=${w1.id}&changed_object_type=dcim.device&ordering=-time&limit=1`, { headers: { authorization: f.nb.authorization } })).json()) as { results: { user_name: string; message: string }[] };
+    assert.equal(ch.results[0]?.message, `fleetd: wipe taken (request ${key})`);
+  } finally {
+    await h?.stop();
     h = await rig.start();
   }
 });

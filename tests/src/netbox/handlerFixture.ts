@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type DecisionEvent, type Handler } from "@fleetd/netbox-script";
 import { listDevices, patchDevice, type DeviceRecord } from "@fleetd/shared/netbox/device";
+import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { exampleNodesText, type Fleet } from "./fixture.js";
 
 /** The example plus a TPM 1.2 machine, for the handler's rules. */
@@ -56,7 +57,8 @@ export interface HandlerRig {
   nodesFile: string;
   decisions: Decisions;
   /** `netboxUrl`: where the handler reaches NetBox (default: NetBox itself; a race test puts a proxy there). */
-  start(opts?: { startWorker?: boolean; controlPlanes?: boolean; netboxUrl?: string }): Promise<Handler>;
+  /** `tinkerbell`: the platform side to use (default: none, intents are only recorded). */
+  start(opts?: { startWorker?: boolean; controlPlanes?: boolean; netboxUrl?: string; tinkerbell?: TinkerbellEffects }): Promise<Handler>;
 }
 
 export function handlerRig(f: Fleet): HandlerRig {
@@ -75,7 +77,7 @@ export function handlerRig(f: Fleet): HandlerRig {
             features: { controlPlanes: opts.controlPlanes ?? false },
           }),
         ),
-        { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e), startWorker: opts.startWorker ?? true },
+        { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e), startWorker: opts.startWorker ?? true, ...(opts.tinkerbell ? { tinkerbell: opts.tinkerbell } : {}) },
       ),
   };
 }
