@@ -69,8 +69,8 @@ before(async () => {
   writeFileSync(nodesFile, handlerNodesText());
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
-  // what a passing attestation records: the proven MAC the Workflow names
-  await new NetBoxInventory(f.admin, { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } })
+  // what a passing attestation records, as the attestation account (here the handler's): the proven MAC the Workflow names
+  await new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } })
     .recordAttestation("edge-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
   // a receives NetBox's webhook; b listens elsewhere (a second replica behind another address)
   a = await start("handler-a", f.handlerPort, nodesFile);

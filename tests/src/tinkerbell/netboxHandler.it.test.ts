@@ -48,8 +48,8 @@ before(async () => {
   writeFileSync(nodesFile, handlerNodesText());
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
-  // What a passing attestation records: the proven MAC on the cabled interface (NetBox keeps it uppercase).
-  const inv = new NetBoxInventory(f.admin, { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
+  // What a passing attestation records, as the attestation account (here the handler's): the proven MAC on the cabled interface (NetBox keeps it uppercase).
+  const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
   await inv.recordAttestation("edge-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
   await inv.recordAttestation("worker-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:21"] });
 

@@ -93,8 +93,8 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     writeFileSync(nodesFile, handlerNodesText() + nodeText());
     const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
     assert.equal(apply.code, 0, apply.stderr);
-    // What a passing attestation records: the proven MAC of the boot interface (the emulated system's NIC).
-    const inv = new NetBoxInventory(f.admin, { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
+    // What a passing attestation records, as the attestation account (here the handler's): the proven MAC of the boot interface (the emulated system's NIC).
+    const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
     await inv.recordAttestation(NODE, { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
 
     process.env["FLEETD_IT_BMC_USERNAME"] = bmc.username;
