@@ -26,7 +26,7 @@ export function writeDurable(path: string, content: string): void {
 
 /** Appends one line and fsyncs (for append-only logs: delivery ids, intents). */
 export function appendDurable(path: string, line: string): void {
-  mkdirSync(dirname(path), { recursive: true });
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const fd = openSync(path, "a", 0o600);
   try {
     writeSync(fd, line.endsWith("\n") ? line : line + "\n");

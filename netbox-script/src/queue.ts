@@ -6,6 +6,7 @@
  * Delivery ids (SHA-256 of the body) are remembered in an fsync'd append-only log for the freshness window:
  * a replay inside the window is a duplicate, outside it the body is stale and refused anyway.
  */
+import { ensurePrivateDir } from "@fleetd/shared/state/privateFiles";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
@@ -38,6 +39,8 @@ export class FileQueue {
     this.pendingDir = join(dir, "pending");
     this.failedDir = join(dir, "failed");
     this.seenLog = join(dir, "deliveries.log");
+    // Webhook bodies are NetBox data (device fields, the BMC reference): private, like every file fleetd keeps.
+    ensurePrivateDir(dir);
     mkdirSync(this.pendingDir, { recursive: true, mode: 0o700 });
     mkdirSync(this.failedDir, { recursive: true, mode: 0o700 });
     this.loadSeen();
@@ -120,7 +123,7 @@ export class FileQueue {
   retryLater(job: Job, error: string, delayMs: number, maxAttempts: number): "retry" | "parked" {
     const next: Job = { ...job, attempts: job.attempts + 1, lastError: error.slice(0, 2000), notBefore: Date.now() + delayMs };
     if (next.attempts >= maxAttempts) {
-      writeFileSync(join(this.failedDir, `${job.id.replace(/:/g, "_")}.json`), JSON.stringify(next));
+      writeFileSync(join(this.failedDir, `${job.id.replace(/:/g, "_")}.json`), JSON.stringify(next), { mode: 0o600 });
       rmSync(this.fileOf(job), { force: true });
       return "parked";
     }

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import express, { type Express, type NextFunction, type Request, type Response, type Router } from "express";
 import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
+import { clientAddress } from "./clientAddress.js";
 import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
 import { CaUnavailable } from "./ha/leaderIssuer.js";
 import type { Metrics } from "./metrics.js";
@@ -36,6 +37,13 @@ export function createApp(deps: AppDeps): Express {
     async (req: Request, res: Response, next: NextFunction) => {
       const end = deps.metrics.stepSeconds.startTimer({ step: name });
       try {
+        // Every attestation request is charged to its client address first (shared store: one budget per
+        // address across replicas); past the budget nothing is looked up or written.
+        if (!(await deps.limiter.chargeAttest(addr(req), deps.now()))) {
+          deps.metrics.attestations.inc({ step: name, outcome: "rate-limited" });
+          res.status(429).json({ error: "rate-limited", reasons: [{ check: "request.rate", detail: "too many attestation requests from this address; try later" }] });
+          return;
+        }
         const out = await fn(req);
         deps.metrics.attestations.inc({ step: name, outcome: out.ok ? "ok" : out.body.error });
         if (!out.ok) deps.log.warn({ step: name, status: out.status, reasons: out.body.reasons }, `${name} refused`);
@@ -46,7 +54,7 @@ export function createApp(deps: AppDeps): Express {
         end();
       }
     };
-  const addr = (req: Request) => req.socket.remoteAddress ?? "unknown";
+  const addr = (req: Request) => clientAddress(req, deps.trustedProxies);
   app.post("/v1/attest/challenge", step("challenge", (req) => deps.service.challenge(req.body, addr(req))));
   app.post("/v1/attest/evidence", step("evidence", (req) => deps.service.evidence(req.body)));
   app.post("/v1/attest/confirm", step("confirm", (req) => deps.service.confirm(req.body)));

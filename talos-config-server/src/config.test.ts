@@ -1,12 +1,13 @@
 /** The server's configuration: defaults, environment overrides, and every refusal naming its field. */
 import { strict as assert } from "node:assert";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { parse as parseYaml, stringify } from "yaml";
 import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
-import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
+import { secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/shared/talos/config/testkit";
 import { ConfigError, loadServerConfig, toServerConfig } from "./config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "fleetd-server-config-"));
@@ -46,7 +47,7 @@ test("a minimal configuration gets the documented defaults", () => {
   assert.equal(c.server.mode, "production");
   assert.deepEqual(c.server.listen, { host: "0.0.0.0", port: 8443 });
   assert.deepEqual(c.server.ttl, { sessionSeconds: 300, installCodeSeconds: 7200, staleClaimSeconds: 60 });
-  assert.deepEqual(c.server.rateLimit, { maxFailures: 5, windowSeconds: 60, maxAddresses: 10_000 });
+  assert.deepEqual(c.server.rateLimit, { maxFailures: 5, windowSeconds: 60, attestRequests: 60, attestWindowSeconds: 60 });
   assert.deepEqual(c.server.roleSlugs, { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" });
   assert.equal(c.server.ca.ldevidLifetimeDays, 30);
   assert.equal(c.server.ca.signer.rsaMechanism, "auto");
@@ -106,6 +107,55 @@ test("bounds and shapes are refused with the field's path", () => {
   refused(() => toServerConfig("f.yaml", raw({ talos: { siteFile: badSite } }), ENV), /invalid Talos site file .*bad-site\.yaml: network\.nameservers: /);
 });
 
+test("control planes: the Talos site file's secrets bundle is checked at start; refusals name the file and field, never a secret", () => {
+  const bundle = secretsBundleFixture();
+  const secrets = [bundle.certs.os.key, bundle.certs.k8s.key, bundle.certs.etcd.key, bundle.certs.k8saggregator.key, bundle.certs.k8sserviceaccount.key, bundle.cluster.secret, bundle.trustdinfo.token, bundle.secrets.secretboxencryptionsecret!];
+  const site = (bundleFile: string, b = bundle) => {
+    const f = join(dir, `cp-site-${Math.random().toString(36).slice(2)}.yaml`);
+    writeFileSync(f, stringify(siteForBundle("v1.13.9", b, bundleFile)));
+    return raw({ talos: { siteFile: f } });
+  };
+  const good = writeSecretsBundle(join(dir, "cp-secrets.yaml"), bundle);
+  const c = toServerConfig("f.yaml", site(good), ENV);
+  assert.equal(c.talos.controlPlane?.secretsBundleFile, good);
+  assert.ok(!JSON.stringify(c.talos).includes(bundle.certs.etcd.key), "the bundle's contents stay in their file");
+  const noSecret = (fn: () => unknown, message: RegExp) =>
+    refused(() => {
+      try {
+        return fn();
+      } catch (e) {
+        for (const v of secrets) assert.ok(!(e as Error).message.includes(v), `a secret in: ${(e as Error).message}`);
+        throw e;
+      }
+    }, message);
+  noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-secrets-0644.yaml"), bundle, 0o644)), ENV), /Talos site file .*: controlPlane\.secretsBundleFile: .*cp-secrets-0644\.yaml: has mode 0644/);
+  noSecret(() => toServerConfig("f.yaml", site(join(dir, "cp-none.yaml")), ENV), /cp-none\.yaml: cannot be read \(ENOENT\)/);
+  noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-other.yaml"), secretsBundleFixture())), ENV), /cp-other\.yaml: cluster\.id: differs from the site configuration's cluster\.id/);
+  const noKey = structuredClone(bundle) as unknown as { certs: { os: Record<string, unknown> } };
+  delete noKey.certs.os["key"];
+  noSecret(() => toServerConfig("f.yaml", site(writeSecretsBundle(join(dir, "cp-nokey.yaml"), noKey)), ENV), /cp-nokey\.yaml: certs\.os\.key: required/);
+});
+
+test("control planes: the server process refuses to start on a bad secrets bundle, and what it prints holds no secret", () => {
+  const bundle = secretsBundleFixture();
+  const secrets = [bundle.certs.os.key, bundle.certs.k8s.key, bundle.certs.etcd.key, bundle.certs.k8saggregator.key, bundle.certs.k8sserviceaccount.key, bundle.cluster.secret, bundle.trustdinfo.token, bundle.secrets.secretboxencryptionsecret!];
+  const start = (bundleFile: string) => {
+    const site = join(dir, `proc-site-${Math.random().toString(36).slice(2)}.yaml`);
+    writeFileSync(site, stringify(siteForBundle("v1.13.9", bundle, bundleFile)));
+    const config = join(dir, `proc-${Math.random().toString(36).slice(2)}.yaml`);
+    writeFileSync(config, stringify(raw({ talos: { siteFile: site } })));
+    const r = spawnSync(process.execPath, [new URL("./main.js", import.meta.url).pathname, "--config", config], { encoding: "utf8", env: { ...process.env, ...ENV }, timeout: 30_000 });
+    for (const v of [...secrets, TOKEN]) assert.ok(!r.stdout.includes(v) && !r.stderr.includes(v), `a secret in the output: ${r.stderr}`);
+    return r;
+  };
+  const open = start(writeSecretsBundle(join(dir, "proc-0644.yaml"), bundle, 0o644));
+  assert.equal(open.status, 2, open.stderr);
+  assert.match(open.stderr, /controlPlane\.secretsBundleFile: .*proc-0644\.yaml: has mode 0644/);
+  const broken = start(writeSecretsBundle(join(dir, "proc-broken.yaml"), `cluster: {id: ${bundle.cluster.id}, secret: ${bundle.cluster.secret}\ncerts: [${bundle.certs.os.key}`));
+  assert.equal(broken.status, 2, broken.stderr);
+  assert.match(broken.stderr, /proc-broken\.yaml: is not valid YAML/);
+});
+
 test("loadServerConfig reads --config or FLEETD_CONFIG", () => {
   const file = join(dir, "fleetd.yaml");
   writeFileSync(file, stringify(raw()));
@@ -127,6 +177,24 @@ test("the commented example configuration is valid (with a real Talos site file 
   assert.deepEqual(c.gates, DEFAULT_MODE_GATES, "the example shows the default gates");
   assert.deepEqual(c.server.ca.signer.pin, { env: "FLEETD_CA_PIN" });
   assert.equal(c.site.netbox.token, TOKEN);
+});
+
+test("the commented example Talos site file is valid (with a real bundle's values in place of its placeholders), with and without control planes", () => {
+  const text = readFileSync(new URL("../examples/talos-site.yaml", import.meta.url), "utf8");
+  assert.ok(!/PRIVATE KEY/.test(text), "no key in the example");
+  const example = parseYaml(text) as { cluster: Record<string, unknown>; controlPlane?: Record<string, unknown> };
+  const bundle = secretsBundleFixture();
+  const fill = siteForBundle("v1.13.9", bundle, writeSecretsBundle(join(dir, "example-secrets.yaml"), bundle));
+  for (const k of ["id", "secret", "trustdToken", "osCaCert", "kubernetesCaCert"] as const) example.cluster[k] = fill.cluster[k];
+  example.controlPlane!["secretsBundleFile"] = fill.controlPlane!.secretsBundleFile;
+  const withCp = join(dir, "example-site.yaml");
+  writeFileSync(withCp, stringify(example));
+  const c = toServerConfig("f.yaml", raw({ talos: { siteFile: withCp } }), ENV);
+  assert.equal(c.talos.controlPlane?.images.apiServer, "registry.k8s.io/kube-apiserver:v1.34.1");
+  delete example.controlPlane;
+  const workersOnly = join(dir, "example-site-workers.yaml");
+  writeFileSync(workersOnly, stringify(example));
+  assert.equal(toServerConfig("f.yaml", raw({ talos: { siteFile: workersOnly } }), ENV).talos.controlPlane, undefined);
 });
 
 test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timings are ordered, the fields are checked", () => {

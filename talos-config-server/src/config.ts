@@ -5,11 +5,14 @@
  *
  * Secrets come only from the environment or from files the configuration names: the NetBox token
  * (FLEETD_NETBOX_TOKEN or `netbox.tokenFile`), the PKCS#11 PIN (`server.ca.signer.pin: {env}|{file}`), the TLS
- * key (`server.tls.keyFile`) and the Talos cluster secrets (`server.talos.siteFile`). A NetBox token written
- * into the file is refused outside `mode: lab`. Nothing here is ever logged.
+ * key (`server.tls.keyFile`), the Talos cluster secrets workers get (`server.talos.siteFile`) and the control
+ * planes' CA keys (the Talos secrets bundle the site file names, `controlPlane.secretsBundleFile`, checked at
+ * start and read again at each control-plane render). A NetBox token written into the file is refused outside
+ * `mode: lab`. Nothing here is ever logged.
  *
  * Plain HTTP only with `mode: lab`: at fetch time the install code is a bearer token.
  */
+import { trustedProxies } from "./clientAddress.js";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -17,7 +20,9 @@ import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } f
 import { Pkcs11SignerConfig } from "@fleetd/shared/pki/pkcs11Config";
 import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/shared/pki/profiles";
 import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/shared/protocol/server/deps";
+import { ConfigInputError } from "@fleetd/shared/talos/config/errors";
 import { TalosSiteConfig } from "@fleetd/shared/talos/config/schemas";
+import { siteSecretsBundle } from "@fleetd/shared/talos/config/secretsBundle";
 
 const Path = z.string().min(1, "must be a path");
 const Slug = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, "must be a NetBox slug");
@@ -77,6 +82,10 @@ export const ServerSection = z
     provisioningProfile: z.string().regex(/^[a-z0-9][a-z0-9-]*$/).default("hookos"),
     /** Accept EK certificates past notAfter (long-lived identity documents). */
     allowExpiredEkCertificates: z.boolean().default(false),
+    /** Unknown EK bindings listed as pending at most (known ones are refreshed); beyond it, not recorded. */
+    maxPendingEks: z.number().int().min(1).max(100_000).default(1000),
+    /** attest mode renews the LDevID when less than this many days of its life are left. */
+    renewBeforeDays: z.number().min(0).max(365).default(7),
     ca: z.strictObject({
       /** The CA key on a PKCS#11 token (YubiKey PIV; SoftHSM2 in tests). The PIN: `{ env: NAME }` or `{ file: PATH }`. */
       signer: Pkcs11SignerConfig,
@@ -120,11 +129,29 @@ export const ServerSection = z
     /** Wrong install codes per source address (never per UUID: a UUID is public). */
     rateLimit: z
       .strictObject({
+        /** Wrong install codes per client address per window. */
         maxFailures: z.number().int().min(1).max(1000).default(5),
         windowSeconds: seconds(1, 86_400, 60),
-        maxAddresses: z.number().int().min(100).max(1_000_000).default(10_000),
+        /** Attestation requests (/v1/attest/*) per client address per window; an attestation makes three. */
+        attestRequests: z.number().int().min(3).max(100_000).default(60),
+        attestWindowSeconds: seconds(1, 86_400, 60),
       })
       .prefault({}),
+    /**
+     * Proxies (CIDRs or addresses) whose X-Forwarded-For is believed for the client address, e.g. the ingress
+     * or the Service's node addresses. Empty: the socket address is the client.
+     */
+    trustedProxies: z
+      .array(z.string().min(1).max(64))
+      .max(256)
+      .default([])
+      .superRefine((list, ctx) => {
+        try {
+          trustedProxies(list);
+        } catch (e) {
+          ctx.addIssue({ code: "custom", message: (e as Error).message });
+        }
+      }),
     /** Largest JSON body; evidence carries an event log of up to 1 MiB as base64. */
     bodyLimitBytes: z.number().int().min(64 * 1024).max(16 * 1024 * 1024).default(2 * 1024 * 1024),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -182,6 +209,15 @@ export function loadTalosSite(path: string): TalosSiteConfig {
   }
   const r = TalosSiteConfig.safeParse(raw);
   if (!r.success) throw new ConfigError(`invalid Talos site file ${path}: ${issues("", r.error)}`);
+  if (r.data.controlPlane) {
+    // Fail at start, not at the first control plane's provision: the bundle is there, private, and the site's.
+    try {
+      siteSecretsBundle(r.data);
+    } catch (e) {
+      if (e instanceof ConfigInputError) throw new ConfigError(`Talos site file ${path}: controlPlane.secretsBundleFile: ${e.message}`);
+      throw e;
+    }
+  }
   return r.data;
 }
 

@@ -3,23 +3,32 @@
  * Looked up by SHA-256(code); claimed with a compare-and-swap before a byte is sent; deleted when the response
  * finished, the claim released if the connection closed first. Never 204 or an empty 200. The literal
  * `${code}` (Talos did not substitute it: no META key) is a 4xx that counts against nothing. Wrong codes count
- * against the source address. The code never appears in a log line: at fetch time it is a bearer token.
+ * against the client address (StoreLimiter: charged before the lookup, shared by every replica). The device must
+ * still be `staged` in NetBox: a node decommissioned after its confirm gets nothing, and its codes are void. The code never appears in a log line: at fetch time it is a bearer token.
  */
 import { createHash, randomUUID } from "node:crypto";
 import type { Request, Response } from "express";
 import type { Logger } from "pino";
-import type { AttestationStore } from "@fleetd/shared/state/store";
+import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
 import { uuidEqual } from "@fleetd/shared/protocol/server/challenge";
-import type { FailureLimiter } from "./rateLimit.js";
+import type { Inventory, Journal } from "@fleetd/shared/protocol/server/deps";
+import { clientAddress, type TrustedProxies } from "./clientAddress.js";
+import type { StoreLimiter } from "./rateLimit.js";
 import type { Metrics } from "./metrics.js";
 
 export interface ConfigFetchDeps {
   store: AttestationStore;
-  limiter: FailureLimiter;
+  limiter: StoreLimiter;
+  trustedProxies?: TrustedProxies;
   log: Logger;
   metrics: Metrics;
   /** Called once per config after its complete response (NetBox: status active + journal). */
-  delivered: (node: string) => Promise<void>;
+  delivered: (node: NodeRef) => Promise<void>;
+  /**
+   * Whether the node may still receive its config (a fresh NetBox read: the device exists and its status is
+   * `staged`); otherwise its codes are void and the fetch is refused. A decommission after the confirm stops it.
+   */
+  stillWanted: (node: NodeRef) => Promise<{ ok: true } | { ok: false; reason: string }>;
   now: () => number;
   /** A claim older than this is considered abandoned (the process holding it died). */
   staleClaimMs: number;
@@ -30,28 +39,37 @@ const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 
 export function configFetchHandler(deps: ConfigFetchDeps) {
   return async (req: Request, res: Response): Promise<void> => {
-    const address = req.socket.remoteAddress ?? "unknown";
+    const address = clientAddress(req, deps.trustedProxies);
     const uuid = typeof req.query["uuid"] === "string" ? req.query["uuid"] : "";
     const code = typeof req.query["code"] === "string" ? req.query["code"] : "";
     const now = deps.now();
-    const refuse = (status: number, error: string, detail: string, counts: boolean) => {
-      if (counts) deps.limiter.fail(address, now);
+    const refuse = (status: number, error: string, detail: string) => {
       deps.metrics.configFetches.inc({ outcome: error });
       deps.log.warn({ address, uuid, outcome: error }, "talos config refused");
       res.status(status).type("application/json").send(JSON.stringify({ error, detail }));
     };
-    if (code === "${code}") return refuse(400, "no-code", "the URL still holds the literal ${code}: Talos found no install code in META key 0x0b", false);
-    if (!deps.limiter.allowed(address, now)) return refuse(429, "rate-limited", "too many wrong codes from this address; try later", false);
-    if (!UUID.test(uuid) || !CODE.test(code)) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters", true);
+    if (code === "${code}") return refuse(400, "no-code", "the URL still holds the literal ${code}: Talos found no install code in META key 0x0b");
+    // The failure is charged before anything is looked up (atomically, in the shared store) and refunded only
+    // when the code was right: concurrent guesses cannot all pass a check made before any of them failed.
+    if (!(await deps.limiter.chargeCode(address, now))) return refuse(429, "rate-limited", "too many wrong codes from this address; try later");
+    if (!UUID.test(uuid) || !CODE.test(code)) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters");
 
     // The code in the URL is the lowercase hex of the 32 bytes c the TPM unwrapped; the store holds SHA-256(c).
     const codeHash = createHash("sha256").update(Buffer.from(code, "hex")).digest("hex");
     const claimer = randomUUID();
     const record = await deps.store.claimInstallCode(codeHash, claimer, now, deps.staleClaimMs);
-    if (!record) return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)", true);
+    if (!record) return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)");
     if (!uuidEqual(record.uuid, uuid)) {
       await deps.store.releaseInstallCode(codeHash, claimer);
-      return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)", true);
+      return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)");
+    }
+    await deps.limiter.refundCode(address, now);
+    const wanted = await deps.stillWanted(record.node);
+    if (!wanted.ok) {
+      await deps.store.voidInstallCodes(record.node.deviceId);
+      deps.log.warn({ node: record.node, address, reason: wanted.reason }, "talos config refused: the node no longer expects it; its install codes are void");
+      res.status(410).type("application/json").send(JSON.stringify({ error: "gone", detail: "this config was withdrawn" }));
+      return;
     }
     if (record.config.length === 0) {
       await deps.store.releaseInstallCode(codeHash, claimer);
@@ -78,4 +96,33 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     });
     res.status(200).type("application/yaml").send(record.config);
   };
+}
+
+/** `stillWanted` over the attestation inventory: the device exists and is `staged` (its provision confirmed). */
+export async function stillStaged(inventory: Pick<Inventory, "reread">, node: NodeRef): Promise<{ ok: true } | { ok: false; reason: string }> {
+  const now = await inventory.reread(node.deviceId);
+  if (!now) return { ok: false, reason: `device ${node.deviceId} is gone from NetBox` };
+  return now.status === "staged" ? { ok: true } : { ok: false, reason: `the device is ${now.status}, not staged` };
+}
+
+/**
+ * Install codes that expired undelivered: each is removed (with its config) and its node's provision failed —
+ * status `failed` (Inventory.markFailed) and a journal entry saying how to retry. Returns how many.
+ */
+export async function sweepExpiredInstallCodes(
+  store: Pick<AttestationStore, "takeExpiredInstallCodes">,
+  inventory: Pick<Inventory, "markFailed">,
+  journal: Journal,
+  now: number,
+): Promise<number> {
+  const expired = await store.takeExpiredInstallCodes(now);
+  for (const r of expired) {
+    const at = new Date(r.expiresAt).toISOString();
+    await inventory.markFailed(r.node, `provision failed: the install code expired undelivered at ${at}`);
+    await journal.record(r.node, {
+      kind: "danger",
+      summary: `provision failed: Talos did not fetch its config before the install code expired (${at}); the config was deleted and the device marked failed — set desired_action to provision to try again`,
+    });
+  }
+  return expired.length;
 }

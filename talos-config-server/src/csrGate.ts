@@ -20,7 +20,7 @@ import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
 import type { Kube } from "@fleetd/shared/kube/client";
 import { BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, judgeBootstrapCsr, type CsrDecision, type RenderedToken } from "@fleetd/shared/kube/csrGate";
 import type { Journal } from "@fleetd/shared/protocol/server/deps";
-import type { AttestationStore } from "@fleetd/shared/state/store";
+import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
 
 export const APPROVED_REASON = "FleetdApproved";
 export const DENIED_REASON = "FleetdDenied";
@@ -87,11 +87,16 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
   const m = gateMetrics(deps.registry);
   const log = deps.log.child({ loop: "csr-gate" });
 
+  /** The node (device ID and name) each judged token was rendered for: state and journal go by device ID. */
+  const refs = new Map<string, NodeRef>();
+
   async function rendered(tokenId: string): Promise<RenderedToken | undefined> {
     const node = await deps.store.nodeForBootstrapToken(tokenId);
     if (node === undefined) return undefined;
-    const t = await deps.store.getBootstrapToken(node);
-    return t && t.tokenId === tokenId ? { node, expiresAt: t.expiresAt } : undefined;
+    const t = await deps.store.getBootstrapToken(node.deviceId);
+    if (!t || t.tokenId !== tokenId) return undefined;
+    refs.set(tokenId, node);
+    return { node: node.name, expiresAt: t.expiresAt };
   }
 
   async function apply(raw: k8s.V1CertificateSigningRequest, d: Exclude<CsrDecision, { action: "ignore" }>, at: Date): Promise<"done" | "conflict"> {
@@ -143,14 +148,15 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
       if (d.action === "approve") {
         r.approved.push(d.csr);
         m.decisions.inc({ decision: "approved" });
-        await deps.store.deleteBootstrapToken(d.node); // single use: the token approves nothing more
+        const ref = refs.get(d.tokenId);
+        if (ref) await deps.store.deleteBootstrapToken(ref.deviceId); // single use: the token approves nothing more
         log.info({ csr: d.csr, node: d.node, tokenId: d.tokenId }, "kubelet bootstrap CSR approved");
-        await deps.journal.record(d.node, { kind: "success", summary: `kubelet bootstrap CSR ${d.csr} approved: client certificate for system:node:${d.node} (bootstrap token ${d.tokenId}, now spent)` });
+        await deps.journal.record(ref ?? d.node, { kind: "success", summary: `kubelet bootstrap CSR ${d.csr} approved: client certificate for system:node:${d.node} (bootstrap token ${d.tokenId}, now spent)` });
       } else {
         r.denied.push(d.csr);
         m.decisions.inc({ decision: "denied" });
         log.warn({ csr: d.csr, node: d.node, tokenId: d.tokenId, reasons: d.reasons }, "kubelet bootstrap CSR denied");
-        await deps.journal.record(d.node, {
+        await deps.journal.record(refs.get(d.tokenId) ?? d.node, {
           kind: "danger",
           summary: `kubelet bootstrap CSR ${d.csr} from ${csr.spec.username} denied: ${formatReasons(d.reasons).replace(/\n/g, "; ")}`,
           reasons: d.reasons,

@@ -21,6 +21,12 @@ export function createMetrics(sources: MetricSources = {}) {
   }
   return {
     registry,
+    unauthenticatedRefusals: new Counter({
+      name: "fleetd_attest_unauthenticated_refusals_total",
+      help: "Attestation refusals before credential activation verified (journalled at most once per window per device), by step",
+      labelNames: ["step"],
+      registers: [registry],
+    }),
     attestations: new Counter({ name: "fleetd_attestation_steps_total", help: "Attestation protocol steps by outcome", labelNames: ["step", "outcome"], registers: [registry] }),
     stepSeconds: new Histogram({ name: "fleetd_attestation_step_seconds", help: "Server time per protocol step", labelNames: ["step"], registers: [registry] }),
     configFetches: new Counter({ name: "fleetd_talos_config_fetches_total", help: "Talos config fetches by outcome", labelNames: ["outcome"], registers: [registry] }),

@@ -1,34 +1,37 @@
 /**
- * Per-source-address failure budget for install-code guesses (a UUID is public, so the limit is per address,
- * never per UUID). A fixed window with a small table; the oldest entries go first when it is full.
+ * Request budgets, kept in the shared attestation store so every replica counts against the same budget:
+ *  - install-code guesses per client address (a UUID is public, so never per UUID): a failure is charged
+ *    atomically *before* the lookup and refunded when the code was right, so concurrent guesses cannot all pass a
+ *    check made before any of them failed;
+ *  - attestation requests (/v1/attest/*) per client address: each request is charged; past the budget, 429.
+ * Client addresses come from `clientAddress` (trusted proxies honoured).
  */
-export class FailureLimiter {
-  private readonly hits = new Map<string, { count: number; windowStart: number }>();
+import type { AttestationStore } from "@fleetd/shared/state/store";
 
+export interface Budget {
+  max: number;
+  windowMs: number;
+}
+
+export class StoreLimiter {
   constructor(
-    private readonly maxFailures: number,
-    private readonly windowMs: number,
-    private readonly maxAddresses = 10_000,
+    private readonly store: Pick<AttestationStore, "chargeLimit" | "refundLimit">,
+    private readonly codes: Budget,
+    private readonly attest: Budget,
   ) {}
 
-  /** True when this address may still try. */
-  allowed(address: string, now: number): boolean {
-    const h = this.hits.get(address);
-    if (!h || now - h.windowStart >= this.windowMs) return true;
-    return h.count < this.maxFailures;
+  /** Charge one install-code attempt from `address`; false when its failure budget is spent. */
+  async chargeCode(address: string, now: number): Promise<boolean> {
+    return (await this.store.chargeLimit(`code:${address}`, now, this.codes.windowMs, this.codes.max)).allowed;
   }
 
-  fail(address: string, now: number): void {
-    const h = this.hits.get(address);
-    if (!h || now - h.windowStart >= this.windowMs) {
-      this.hits.delete(address);
-      if (this.hits.size >= this.maxAddresses) {
-        const oldest = this.hits.keys().next().value;
-        if (oldest !== undefined) this.hits.delete(oldest);
-      }
-      this.hits.set(address, { count: 1, windowStart: now });
-    } else {
-      h.count++;
-    }
+  /** The attempt was right: it does not count as a failure. */
+  refundCode(address: string, now: number): Promise<void> {
+    return this.store.refundLimit(`code:${address}`, now, this.codes.windowMs);
+  }
+
+  /** Charge one attestation request from `address`; false when its budget is spent. */
+  async chargeAttest(address: string, now: number): Promise<boolean> {
+    return (await this.store.chargeLimit(`attest:${address}`, now, this.attest.windowMs, this.attest.max)).allowed;
   }
 }

@@ -11,7 +11,7 @@ import { createSecureContext } from "node:tls";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { loadCaStore } from "@fleetd/shared/ek/store";
-import { ConfigError } from "@fleetd/shared/netbox/config";
+import { attestationAccount, ConfigError } from "@fleetd/shared/netbox/config";
 import { createNetBox } from "@fleetd/shared/netbox/client";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
 import { currentCa } from "@fleetd/shared/pki/bundle";
@@ -26,6 +26,8 @@ import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer"
 import type { Admission, Issuer } from "@fleetd/shared/protocol/server/deps";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
 import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import { NoWorkflowGate, TinkerbellWorkflowGate, type WorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
+import { Objects } from "@fleetd/shared/tinkerbell/objects";
 import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
@@ -46,7 +48,9 @@ import { startCsrGate, type CsrGate } from "./csrGate.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 import type { ServerConfig } from "./config.js";
 import { createMetrics } from "./metrics.js";
-import { FailureLimiter } from "./rateLimit.js";
+import { StoreLimiter } from "./rateLimit.js";
+import { trustedProxies } from "./clientAddress.js";
+import { stillStaged, sweepExpiredInstallCodes } from "./configFetch.js";
 
 export interface RunningServer {
   /** e.g. https://127.0.0.1:8443 */
@@ -90,13 +94,16 @@ export interface ServerHooks {
   loops?: LeaderLoop[];
 }
 
-/** Expired sessions are deleted every minute. */
-function sessionSweeper(store: AttestationStore, log: Logger): LeaderLoop {
+/** Expired sessions are deleted every minute; install codes that expired undelivered fail their node's provision. */
+function sessionSweeper(store: AttestationStore, log: Logger, inventory: NetBoxInventory): LeaderLoop {
   let timer: NodeJS.Timeout | undefined;
   return {
     start() {
       timer ??= setInterval(() => {
         store.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
+        sweepExpiredInstallCodes(store, inventory, inventory, Date.now())
+          .then((n) => n > 0 && log.warn({ expired: n }, "install codes expired undelivered; their provisions failed"))
+          .catch((e: unknown) => log.error({ err: e }, "sweeping expired install codes failed"));
       }, 60_000);
       timer.unref();
     },
@@ -123,7 +130,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   const fx = tinkerbellEffectsFromConfig(cfg.site);
 
   const nb = createNetBox(cfg.site.netbox);
-  const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, roleSlugs: s.roleSlugs });
+  const inventory = new NetBoxInventory(nb, { applyAccount: cfg.site.accounts.apply, attestationAccount: attestationAccount(cfg.site), roleSlugs: s.roleSlugs });
   /** HA: the issuance records shared through a Secret (ha/sharedBundle.ts); the file stays the list of CAs. */
   let sharedBundle: SharedBundleState | undefined;
   const pkiOver = (signer: CertificateSigner): Issuer =>
@@ -214,7 +221,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     leaderIssuer.attach();
     issuer = leaderIssuer;
     closeSigner = () => leaderIssuer.close();
-    internal = internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret), secret, log });
+    internal = internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret, signerElector.identity, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret, log });
     log.info({ namespace: ha.namespace, identity: ha.identity, signerLease: ha.signerLease, loopsLease: ha.loopsLease }, "HA: Kubernetes state; CA signer and loops on the lease holders");
   }
   const store = db;
@@ -229,6 +236,14 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         },
       };
   if (!fx.effects) log.warn({ reason: fx.reason }, "no Tinkerbell effects: intake admission only journals");
+  // The Workflow gate needs only the management cluster (Tinkerbell's objects), not the Template settings.
+  const mgmt = cfg.site.kubernetes?.management;
+  const workflows: WorkflowGate = fx.effects
+    ? new TinkerbellWorkflowGate(fx.effects.objects)
+    : mgmt
+      ? new TinkerbellWorkflowGate(new Objects(loadKube(mgmt.kubeconfig), mgmt.namespace))
+      : new NoWorkflowGate("no kubernetes.management in the site configuration: Tinkerbell's Workflows cannot be read");
+  if (!mgmt) log.warn("no kubernetes.management: every attestation is refused (workflow.unavailable): nothing can show that a machine was asked to attest");
   // The workload cluster: each rendered config's bootstrap token gets its Secret there (a failure fails the
   // provision closed) and the CSR gate approves the kubelet's client certificate. Without one, nothing is
   // created in any cluster and the rendered nodes cannot join (said at start).
@@ -242,6 +257,8 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         delete: async () => false,
       };
   if (!workload) log.warn("no workload cluster configured (kubernetes.workload): no bootstrap token Secrets, no CSR gate; rendered nodes cannot join a cluster");
+  const metrics = createMetrics({ pendingEks: async () => (await store.listPendingEks()).length });
+  let lastUnauthLog = 0;
   const service = new AttestationService({
     store,
     inventory,
@@ -251,6 +268,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     renderer: new TalosRenderer(cfg.talos, s.talos.bootstrapTokenTtlSeconds * 1000, now),
     bootstrapTokens,
     admission,
+    workflows,
     ekRoots,
     settings: {
       sessionTtlMs: s.ttl.sessionSeconds * 1000,
@@ -258,18 +276,33 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       provisioningProfile: s.provisioningProfile,
       gates: cfg.gates,
       allowExpiredEkCertificates: s.allowExpiredEkCertificates,
+      maxPendingEks: s.maxPendingEks,
+      renewBeforeMs: s.renewBeforeDays * 86_400_000,
+      unauthenticatedJournalWindowMs: 10 * 60_000,
+    },
+    onUnauthenticatedRefusal: (step, reasons) => {
+      metrics.unauthenticatedRefusals.inc({ step });
+      const t = Date.now();
+      if (t - lastUnauthLog < 10_000) return; // one log line per 10 s at most; the counter has the rest
+      lastUnauthLog = t;
+      log.warn({ step, checks: reasons.map((r) => r.check) }, "attestation refused before credential activation (unauthenticated)");
     },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
-  const metrics = createMetrics({ pendingEks: async () => (await store.listPendingEks()).length });
   const app = createApp({
     service,
     store,
-    limiter: new FailureLimiter(s.rateLimit.maxFailures, s.rateLimit.windowSeconds * 1000, s.rateLimit.maxAddresses),
+    limiter: new StoreLimiter(
+      store,
+      { max: s.rateLimit.maxFailures, windowMs: s.rateLimit.windowSeconds * 1000 },
+      { max: s.rateLimit.attestRequests, windowMs: s.rateLimit.attestWindowSeconds * 1000 },
+    ),
+    trustedProxies: trustedProxies(s.trustedProxies),
     log,
     metrics,
     delivered: (node) => inventory.markActive(node),
+    stillWanted: (node) => stillStaged(inventory, node),
     now: () => Date.now(),
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
     bodyLimit: `${s.bodyLimitBytes}b`,
@@ -312,7 +345,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         }
       : undefined;
   // The server's loops: with HA only on the loops Lease's holder, else here.
-  const loops: LeaderLoop[] = [sessionSweeper(store, log), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
+  const loops: LeaderLoop[] = [sessionSweeper(store, log, inventory), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
   const detach: (() => Promise<void>)[] = [];
   if (loopsElector) for (const l of loops) detach.push(runWhileLeader(loopsElector, l));
   else for (const l of loops) await l.start();

@@ -17,7 +17,7 @@ import { attest, AttestationRefused, type AttestResult } from "@fleetd/shared/pr
 import { Claims, type Mode } from "@fleetd/shared/protocol/messages";
 import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/shared/tpmclient/index";
 import { backoffDelayMs } from "./backoff.js";
-import { bootInterface, ClaimsError, collectHostClaims } from "./claims.js";
+import { bootInterface, bootMacOf, ClaimsError, collectHostClaims } from "./claims.js";
 import { ConfigError, loadConfig, type AttestConfig } from "./config.js";
 import { EventLogError, readEventLog } from "./eventLog.js";
 import type { LldpReading } from "./lldp/json0.js";
@@ -81,7 +81,8 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     if (log0.mounted) log.info({ path: log0.path }, "mounted securityfs for the event log");
     const lldp = await lldpClaim(cfg, log, boot);
     log.info({ bootInterface: boot ?? null, lldp: lldp.lldp }, lldp.reason);
-    const parsed = Claims.safeParse({ serial: host.serial, uuid: host.uuid, macs: host.macs.slice(0, 32), lldp: lldp.lldp, mode, workflow: cfg.workflow });
+    const bootMac = bootMacOf({ macs: host.macs.slice(0, 32), interfaces: host.interfaces }, boot);
+    const parsed = Claims.safeParse({ serial: host.serial, uuid: host.uuid, macs: host.macs.slice(0, 32), lldp: lldp.lldp, mode, workflow: cfg.workflow, ...(bootMac ? { bootMac } : {}) });
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
       log.error({ code: "claims", issues }, "the machine's claims are not valid");
@@ -156,7 +157,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     if (mode !== "provision") delete result.installCode;
     try {
       const report = writeSuccess(cfg.out, result, { workflow: cfg.workflow, claims, attempts: attempt, tpm: describeTpm(cfg.tpm) });
-      log.info({ node: report.node, generation: report.generation, ldevidSerial: report.ldevid.serial, lakSerial: report.lak.serial, installCode: report.installCode, out: cfg.out }, `attested (${mode})`);
+      log.info({ node: report.node, generation: report.generation, ldevidSerial: report.ldevid?.serial ?? null, lakSerial: report.lak?.serial ?? null, installCode: report.installCode, out: cfg.out }, `attested (${mode})`);
       process.stdout.write(JSON.stringify(report, null, 2) + "\n");
       return EXIT.ok;
     } catch (e) {

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { bootInterface, ClaimsError, collectHostClaims, listInterfaces } from "./claims.js";
+import { bootInterface, bootMacOf, ClaimsError, collectHostClaims, listInterfaces } from "./claims.js";
 import { EventLogError, MAX_EVENT_LOG, readEventLog } from "./eventLog.js";
 import { writeFakeRoot } from "./testing/fakeRoot.js";
 
@@ -74,4 +74,25 @@ test("event log: read from the root's securityfs path; missing, empty and over 1
   await assert.rejects(readEventLog(writeFakeRoot(fresh(), machine)), (e: unknown) => e instanceof EventLogError && e.code === "event-log-missing" && e.path.endsWith("tpm0/binary_bios_measurements"));
   await assert.rejects(readEventLog(writeFakeRoot(fresh(), { ...machine, eventLog: new Uint8Array() })), (e: unknown) => e instanceof EventLogError && e.code === "event-log-empty");
   await assert.rejects(readEventLog(writeFakeRoot(fresh(), { ...machine, eventLog: new Uint8Array(MAX_EVENT_LOG + 1) })), (e: unknown) => e instanceof EventLogError && e.code === "event-log-too-large");
+});
+
+test("three NICs, the boot one sorting last: bootMac is the boot interface's MAC, not the first sorted", () => {
+  const root = writeFakeRoot(fresh(), {
+    ...machine,
+    nics: [
+      { name: "eno1", mac: "b0:7b:25:00:00:a1" },
+      { name: "eno2", mac: "b0:7b:25:00:00:b2" },
+      { name: "ens9f0", mac: "b0:7b:25:00:00:f9" },
+      { name: "br0", mac: "02:00:5e:10:00:01", virtual: true },
+    ],
+    defaultRoute: "ens9f0",
+  });
+  const c = collectHostClaims(root);
+  assert.deepEqual(c.macs, ["b0:7b:25:00:00:a1", "b0:7b:25:00:00:b2", "b0:7b:25:00:00:f9"]);
+  const boot = bootInterface(root, c.interfaces);
+  assert.deepEqual(boot, { name: "ens9f0", how: "default-route" });
+  assert.equal(bootMacOf(c, boot), "b0:7b:25:00:00:f9");
+  // a virtual boot interface with an address of its own (a bridge) is none of the claimed MACs: no bootMac
+  assert.equal(bootMacOf(c, { name: "br0", how: "configured" }), undefined);
+  assert.equal(bootMacOf(c, undefined), undefined);
 });

@@ -134,3 +134,14 @@ export function bootInterface(root: string, interfaces: NetInterface[], configur
   const first = interfaces.find((i) => i.up && !i.virtual && i.mac);
   return first ? { name: first.name, how: "first-up" } : undefined;
 }
+
+/**
+ * The MAC of the boot interface, when it is one of the claimed physical MACs (a bond or VLAN on top has none
+ * of its own there): the claim `bootMac`, which the server records as the node's boot NIC instead of whichever
+ * MAC sorts first.
+ */
+export function bootMacOf(host: Pick<HostClaims, "macs" | "interfaces">, boot: BootInterface | undefined): string | undefined {
+  if (!boot) return undefined;
+  const mac = host.interfaces.find((i) => i.name === boot.name)?.mac;
+  return mac !== undefined && host.macs.includes(mac) ? mac : undefined;
+}

@@ -14,11 +14,14 @@ const ldevid = selfSigned("worker-1.g2");
 const lak = selfSigned("worker-1.g2.lak");
 const ca = selfSigned("fleetd lab CA");
 const code = "ab".repeat(32);
+type Blobs = NonNullable<AttestResult["issued"]>["ldevid"]["blobs"];
 const result = (installCode?: string): AttestResult => ({
   mode: installCode ? "provision" : "attest",
-  ldevid: { certificate: ldevid.der, blobs: { publicBytes: new Uint8Array([0, 1, 2]), private: new Uint8Array([3, 4]) } as AttestResult["ldevid"]["blobs"] },
-  lak: { certificate: lak.der, blobs: { publicBytes: new Uint8Array([5]), private: new Uint8Array([6, 7, 8]) } as AttestResult["lak"]["blobs"] },
-  caBundle: ca.cert,
+  issued: {
+    ldevid: { certificate: ldevid.der, blobs: { publicBytes: new Uint8Array([0, 1, 2]), private: new Uint8Array([3, 4]) } as Blobs },
+    lak: { certificate: lak.der, blobs: { publicBytes: new Uint8Array([5]), private: new Uint8Array([6, 7, 8]) } as Blobs },
+    caBundle: ca.cert,
+  },
   ...(installCode ? { installCode } : {}),
 });
 const info = { workflow: "wf-1", claims: { serial: "7XK2LM4", uuid: "4c4c4544-0058-4b10-8032-b7c04f4d3332", macs: ["b0:7b:25:00:00:21"], lldp: null, mode: "provision" as const, workflow: "wf-1" }, attempts: 2, tpm: "/dev/tpmrm0" };

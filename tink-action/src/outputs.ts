@@ -72,8 +72,9 @@ export interface SuccessReport {
   generation?: number;
   workflow: string;
   claims: Omit<Claims, "mode" | "workflow">;
-  ldevid: CertSummary;
-  lak: CertSummary;
+  /** Absent when the server issued nothing (wipe, a device being retired, an attest whose LDevID is not due). */
+  ldevid?: CertSummary;
+  lak?: CertSummary;
   installCode: boolean;
   attempts: number;
   finishedAt: string;
@@ -81,17 +82,20 @@ export interface SuccessReport {
 
 export function writeSuccess(dir: string, r: AttestResult, info: RunInfo, now = new Date()): SuccessReport {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const bundle = r.caBundle.trim() + "\n";
   if (r.installCode !== undefined) put(dir, "install-code", r.installCode, 0o600);
-  put(dir, "ldevid.crt", pem(r.ldevid.certificate) + bundle, 0o644);
-  put(dir, "ldevid.pub", r.ldevid.blobs.publicBytes, 0o600);
-  put(dir, "ldevid.priv", r.ldevid.blobs.private, 0o600);
-  put(dir, "lak.crt", pem(r.lak.certificate), 0o644);
-  put(dir, "lak.pub", r.lak.blobs.publicBytes, 0o600);
-  put(dir, "lak.priv", r.lak.blobs.private, 0o600);
-  put(dir, "ca-bundle.pem", bundle, 0o644);
+  const i = r.issued;
+  if (i) {
+    const bundle = i.caBundle.trim() + "\n";
+    put(dir, "ldevid.crt", pem(i.ldevid.certificate) + bundle, 0o644);
+    put(dir, "ldevid.pub", i.ldevid.blobs.publicBytes, 0o600);
+    put(dir, "ldevid.priv", i.ldevid.blobs.private, 0o600);
+    put(dir, "lak.crt", pem(i.lak.certificate), 0o644);
+    put(dir, "lak.pub", i.lak.blobs.publicBytes, 0o600);
+    put(dir, "lak.priv", i.lak.blobs.private, 0o600);
+    put(dir, "ca-bundle.pem", bundle, 0o644);
+  }
   const { mode: _m, workflow: _w, ...claims } = info.claims;
-  const node = nodeFromLdevid(r.ldevid.certificate);
+  const node = i ? nodeFromLdevid(i.ldevid.certificate) : undefined;
   const report: SuccessReport = {
     version: 1,
     mode: r.mode,
@@ -99,8 +103,7 @@ export function writeSuccess(dir: string, r: AttestResult, info: RunInfo, now = 
     ...(node ?? {}),
     workflow: info.workflow,
     claims,
-    ldevid: summary(r.ldevid.certificate),
-    lak: summary(r.lak.certificate),
+    ...(i ? { ldevid: summary(i.ldevid.certificate), lak: summary(i.lak.certificate) } : {}),
     installCode: r.installCode !== undefined,
     attempts: info.attempts,
     finishedAt: now.toISOString(),

@@ -33,12 +33,16 @@ const Challenge: z.ZodType<ChallengeResponse> = z.object({
   expiresAt: z.string(),
   credentials: z.array(z.object({ ekBinding: z.string().regex(/^[0-9a-f]{64}$/), idObject: b64, encryptedSecret: b64 })).min(1).max(8),
 });
-const EvidenceAnswer: z.ZodType<EvidenceResponse> = z.object({
-  verdict: z.literal("pass"),
-  ldevidCertificate: b64,
-  lakCertificate: b64,
-  caBundle: z.string().min(1).max(1 << 20),
-});
+const EvidenceAnswer: z.ZodType<EvidenceResponse> = z.discriminatedUnion("issued", [
+  z.object({
+    verdict: z.literal("pass"),
+    issued: z.literal("new"),
+    ldevidCertificate: b64,
+    lakCertificate: b64,
+    caBundle: z.string().min(1).max(1 << 20),
+  }),
+  z.object({ verdict: z.literal("pass"), issued: z.literal("none") }),
+]);
 const ConfirmAnswer: z.ZodType<ConfirmResponse> = z.object({
   mode: z.enum(MODES),
   installCode: z.object({ idObject: b64, encryptedSecret: b64 }).optional(),

@@ -9,6 +9,8 @@ export interface Reason {
   detail: string;
   pcr?: number;
   event?: number;
+  /** What the inventory holds, for the NetBox journal only: never sent to the machine (it may name the node). */
+  internal?: string;
 }
 
 export interface Verdict {

@@ -132,3 +132,47 @@ test("go-eventlog's linux_tpm12.json is refused as TPM 1.2 (quote and AK alike)"
   assert.equal(r.verdict, "fail");
   assert.deepEqual(r.reasons.map((x) => x.check), ["quote.tpmVersion"]);
 });
+
+/** The values of `bank` re-cut: the same bytes in the same order, split at other places (lengths `sizes`, by PCR). */
+function recut(bank: Map<number, Uint8Array>, sizes: Record<number, number>): Map<number, Uint8Array> {
+  const order = [...bank.keys()].sort((a, b) => a - b);
+  const all = Buffer.concat(order.map((p) => bank.get(p) ?? new Uint8Array()));
+  const out = new Map<number, Uint8Array>();
+  let at = 0;
+  for (const p of order) {
+    const n = sizes[p] ?? (bank.get(p)?.length as number);
+    out.set(p, new Uint8Array(all.subarray(at, at + n)));
+    at += n;
+  }
+  assert.equal(at, all.length, "a re-cut keeps every byte");
+  return out;
+}
+
+test("issue 10: PCR values re-cut across their boundaries keep pcrDigest but are refused, naming bank and PCR", () => {
+  // A real signed quote (GCE vTPM, SHA-384 bank, PCRs 0-23): pcrDigest = SHA-256(PCR0 ‖ … ‖ PCR23).
+  const d = load<CosDump>("quotes/go-tpm-tools_gce-cos-85-nonce9009.json");
+  const q = d.quotes.find((x) => x.pcrs.hash === "sha384");
+  assert.ok(q);
+  const ak = decodeExact(TPMT_PUBLIC, fromHex(d.ak_pub_tpmt_public_hex));
+  const base = { akPublic: ak, quote: fromHex(q.quote_tpms_attest_hex), signature: fromHex(q.raw_sig_tpmt_signature_hex), expectedExtraData: fromHex("9009") };
+  const real = pcrValues(q.pcrs.hash, q.pcrs.pcrs).get(TPM_ALG.SHA384) as Map<number, Uint8Array>;
+  assert.equal(verifyQuote({ ...base, pcrs: new Map([[TPM_ALG.SHA384, real]]) }).verdict, "pass");
+
+  // PCR 0 takes 16 bytes of PCR 1: the concatenation (and so pcrDigest) is unchanged, PCR 0 and 1 are not.
+  const shifted = recut(real, { 0: 64, 1: 32 });
+  assert.notDeepEqual(shifted.get(0), real.get(0));
+  const one = verifyQuote({ ...base, pcrs: new Map([[TPM_ALG.SHA384, shifted]]) });
+  assert.equal(one.verdict, "fail");
+  assert.deepEqual(one.reasons.map((r) => r.check), ["quote.pcrValueSize"]);
+  assert.match(one.reasons[0]?.detail ?? "", /sha384:0 is 64, sha384:1 is 32/);
+
+  // One wrong value is named by its PCR.
+  const short = recut(real, { 22: 47, 23: 49 });
+  const two = verifyQuote({ ...base, pcrs: new Map([[TPM_ALG.SHA384, short]]) });
+  assert.deepEqual(two.reasons.map((r) => r.check), ["quote.pcrValueSize"]);
+  assert.match(two.reasons[0]?.detail ?? "", /exactly 48 bytes; sha384:22 is 47, sha384:23 is 49/);
+
+  // A value of a bank without a known digest size cannot be placed either.
+  const unknown = verifyQuote({ ...base, pcrs: new Map([[TPM_ALG.SHA384, real], [0x0099, new Map([[0, new Uint8Array(32)]])]]) });
+  assert.ok(unknown.reasons.some((r) => r.check === "quote.pcrValueSize" && /no known digest size/.test(r.detail)));
+});

@@ -1,11 +1,17 @@
 /**
  * Quote verification (TPM2_Quote, Part 3 §18.4): the AK's signature over the exact TPMS_ATTEST bytes, the
  * TPM's magic, the QUOTE type, extraData equal to what the caller expects, the quoted PCR selection equal
- * to the values supplied, and pcrDigest = H_sig(values in selection order) where H_sig is the *signing*
- * hash. The caller always supplies the expected extraData: there is no way to skip that check.
+ * to the values supplied, every supplied value exactly its bank's digest size, and pcrDigest = H_sig(values
+ * in selection order) where H_sig is the *signing* hash. The caller always supplies the expected extraData:
+ * there is no way to skip that check.
+ *
+ * The size check is what makes pcrDigest bind each value to its (bank, PCR): pcrDigest covers only the
+ * concatenation, so values of any other length let the machine choose where one value ends and the next
+ * begins — e.g. present real SHA-384 PCR 8–15 values as "SHA-384 PCRs 0–7" by giving the SHA-256 values
+ * 48 bytes each (issue 10). It is checked here, whatever the caller validated before.
  */
 import { ctEqual, digest, hex } from "../crypto/hash.js";
-import { algName, TPM_GENERATED_VALUE, TPM_ST } from "../tpm/constants.js";
+import { algName, DIGEST_SIZES, TPM_GENERATED_VALUE, TPM_ST } from "../tpm/constants.js";
 import { TPMS_ATTEST, TPMT_SIGNATURE, type TPMS_ATTEST as Attest, type TPMT_PUBLIC } from "../tpm/structures.js";
 import { parseInto } from "./parseEvidence.js";
 import { bankName, orderedValues, selectionFromBitmaps, type PcrSelection, type PcrValues } from "./pcrs.js";
@@ -63,6 +69,7 @@ export function verifyQuote(input: QuoteInput): QuoteResult {
   if (attest.attested.kind !== "quote") return c.verdict();
   const selection = selectionFromBitmaps(attest.attested.pcrSelect).filter((s) => s.pcrs.length > 0);
   checkSelectionMatches(c, selection, input.pcrs);
+  checkValueSizes(c, input.pcrs);
   if (sig && c.ok) {
     const ordered = orderedValues(selection, input.pcrs);
     if (Array.isArray(ordered)) {
@@ -93,6 +100,29 @@ function checkSelectionMatches(c: Checks, selection: PcrSelection[], values: Pcr
   c.check(notSupplied.length === 0, "quote.pcrSelect", `quoted PCRs without a supplied value: ${notSupplied.join(", ")}`);
   c.check(notQuoted.length === 0, "quote.pcrSelect", `supplied PCR values the quote does not cover: ${notQuoted.join(", ")}`);
   c.check(quoted.size > 0, "quote.pcrSelect", "the quote selects no PCRs");
+}
+
+/**
+ * Every supplied value has exactly the digest size of its bank (a PCR of a bank is never shorter or longer).
+ * One reason per bank, naming each PCR whose value has another length.
+ */
+function checkValueSizes(c: Checks, values: PcrValues): void {
+  for (const [bank, m] of [...values].sort((a, b) => a[0] - b[0])) {
+    const size = DIGEST_SIZES[bank];
+    const pcrs = [...m].sort((a, b) => a[0] - b[0]);
+    if (size === undefined) {
+      c.fail("quote.pcrValueSize", `bank ${algName(bank)} has no known digest size, so its values (PCRs ${pcrs.map(([p]) => p).join(", ")}) cannot be told apart`);
+      continue;
+    }
+    const wrong = pcrs.filter(([, v]) => v.length !== size);
+    const first = wrong[0];
+    c.check(
+      first === undefined,
+      "quote.pcrValueSize",
+      `a ${bankName(bank)} PCR value is exactly ${size} bytes; ${wrong.map(([p, v]) => `${bankName(bank)}:${p} is ${v.length}`).join(", ")}`,
+      first && wrong.length === 1 ? { pcr: first[0] } : {},
+    );
+  }
 }
 
 export { TPM_ST };

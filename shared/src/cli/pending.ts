@@ -5,6 +5,7 @@
  * `server.ha.namespace` through `server.ha.kubeconfig`). Claims are unproven; approve an EK by putting
  * its binding into the nodes file and running `inventory apply`, never from this list alone.
  */
+import { safeLine } from "../text/untrusted.js";
 import { existsSync } from "node:fs";
 import { z } from "zod";
 import { ConfigError, readConfigFile } from "../netbox/config.js";
@@ -78,7 +79,9 @@ const toRow = (p: PendingEk): PendingRow => ({
 export function renderPending(rows: PendingRow[]): string {
   if (rows.length === 0) return "no pending EKs";
   const head = ["EK BINDING", "CLAIMED SERIAL", "CLAIMED MACS", "SOURCE", "FIRST SEEN", "LAST SEEN", "COUNT"];
-  const body = rows.map((r) => [r.ekBinding, r.serial, r.macs.join(","), r.sourceAddress, r.firstSeen, r.lastSeen, String(r.count)]);
+  // Serial, MACs and address are the caller's (schema-checked, but an operator's terminal is no place for their
+  // control characters): every cell goes through safeLine, so no ANSI/OSC sequence or fake row reaches it.
+  const body = rows.map((r) => [r.ekBinding, r.serial, r.macs.join(","), r.sourceAddress, r.firstSeen, r.lastSeen, String(r.count)].map((c) => safeLine(c, 100)));
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] ?? "").length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ");
   return [line(head), ...body.map(line), `${rows.length} pending EK${rows.length === 1 ? "" : "s"} (claims are unproven)`].join("\n");

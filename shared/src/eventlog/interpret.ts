@@ -17,8 +17,10 @@ import { devicePathText, parseDevicePath, parseImageLoadEvent } from "./uefi.js"
 
 /** Event types allowed in PCRs 0-7 (EV_NO_ACTION is allowed everywhere: it is never extended). */
 export const PCR_EVENT_TYPES: Readonly<Record<number, readonly number[]>> = {
+  // EV_POST_CODE is not here: UEFI firmware measures its code as EV_EFI_PLATFORM_FIRMWARE_BLOB(2) or EV_POST_CODE2;
+  // vendors that still log firmware volumes as EV_POST_CODE need the profile tolerance "pcr0-post-code".
   0: [
-    EV.S_CRTM_VERSION, EV.S_CRTM_CONTENTS, EV.POST_CODE, EV.POST_CODE2, EV.EFI_PLATFORM_FIRMWARE_BLOB, EV.EFI_PLATFORM_FIRMWARE_BLOB2,
+    EV.S_CRTM_VERSION, EV.S_CRTM_CONTENTS, EV.POST_CODE2, EV.EFI_PLATFORM_FIRMWARE_BLOB, EV.EFI_PLATFORM_FIRMWARE_BLOB2,
     EV.EFI_HCRTM_EVENT, EV.NONHOST_CODE, EV.NONHOST_CONFIG, EV.NONHOST_INFO, EV.EFI_HANDOFF_TABLES, EV.EFI_HANDOFF_TABLES2,
     EV.CPU_MICROCODE, EV.EFI_SPDM_FIRMWARE_BLOB, EV.EFI_SPDM_FIRMWARE_CONFIG, EV.SEPARATOR,
   ],
@@ -82,8 +84,19 @@ function bootImage(ev: TcgEvent, f: Findings): BootImage {
   return img;
 }
 
+/**
+ * Narrow exceptions a policy may grant (its firmware-quirk tolerances, policy/tolerances.ts), each with the
+ * tolerance's name so that what was accepted is reported as such.
+ */
+export interface InterpretOptions {
+  /** Event types allowed in a PCR beyond PCR_EVENT_TYPES. */
+  extraEventTypes?: readonly { pcr: number; types: readonly number[]; tolerance: string }[];
+  /** EV_S_CRTM_CONTENTS in PCR 0 may carry a separator's digest (Intel Boot Guard measures such a component). */
+  scrtmSeparatorDigest?: { tolerance: string };
+}
+
 /** Interpret the events of the trusted PCRs. */
-export function interpretLog(log: EventLog, trusted: ReadonlySet<number>): MeasuredBoot {
+export function interpretLog(log: EventLog, trusted: ReadonlySet<number>, opts: InterpretOptions = {}): MeasuredBoot {
   const f = new Findings();
   const out: MeasuredBoot = { interpretedPcrs: [...trusted].sort((a, b) => a - b), bootApplications: [], bootDrivers: [], findings: f.list };
   const separators = new Map<number, number>();
@@ -98,14 +111,19 @@ export function interpretLog(log: EventLog, trusted: ReadonlySet<number>): Measu
     if (ev.pcr > 23) f.error("pcr-index", `${describeEvent(ev)}: PCR ${ev.pcr} does not exist`, at);
     const allowed = PCR_EVENT_TYPES[ev.pcr];
     if (allowed && !allowed.includes(ev.type)) {
-      f.error("event-type", `${describeEvent(ev)}: ${eventTypeName(ev.type)} is not expected in PCR ${ev.pcr}`, at);
-      continue;
+      const tolerated = opts.extraEventTypes?.find((x) => x.pcr === ev.pcr && x.types.includes(ev.type));
+      if (!tolerated) {
+        f.error("event-type", `${describeEvent(ev)}: ${eventTypeName(ev.type)} is not expected in PCR ${ev.pcr}`, at);
+        continue;
+      }
+      f.warning("tolerated", `${describeEvent(ev)}: ${eventTypeName(ev.type)} is not expected in PCR ${ev.pcr}; accepted by tolerance ${tolerated.tolerance}`, at);
     }
     if (ev.pcr <= 7 && ev.type !== EV.SEPARATOR && (anyDigestIs(ev, SEPARATOR_OK) || anyDigestIs(ev, SEPARATOR_ERROR))) {
       const detail = `${describeEvent(ev)}: digest is that of a separator but the type is ${eventTypeName(ev.type)}`;
-      // PCR 0 events are never interpreted, and real Intel Boot Guard firmware measures an S-CRTM component
-      // whose digest is H(00000000) (glinux-alex.bin event 4, "FIT Type 0x2D"): report it, do not refuse it.
-      if (ev.pcr === 0) f.warning("separator-lookalike", `${detail} (PCR 0 events are not interpreted)`, at);
+      // Real Intel Boot Guard firmware measures an S-CRTM component whose digest is H(00000000) (glinux-alex.bin
+      // event 4, "FIT Type 0x2D"); PCR 0 events are never interpreted, so a profile may tolerate exactly that.
+      const tolerance = ev.pcr === 0 && ev.type === EV.S_CRTM_CONTENTS ? opts.scrtmSeparatorDigest?.tolerance : undefined;
+      if (tolerance) f.warning("separator-lookalike", `${detail}; accepted by tolerance ${tolerance} (PCR 0 events are not interpreted)`, at);
       else {
         f.error("separator-disguised", detail, at);
         continue;

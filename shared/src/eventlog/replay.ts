@@ -133,6 +133,8 @@ export interface PcrReplayCheck {
   replayed?: Uint8Array;
   /** Set when the match needed the Exit-Boot-Services workaround (the unlogged action strings). */
   workaround?: readonly string[];
+  /** With `workaround`: what the log alone replays to (a policy that does not tolerate the quirk sees a mismatch). */
+  withoutWorkaround?: Uint8Array;
   /** Events that lack this bank's digest (status missing-digests). */
   events?: number[];
 }
@@ -169,7 +171,7 @@ export function checkReplay(log: EventLog, replay: Replay, expected: PcrValues):
         continue;
       }
       const fixed = pcr === 5 && isHashAlg(alg) ? ebsWorkaround(alg, replayed, value) : undefined;
-      out.push(fixed ? { ...base, status: "match", replayed: value, workaround: fixed } : { ...base, status: "mismatch", replayed });
+      out.push(fixed ? { ...base, status: "match", replayed: value, workaround: fixed, withoutWorkaround: replayed } : { ...base, status: "mismatch", replayed });
     }
   }
   return out;

@@ -47,6 +47,7 @@ export function secureBootJson(sb: SecureBootState | undefined) {
     authorities: { beforeSeparator: sb.preSeparatorAuthorities.map(authorityJson), afterSeparator: sb.postSeparatorAuthorities.map(authorityJson) },
     sbatLevel: sb.sbatLevel?.value ?? null,
     mokListTrusted: sb.mokListTrusted?.value ?? null,
+    mokSbState: sb.mokSbState?.value ?? null,
     dmaProtectionDisabled: sb.dmaProtectionDisabled,
     debugMode: sb.debugMode,
     otherVariables: sb.otherVariables,

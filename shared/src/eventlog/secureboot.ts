@@ -53,6 +53,12 @@ export interface SecureBootState {
   /** shim's SbatLevel variable as measured (text), and its event. */
   sbatLevel?: { event: number; value: string };
   mokListTrusted?: { event: number; value: string };
+  /**
+   * shim's MokSBState as measured (hex), and its event. shim measures it into PCR 7 only when the variable is set;
+   * 01 means the user disabled shim's signature validation (`mokutil --disable-validation`): shim then loads any
+   * image, whatever db, MokList or its vendor certificate say.
+   */
+  mokSbState?: { event: number; value: string };
   dmaProtectionDisabled: boolean;
   debugMode: boolean;
   otherVariables: { event: number; guid: string; name: string }[];
@@ -131,6 +137,10 @@ function authorityOf(ev: TcgEvent, f: Findings, state: SecureBootState): Authori
     f.error("authority-data", `${describeEvent(ev)}: not a UEFI_VARIABLE_DATA: ${e.message}`, at(ev));
     return undefined;
   }
+  if (v.guid === GUID.SHIM_LOCK && v.name === "MokSBState") {
+    judgeMokSbState(ev, v.data, f, state);
+    return undefined;
+  }
   if (v.guid === GUID.SHIM_LOCK && (v.name === "SbatLevel" || v.name === "MokListTrusted" || v.name === "MokListXTrusted")) {
     const value = v.name === "SbatLevel" ? Buffer.from(v.data).toString("latin1").replace(/\0+$/, "") : hex(v.data);
     if (v.name === "SbatLevel") state.sbatLevel = { event: ev.index, value };
@@ -150,6 +160,24 @@ function authorityOf(ev: TcgEvent, f: Findings, state: SecureBootState): Authori
   if (v.data.length === 16 + 32) return { ...base, owner: guidToString(v.data.subarray(0, 16)), sha256: hex(v.data.subarray(16)) };
   f.error("authority-data", `${describeEvent(ev)}: ${v.name} is neither an EFI_SIGNATURE_DATA nor a certificate`, at(ev));
   return undefined;
+}
+
+/**
+ * MokSBState, its own finding (issue 10): 01 is "shim-validation-disabled", an error in PCR 7, which every profile
+ * enforces — so no profile can accept it; 00 is validation on; anything else, or a second measurement, is malformed
+ * and refused too (fail closed: shim reads the first byte only, we do not guess).
+ */
+function judgeMokSbState(ev: TcgEvent, data: Uint8Array, f: Findings, state: SecureBootState): void {
+  if (state.mokSbState) {
+    f.error("shim-moksbstate", `${describeEvent(ev)}: MokSBState measured again (first at event ${state.mokSbState.event})`, at(ev));
+    return;
+  }
+  state.mokSbState = { event: ev.index, value: hex(data) };
+  if (data.length === 1 && data[0] === 1) {
+    f.error("shim-validation-disabled", `${describeEvent(ev)}: MokSBState = 1: shim's signature validation is disabled, so shim loads any image`, at(ev));
+  } else if (data.length !== 1 || data[0] !== 0) {
+    f.error("shim-moksbstate", `${describeEvent(ev)}: MokSBState is ${hex(data) || "<empty>"} (must be one byte 00 or 01)`, at(ev));
+  }
 }
 
 /** Interpret the PCR7 events of a log (in log order). Only call this when PCR7 replays. */

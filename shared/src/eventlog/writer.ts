@@ -7,8 +7,9 @@
  */
 import { encode, Writer } from "../codec/codec.js";
 import { digest } from "../crypto/hash.js";
-import { HASHES, TPM_ALG, type HashAlgId } from "../tpm/constants.js";
+import { HASHES, isHashAlg, TPM_ALG, type HashAlgId } from "../tpm/constants.js";
 import { EV } from "./events.js";
+import { eventDigest, type EventLog, type TcgEvent } from "./parse.js";
 import { GUID, guidFromString } from "./guid.js";
 import {
   EFI_DEVICE_PATH_NODE,
@@ -152,6 +153,38 @@ export class EventLogWriter {
   }
   sbatLevel(text: string): this {
     return this.variable(7, EV.EFI_VARIABLE_AUTHORITY, GUID.SHIM_LOCK, "SbatLevel", latin1(text));
+  }
+  /** shim's MokSBState as shim measures a set variable: PCR 7 (variable data) and PCR 14 (EV_IPL "MokSBState", digest of the value). */
+  mokSbState(value: Uint8Array): this {
+    return this.variable(7, EV.EFI_VARIABLE_AUTHORITY, GUID.SHIM_LOCK, "MokSBState", value).add(14, EV.IPL, latin1("MokSBState\0"), { hashOf: value });
+  }
+  /** Append an event of a parsed log as it was logged (its own digests, every bank of this writer). */
+  addLogged(ev: TcgEvent): this {
+    const digests: Partial<Record<HashAlgId, Uint8Array>> = {};
+    for (const alg of this.banks) {
+      const d = eventDigest(ev, alg);
+      if (!d) throw new Error(`event ${ev.index} carries no ${HASHES[alg].bank} digest`);
+      digests[alg] = d;
+    }
+    return this.add(ev.pcr, ev.type, ev.data, { digests });
+  }
+  /**
+   * A writer holding a real (crypto-agile) log's events with their digests, for tests that derive a variant of it
+   * (e.g. insert an event): `upTo` events (after the Spec ID header) now, the rest with `rest()`.
+   */
+  static fromLog(log: EventLog, upTo = log.events.length): { writer: EventLogWriter; rest: () => EventLogWriter } {
+    if (log.format !== "crypto-agile") throw new Error("fromLog: only crypto-agile logs");
+    const banks = log.banks.filter((b) => b.computable && isHashAlg(b.alg)).map((b) => b.alg as HashAlgId);
+    const writer = new EventLogWriter("crypto-agile", banks);
+    const events = log.events.slice(1);
+    for (const ev of events.filter((e) => e.index < upTo)) writer.addLogged(ev);
+    return {
+      writer,
+      rest: () => {
+        for (const ev of events.filter((e) => e.index >= upTo)) writer.addLogged(ev);
+        return writer;
+      },
+    };
   }
   /** EV_EFI_BOOT_SERVICES_APPLICATION: digest = the image's (here: `image` bytes') hash, data = load event. */
   bootApplication(path: string, image: Uint8Array, opts: AddOptions = {}): this {

@@ -21,6 +21,7 @@ export function inventoryCustomFields(n: NodeEntry): Record<string, unknown> {
     network_gateway: n.address.gateway,
     bmc: n.bmc.type === "none" ? { type: "none" } : { type: n.bmc.type, address: n.bmc.address, credentials: n.bmc.credentials },
     ek_bindings: ekBindingsValue(n),
+    switch_port_check: n.switchPortCheck,
   };
 }
 

@@ -78,6 +78,12 @@ export const NodeEntry = z
     /** The boot interface's name in NetBox. */
     interface: Text(64).default("eth0"),
     switch: z.strictObject({ device: DnsLabel, port: Text(64) }),
+    /**
+     * `required` (default): intake, provision and attest release nothing unless NetBox records the boot
+     * interface's cable and LLDP agrees with it. `waived`: a missing cable is accepted for this node (a recorded
+     * cable is still checked). Written to NetBox and trusted only as the apply account wrote it.
+     */
+    switchPortCheck: z.enum(["required", "waived"]).default("required"),
     address: Address,
     installDisk: z.string().regex(/^\/dev\/[A-Za-z0-9/._-]{1,200}$/, "must be a /dev path, e.g. /dev/nvme0n1"),
     bmc: Bmc,

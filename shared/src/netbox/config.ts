@@ -62,7 +62,10 @@ export const NetBoxSiteConfig = z.strictObject({
     .optional(),
   features: z
     .strictObject({
-      /** Control-plane installation (off by default). */
+      /**
+       * Control-plane installation (off by default): provision is dispatched for control-plane nodes, whose
+       * Talos config talos-config-server renders with the cluster's CA keys (its site file's `controlPlane:`).
+       */
       controlPlanes: z.boolean().default(false),
     })
     .default({ controlPlanes: false }),

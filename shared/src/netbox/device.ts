@@ -65,9 +65,13 @@ export async function listDevices(nb: NetBox, query: Record<string, string | num
   throw new NetBoxError("netbox_bad_response", "list devices", undefined, "more than 1000 pages");
 }
 
-/** The id of the device named exactly `name`, or undefined when NetBox has none. */
+/**
+ * The id of the one device named exactly `name`; undefined when NetBox has none or several (names are unique
+ * per site only: a lookup that finds two refuses rather than pick one).
+ */
 export async function deviceIdByName(nb: NetBox, name: string): Promise<number | undefined> {
-  return (await listDevices(nb, { name })).find((d) => d.name === name)?.id;
+  const found = (await listDevices(nb, { name, fields: "id,name,serial,status,site,role,device_type" })).filter((d) => d.name === name);
+  return found.length === 1 ? found[0]?.id : undefined;
 }
 
 /** PATCH a device; with `ifMatch`, NetBox answers 412 (NetBoxError code netbox_conflict) if it changed meanwhile. */

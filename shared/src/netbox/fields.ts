@@ -56,13 +56,17 @@ export const CUSTOM_FIELDS: readonly CustomFieldDef[] = [
   { name: "attested_serial", label: "Attested serial", type: "text", uiEditable: "no", weight: 160, description: "Serial number the machine reported with TPM evidence" },
   { name: "boot_mac", label: "Proven boot MAC", type: "text", uiEditable: "no", weight: 165,
     description: "MAC of the interface the machine booted from, proven by passing TPM evidence; trusted only when the change log shows the attestation account wrote it" },
+  { name: "attested_uuid", label: "Attested UUID", type: "text", uiEditable: "no", weight: 167,
+    description: "SMBIOS UUID recorded at the machine's first passing attestation and required from then on; trusted only when the change log shows the attestation account wrote it" },
   { name: "attested_port", label: "Attested switch port", type: "text", uiEditable: "no", weight: 170, description: "Switch port (device/port) the machine reported via LLDP" },
   { name: "node_class", label: "Node class", type: "text", uiEditable: "no", weight: 200, description: "Policy profile (nodes file)" },
   { name: "tpm_version", label: "TPM", type: "select", choiceSet: "tpm", uiEditable: "no", weight: 210, description: "TPM family (nodes file)" },
   { name: "install_disk", label: "Install disk", type: "text", uiEditable: "no", weight: 220, description: "Talos install disk (nodes file)" },
   { name: "network_gateway", label: "Gateway", type: "text", uiEditable: "no", weight: 230, description: "IPv4 gateway (nodes file)" },
   { name: "bmc", label: "BMC", type: "json", uiEditable: "no", weight: 240, description: "BMC type, address and credentials reference (nodes file)" },
+  { name: "switch_port_check", label: "Switch-port check", type: "text", uiEditable: "no", weight: 250,
+    description: "required (default) or waived: whether secrets are released without a cable recorded in NetBox (nodes file)" },
 ];
 
 /** Custom fields `inventory apply` writes (from the nodes file). */
-export const INVENTORY_FIELDS = ["node_class", "tpm_version", "install_disk", "network_gateway", "bmc", "ek_bindings"] as const;
+export const INVENTORY_FIELDS = ["node_class", "tpm_version", "install_disk", "network_gateway", "bmc", "ek_bindings", "switch_port_check"] as const;

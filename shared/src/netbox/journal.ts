@@ -2,6 +2,7 @@
 import type { Journal, JournalEntry } from "../protocol/server/deps.js";
 import { must, type NetBox } from "./client.js";
 import { deviceIdByName } from "./device.js";
+import { mdCode, mdText } from "../text/untrusted.js";
 
 export type JournalKind = "info" | "success" | "warning" | "danger";
 
@@ -35,10 +36,18 @@ export async function readJournal(nb: NetBox, deviceId: number): Promise<Journal
   });
 }
 
-/** One entry as people read it in NetBox: `**fleetd** <summary>`, then a line per reason naming its check. */
+/**
+ * One entry as people read it in NetBox: `**fleetd** <summary>`, then a line per reason naming its check (and
+ * what the inventory says, `internal`). Summaries and details quote untrusted text (a machine's claims, LLDP,
+ * a CSR's requester): all of it goes through `mdText`, so nothing becomes a link, image, heading or HTML.
+ */
 export function formatJournalEntry(entry: JournalEntry): string {
-  const reasons = (entry.reasons ?? []).map((r) => `- \`${r.check}\`${r.pcr !== undefined ? ` (PCR ${r.pcr}${r.event !== undefined ? `, event ${r.event}` : ""})` : ""}: ${r.detail}`);
-  return [`**fleetd** ${entry.summary}`, ...reasons].join("\n");
+  const reasons = (entry.reasons ?? []).map((r) => {
+    const where = r.pcr !== undefined ? ` (PCR ${r.pcr}${r.event !== undefined ? `, event ${r.event}` : ""})` : "";
+    const internal = r.internal ? ` — ${mdText(r.internal)}` : "";
+    return `- ${mdCode(r.check, 100)}${where}: ${mdText(r.detail)}${internal}`;
+  });
+  return [`**fleetd** ${mdText(entry.summary)}`, ...reasons].join("\n");
 }
 
 /**
@@ -49,7 +58,7 @@ export function formatJournalEntry(entry: JournalEntry): string {
 export function netboxJournal(nb: NetBox, idOf: (node: string) => Promise<number | undefined> = cachedDeviceIds(nb)): Journal {
   return {
     async record(node, entry) {
-      const id = node ? await idOf(node) : undefined;
+      const id = node === undefined ? undefined : typeof node === "string" ? await idOf(node) : node.deviceId;
       if (id !== undefined) await writeJournal(nb, id, entry.kind, formatJournalEntry(entry));
     },
   };

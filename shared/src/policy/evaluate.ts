@@ -1,10 +1,14 @@
 /**
  * Evaluate a class profile against evidence: a parsed event log and (normally) the PCR values a verified
  * quote vouches for. Steps, each adding reasons rather than stopping at the first:
- *  1. banks: which evidence banks the profile lets vouch for events (SHA-1 only if listed);
- *  2. replay: every enforced PCR must be quoted and replay in an allowed bank, and must not mismatch in any
- *     quoted bank; zero-event PCRs are unexplained;
+ *  1. banks: which evidence banks the profile lets vouch for events (SHA-1 only if listed); the profile's
+ *     required banks must be quoted; the quote and the log must carry the same allowed banks (a quoted allowed
+ *     bank the log has no digests of fails, and so does an allowed bank the log carries that is not quoted);
+ *  2. replay: every enforced PCR must be quoted in, and replay in, EVERY quoted allowed bank, and must not
+ *     mismatch in any quoted bank; zero-event PCRs are unexplained (issue 10: one matching bank is not enough,
+ *     the other bank's values would be the machine's choice);
  *  3. interpret only the PCRs that replayed (eventlog/interpret.ts), turning error findings into reasons;
+ *     the profile's firmware-quirk tolerances (tolerances.ts) are the only exceptions, each reported;
  *  4. Secure Boot state, PK/KEK/db/dbx, authorities before and after the separator, shim's SBAT level.
  * Without quote PCRs the log is replayed against itself: useful to inspect a log, proves nothing, and the
  * verdict carries a warning saying so.
@@ -16,6 +20,7 @@ import type { EventLog } from "../eventlog/parse.js";
 import { checkReplay, initialValue, type PcrReplayCheck, type PcrValues, type Replay, replayLog } from "../eventlog/replay.js";
 import { parseSbatLevel } from "../eventlog/sbat.js";
 import { type Authorities, matchingRefs } from "./authorities.js";
+import { ebsTolerance, interpretOptions, TOLERANCES } from "./tolerances.js";
 import type { BankName, Profile } from "./schema.js";
 import type { Reason, Verdict } from "./verdict.js";
 
@@ -72,33 +77,72 @@ class Collector {
   }
 }
 
-function replayReasons(checks: PcrReplayCheck[], pcr: number, trustAlgs: Set<number>, out: Collector, quoted: PcrValues): boolean {
+/**
+ * Step 2 for one PCR: it must be quoted in every bank that vouches (`trustAlgs`), replay there, and not mismatch
+ * in any quoted bank. A bank the log carries no digests of is failed once for the whole bank (`bank-not-in-log`),
+ * not per PCR. Returns whether the PCR's events are vouched for: it replays in every vouching bank the log
+ * carries, and in at least one.
+ */
+function replayReasons(checks: PcrReplayCheck[], pcr: number, trustAlgs: ReadonlySet<number>, out: Collector, quoted: PcrValues): boolean {
   const mine = checks.filter((c) => c.pcr === pcr);
-  let mismatch = false;
+  let ok = true;
   for (const c of mine.filter((c) => c.status === "mismatch")) {
-    mismatch = true;
-    out.fail("pcr-replay", `PCR ${pcr} (${bankName(c.alg)}): the log replays to ${hex(c.replayed!)}, the quote has ${hex(c.expected)}`, { pcr });
+    ok = false;
+    const hint = c.workaround ? ` (it matches only with the unlogged ${c.workaround.map((a) => JSON.stringify(a)).join(", ")} appended, which this profile does not tolerate)` : "";
+    out.fail("pcr-replay", `PCR ${pcr} (${bankName(c.alg)}): the log replays to ${hex(c.replayed!)}, the quote has ${hex(c.expected)}${hint}`, { pcr });
   }
-  if (mismatch) return false;
-  const trusted = mine.filter((c) => trustAlgs.has(c.alg));
-  if (trusted.some((c) => c.status === "match")) return true;
-  const quotedTrusted = [...trustAlgs].filter((a) => quoted.get(a)?.has(pcr));
-  if (quotedTrusted.length === 0) {
-    out.fail("pcr-missing", `PCR ${pcr} is not in the evidence (${[...trustAlgs].map(bankName).join("/")})`, { pcr });
+  const banks = [...trustAlgs].sort((a, b) => a - b);
+  const quotedIn = banks.filter((a) => quoted.get(a)?.has(pcr));
+  const notQuoted = banks.filter((a) => !quoted.get(a)?.has(pcr));
+  if (quotedIn.length === 0) {
+    out.fail("pcr-missing", `PCR ${pcr} is not in the evidence (${banks.map(bankName).join("/")})`, { pcr });
     return false;
   }
-  if (trusted.length > 0 && trusted.every((c) => c.status === "no-events")) {
-    out.fail("pcr-unexplained", `PCR ${pcr}: the log extends nothing into it, so its value (${trusted.map((c) => `${bankName(c.alg)} ${hex(c.expected).slice(0, 16)}…`).join(", ")}) is unexplained`, { pcr });
-    return false;
+  if (notQuoted.length > 0) {
+    ok = false;
+    out.fail(
+      "pcr-missing",
+      `PCR ${pcr} is quoted in ${quotedIn.map(bankName).join(", ")} but not in ${notQuoted.map(bankName).join(", ")}: it must be quoted in every bank the quote carries`,
+      { pcr },
+    );
   }
-  const why = trusted.map((c) => {
-    const b = bankName(c.alg);
-    if (c.status === "no-events") return `${b}: no events`;
-    if (c.status === "missing-digests") return `${b}: events ${c.events?.join(", ")} carry no ${b} digest`;
-    return `${b}: the log has no ${b} digests`;
-  });
-  out.fail("pcr-replay", `PCR ${pcr} does not replay in any accepted bank (${why.join("; ")})`, { pcr });
-  return false;
+  const of = (a: number) => mine.find((c) => c.alg === a);
+  const unexplained = quotedIn.filter((a) => of(a)?.status === "no-events");
+  if (unexplained.length > 0) {
+    ok = false;
+    const values = unexplained.map((a) => `${bankName(a)} ${hex(of(a)?.expected ?? new Uint8Array()).slice(0, 16)}…`);
+    out.fail("pcr-unexplained", `PCR ${pcr}: the log extends nothing into it, so its value (${values.join(", ")}) is unexplained`, { pcr });
+  }
+  for (const a of quotedIn) {
+    const c = of(a);
+    if (c?.status !== "missing-digests") continue;
+    ok = false;
+    out.fail("pcr-replay", `PCR ${pcr} does not replay in ${bankName(a)}: events ${c.events?.join(", ")} carry no ${bankName(a)} digest`, { pcr });
+  }
+  // "no-bank" was failed for the whole bank; the PCR counts only through the banks the log does carry.
+  return ok && quotedIn.some((a) => of(a)?.status === "match") && quotedIn.every((a) => of(a)?.status === "match" || of(a)?.status === "no-bank");
+}
+
+/**
+ * Step 1's agreement of banks (quote evidence only): every quoted bank the profile lets vouch must be one the log
+ * carries digests of, and every such bank the log carries must be quoted. Otherwise one bank's values are never
+ * compared with anything — the room the issue-10 attack needs.
+ */
+function bankAgreement(log: EventLog, replay: Replay, quotedAllowed: number[], allowed: ReadonlySet<number>, present: number[], out: Collector): void {
+  const logBanks = [...replay.banks.keys()].sort((a, b) => a - b);
+  const names = (l: number[]) => l.map(bankName).join(", ") || "none";
+  for (const a of quotedAllowed.filter((a) => !replay.banks.has(a))) {
+    const b = bankName(a);
+    const declared = log.banks.some((x) => x.alg === a);
+    out.fail(
+      "bank-not-in-log",
+      `the quote has ${b} PCR values but the event log ${declared ? `declares ${b} without being able to replay it` : `carries no ${b} digests`} (log banks: ${names(logBanks)}), so the ${b} values are unexplained`,
+    );
+  }
+  for (const a of logBanks.filter((a) => allowed.has(a) && !present.includes(a))) {
+    const b = bankName(a);
+    out.fail("bank-not-quoted", `the event log carries ${b} digests but the quote has no ${b} PCR values (quoted banks: ${names(present)}): the log's banks and the quoted banks must agree`);
+  }
 }
 
 function checkDatabase(
@@ -223,16 +267,30 @@ export function evaluateProfile(profile: Profile, evidence: Evidence, authoritie
 
   // 1. banks
   const allowed = new Set(profile.banks.allowed.map((b) => BANK_ALGS[b]));
-  const present = [...quoted.keys()].filter((a) => (quoted.get(a)?.size ?? 0) > 0);
-  let trustAlgs = new Set(present.filter((a) => allowed.has(a)));
+  const present = [...quoted.keys()].filter((a) => (quoted.get(a)?.size ?? 0) > 0).sort((a, b) => a - b);
+  const quotedAllowed = present.filter((a) => allowed.has(a));
+  let trustAlgs = new Set(quotedAllowed);
   if (trustAlgs.size === 0) {
     out.fail("bank", `the evidence has only ${present.map(bankName).join(", ") || "no"} PCR values; profile ${profile.name} accepts ${profile.banks.allowed.join(", ")}`);
     trustAlgs = new Set(present); // keep interpreting, so the verdict can name every other problem too
   }
+  for (const b of profile.banks.required.filter((b) => !present.includes(BANK_ALGS[b]))) {
+    out.fail("bank-required", `the evidence has no ${b} PCR values (it has ${present.map(bankName).join(", ") || "none"}); profile ${profile.name} requires ${b}, the bank firmware always extends, so that a machine cannot leave its real boot out by quoting another bank`);
+  }
+  if (evidence.pcrs) bankAgreement(log, replay, quotedAllowed, allowed, present, out);
 
   // 2. replay
   const restricted: PcrValues = new Map([...quoted].map(([a, m]) => [a, new Map([...m].filter(([p]) => wanted.has(p)))]));
-  const checks = checkReplay(log, replay, restricted);
+  // A match that needed the unlogged Exit-Boot-Services strings counts only under the profile's tolerance.
+  const checks = checkReplay(log, replay, restricted).map((c): PcrReplayCheck => {
+    if (!c.workaround) return c;
+    const tolerance = ebsTolerance(profile.tolerances, c.workaround);
+    if (tolerance) {
+      out.warn("tolerated", `PCR ${c.pcr} (${bankName(c.alg)}) replays only with the unlogged ${c.workaround.map((a) => JSON.stringify(a)).join(", ")} appended; accepted by tolerance ${tolerance} (${TOLERANCES[tolerance].source.log})`, { pcr: c.pcr });
+      return c;
+    }
+    return { ...c, status: "mismatch", replayed: c.withoutWorkaround ?? c.replayed ?? new Uint8Array() };
+  });
   const trusted = new Set<number>();
   const pcrs: PcrStatus[] = [];
   for (const pcr of [...wanted].sort((a, b) => a - b)) {
@@ -247,7 +305,7 @@ export function evaluateProfile(profile: Profile, evidence: Evidence, authoritie
   }
 
   // 3. interpretation of what replayed
-  const mb = interpretLog(log, trusted);
+  const mb = interpretLog(log, trusted, interpretOptions(profile.tolerances));
   for (const f of mb.findings) {
     const at = { ...(f.pcr !== undefined ? { pcr: f.pcr } : {}), ...(f.event !== undefined ? { event: f.event } : {}) };
     if (f.severity === "error" && (f.pcr === undefined || enforced.has(f.pcr))) out.fail(f.check, f.detail, at);

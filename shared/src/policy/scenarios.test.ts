@@ -76,14 +76,15 @@ test("a log that does not replay: the mismatching PCR is named in each quoted ba
 
 test("SHA-1 evidence passes only a profile that lists sha1 explicitly", () => {
   const w = bootScenario("talos", keys, { format: "sha1" });
-  assert.deepEqual(checks(judge("talos", w)), ["bank"]);
+  assert.deepEqual(checks(judge("talos", w)), ["bank", "bank-required"]);
   const talos = loadProfile("talos");
   const withSha1 = parseProfile(JSON.stringify({ ...talos, banks: { allowed: ["sha256", "sha1"] } }), "talos+sha1");
   assert.equal(judge(withSha1, w).verdict, "pass");
-  // sha1 + sha256 evidence where only the sha1 values are quoted is SHA-1-only evidence too.
+  // sha1 + sha256 evidence where only the sha1 values are quoted is SHA-1-only evidence too (and the log's
+  // SHA-256 bank is not quoted).
   const both = bootScenario("talos", keys);
   const sha1Only = new Map([...both.expectedPcrs()].filter(([a]) => a === TPM_ALG.SHA1));
-  assert.deepEqual(checks(judge("talos", both, sha1Only)), ["bank"]);
+  assert.deepEqual(checks(judge("talos", both, sha1Only)), ["bank", "bank-not-quoted", "bank-required"]);
 });
 
 test("unexplained and missing PCRs: an enforced PCR with no events, an enforced PCR not quoted", () => {

@@ -7,6 +7,7 @@
  * HookOS signing certificate (`site:hookos-signer`) and the lab's image-signing CA (`site:lab-db`) stay distinct.
  */
 import { z } from "zod";
+import { TOLERANCE_NAMES } from "./tolerances.js";
 
 export const AUTHORITY_REF = /^(site|builtin):[a-z0-9][a-z0-9-]{0,62}$/;
 const AuthorityRef = z.string().regex(AUTHORITY_REF, "an authority is site:<name> or builtin:<name> (lowercase, digits, dashes)");
@@ -29,6 +30,12 @@ export const ProfileSchema = z
     banks: z.strictObject({
       /** PCR banks whose replay vouches for events. SHA-1 counts only when listed here explicitly. */
       allowed: z.array(Bank).min(1),
+      /**
+       * Banks the quote must carry (a subset of `allowed`). Every quoted allowed bank must replay, but the machine
+       * picks which banks it quotes: where firmware left a bank unextended, the OS could fill it with a good boot
+       * and quote that bank alone. Requiring the bank every PC Client firmware extends (SHA-256) closes that.
+       */
+      required: z.array(Bank).default([]),
     }),
     pcrs: z.strictObject({
       /** Must be quoted, replay from the log, and hold only events this profile accepts. */
@@ -64,6 +71,11 @@ export const ProfileSchema = z
         allowImageHashes: z.boolean().default(false),
       }),
     }),
+    /**
+     * Firmware quirks this profile accepts, by name (policy/tolerances.ts: each names the real log it came from).
+     * None applies unless listed.
+     */
+    tolerances: z.array(z.enum(TOLERANCE_NAMES)).default([]),
     shim: z
       .strictObject({
         sbatLevel: z.strictObject({
@@ -82,6 +94,10 @@ export const ProfileSchema = z
     for (const i of p.pcrs.informational) {
       if (enforced.has(i)) ctx.addIssue({ code: "custom", path: ["pcrs", "informational"], message: `PCR ${i} is both enforced and informational` });
     }
+    for (const b of p.banks.required) {
+      if (!p.banks.allowed.includes(b)) ctx.addIssue({ code: "custom", path: ["banks", "required"], message: `${b} is required but not allowed` });
+    }
+    if (new Set(p.tolerances).size !== p.tolerances.length) ctx.addIssue({ code: "custom", path: ["tolerances"], message: "a tolerance is listed twice" });
     if (!enforced.has(7)) {
       ctx.addIssue({ code: "custom", path: ["pcrs", "enforced"], message: "PCR 7 must be enforced: the Secure Boot state and authorities come from it" });
     }

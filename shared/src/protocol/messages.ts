@@ -30,8 +30,17 @@ export const Claims = z
     lldp: z.object({ chassisId: z.string().min(1).max(256), portId: z.string().min(1).max(256) }).strict().nullable(),
     mode: z.enum(MODES),
     workflow: z.string().min(1).max(253),
+    /**
+     * The MAC of the interface the machine booted from (the action's boot interface: configured, default
+     * route, or first up), one of `macs`. Bound by the quote like every claim; recorded as the node's boot MAC
+     * (NetBox `boot_mac`, Hardware, the Talos link selector) instead of whichever MAC sorts first.
+     */
+    bootMac: mac.optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.bootMac !== undefined && !c.macs.includes(c.bootMac)) ctx.addIssue({ code: "custom", path: ["bootMac"], message: "must be one of macs" });
+  });
 export type Claims = z.infer<typeof Claims>;
 
 export const ChallengeRequest = z
@@ -68,6 +77,29 @@ const certifiedKey = z
   })
   .strict();
 
+/**
+ * Each bank's digest size, in bytes. A PCR value is exactly its bank's size: the quote's pcrDigest covers only the
+ * concatenation of the values, so a value of any other length would let the machine choose where one value ends
+ * and the next begins (issue 10). verifyQuote checks the same again; this refuses such a body with a 400 before
+ * any work is done (and so does odd-length hex, which cannot be bytes at all).
+ */
+export const PCR_BANK_SIZES = { sha1: 20, sha256: 32, sha384: 48, sha512: 64 } as const;
+export type PcrBank = keyof typeof PCR_BANK_SIZES;
+
+const pcrValueOf = <B extends PcrBank>(bank: B) =>
+  z
+    .object({
+      bank: z.literal(bank),
+      pcr: z.number().int().min(0).max(23),
+      value: z
+        .string()
+        .regex(new RegExp(`^[0-9a-f]{${2 * PCR_BANK_SIZES[bank]}}$`), `a ${bank} PCR value is ${PCR_BANK_SIZES[bank]} bytes: exactly ${2 * PCR_BANK_SIZES[bank]} lowercase hex digits`),
+    })
+    .strict();
+
+/** One quoted PCR value: its bank, its index, and exactly that bank's digest size in lowercase hex. */
+export const PcrValue = z.discriminatedUnion("bank", [pcrValueOf("sha1"), pcrValueOf("sha256"), pcrValueOf("sha384"), pcrValueOf("sha512")]);
+
 export const Evidence = z
   .object({
     sessionId: z.string().min(1).max(128),
@@ -78,7 +110,7 @@ export const Evidence = z
         message: b64(1024, "quote.message"),
         signature: b64(1024, "quote.signature"),
         pcrs: z
-          .array(z.object({ bank: z.enum(["sha1", "sha256", "sha384", "sha512"]), pcr: z.number().int().min(0).max(23), value: z.string().regex(/^[0-9a-f]{40,128}$/) }).strict())
+          .array(PcrValue)
           .min(1)
           .max(4 * 24),
       })
@@ -91,13 +123,21 @@ export const Evidence = z
   .strict();
 export type Evidence = z.infer<typeof Evidence>;
 
-export interface EvidenceResponse {
-  verdict: "pass";
-  ldevidCertificate: string;
-  lakCertificate: string;
-  /** The CA bundle (PEM) the certificates chain to. */
-  caBundle: string;
-}
+/**
+ * A passing verdict. `issued` says whether certificates come with it: "new" (a fresh LDevID/LAK pair for the
+ * keys certified in this session), "none" (wipe mode, a device being retired, or an attest whose LDevID is not
+ * due for renewal). Without certificates there is no confirm.
+ */
+export type EvidenceResponse =
+  | {
+      verdict: "pass";
+      issued: "new";
+      ldevidCertificate: string;
+      lakCertificate: string;
+      /** The CA bundle (PEM) the certificates chain to. */
+      caBundle: string;
+    }
+  | { verdict: "pass"; issued: "none" };
 
 export const Confirm = z
   .object({
@@ -116,7 +156,7 @@ export interface ConfirmResponse {
 
 /** Every refusal the API returns: the failed checks and the evidence they concern. */
 export interface Refusal {
-  error: "refused" | "pending" | "bad-request" | "expired";
+  error: "refused" | "pending" | "bad-request" | "expired" | "rate-limited";
   reasons: { check: string; detail: string; pcr?: number; event?: number }[];
 }
 

@@ -4,12 +4,16 @@
  */
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import type { AttestationStore, SessionRecord } from "./store.js";
+import type { AttestationStore, NodeRef, SessionRecord } from "./store.js";
+
+const N1: NodeRef = { deviceId: 1, name: "n1" };
+const N2: NodeRef = { deviceId: 2, name: "n2" };
+const N9: NodeRef = { deviceId: 9, name: "n9" };
 
 export function storeContract(name: string, open: () => Promise<AttestationStore>): void {
   const session = (id: string, over: Partial<SessionRecord> = {}): SessionRecord => ({
     id,
-    node: "node-a",
+    node: { deviceId: 7, name: "node-a" },
     mode: "provision",
     nonce: "00".repeat(32),
     claimsHash: "11".repeat(32),
@@ -57,8 +61,8 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
   test(`${name}: an AK Name is accepted once`, async () => {
     const s = await open();
     try {
-      assert.equal(await s.recordAkName("000baa", "n", 1), true);
-      assert.equal(await s.recordAkName("000baa", "m", 2), false);
+      assert.equal(await s.recordAkName("000baa", 1, 1), true);
+      assert.equal(await s.recordAkName("000baa", 2, 2), false);
     } finally {
       await s.close();
     }
@@ -67,8 +71,8 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
   test(`${name}: pending EKs are listed with first/last seen and a count`, async () => {
     const s = await open();
     try {
-      await s.recordPendingEk({ binding: "b1", serial: "S1", macs: ["02:00:00:00:00:01"], sourceAddress: "127.0.0.1" }, 10);
-      await s.recordPendingEk({ binding: "b1", serial: "S1", macs: ["02:00:00:00:00:01"], sourceAddress: "127.0.0.1" }, 20);
+      await s.recordPendingEk({ binding: "b1", serial: "S1", macs: ["02:00:00:00:00:01"], sourceAddress: "127.0.0.1" }, 10, 100);
+      await s.recordPendingEk({ binding: "b1", serial: "S1", macs: ["02:00:00:00:00:01"], sourceAddress: "127.0.0.1" }, 20, 100);
       const [p] = await s.listPendingEks();
       assert.deepEqual({ first: p?.firstSeen, last: p?.lastSeen, count: p?.count }, { first: 10, last: 20, count: 2 });
       await s.deletePendingEk("b1");
@@ -81,8 +85,8 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
   test(`${name}: install codes: one claim at a time, release on close, delete on finish, expiry`, async () => {
     const s = await open();
     try {
-      await s.putInstallCode({ codeHash: "c1", node: "n1", uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 5000 });
-      assert.equal(await s.hasInstallCodeFor("n1", 100), true);
+      await s.putInstallCode({ codeHash: "c1", node: N1, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 5000 });
+      assert.equal(await s.hasInstallCodeFor(1, 100), true);
       const a = await s.claimInstallCode("c1", "A", 100, 60_000);
       assert.equal(a?.config, "cfg");
       assert.equal(await s.claimInstallCode("c1", "B", 101, 60_000), undefined, "claimed by A");
@@ -93,9 +97,9 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       assert.equal(await s.finishInstallCode("c1", "A"), false);
       assert.equal(await s.finishInstallCode("c1", "B"), true);
       assert.equal(await s.claimInstallCode("c1", "C", 104, 60_000), undefined, "gone after finish");
-      await s.putInstallCode({ codeHash: "c2", node: "n2", uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 200 });
+      await s.putInstallCode({ codeHash: "c2", node: N2, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 200 });
       assert.equal(await s.claimInstallCode("c2", "A", 200, 60_000), undefined, "expired");
-      await s.putInstallCode({ codeHash: "c3", node: "n2", uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 9000 });
+      await s.putInstallCode({ codeHash: "c3", node: N2, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 9000 });
       assert.equal(await s.claimInstallCode("c2", "A", 100, 60_000), undefined, "replaced by the node's newer code");
       const claims = await Promise.all(Array.from({ length: 8 }, (_, i) => s.claimInstallCode("c3", `X${i}`, 300, 60_000)));
       assert.equal(claims.filter(Boolean).length, 1);
@@ -110,18 +114,18 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       const N = 8;
       const creates = await Promise.allSettled(Array.from({ length: N }, () => s.createSession(session("s3"))));
       assert.equal(creates.filter((r) => r.status === "fulfilled").length, 1, "one create of a session id");
-      const aks = await Promise.all(Array.from({ length: N }, (_, i) => s.recordAkName("000bcc", `n${i}`, i)));
+      const aks = await Promise.all(Array.from({ length: N }, (_, i) => s.recordAkName("000bcc", i + 1, i)));
       assert.equal(aks.filter(Boolean).length, 1, "one recording of an AK Name");
-      const gens = await Promise.all(Array.from({ length: N }, () => s.nextGeneration("g")));
+      const gens = await Promise.all(Array.from({ length: N }, () => s.nextGeneration(77)));
       assert.deepEqual([...gens].sort((a, b) => a - b), Array.from({ length: N }, (_, i) => i + 1), "each generation handed out once");
-      await s.putInstallCode({ codeHash: "c9", node: "n9", uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 9000 });
+      await s.putInstallCode({ codeHash: "c9", node: N9, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 9000 });
       const claims = await Promise.all(Array.from({ length: N }, (_, i) => s.claimInstallCode("c9", `Y${i}`, 300, 60_000)));
       const winners = claims.filter((c): c is NonNullable<typeof c> => c !== undefined);
       assert.equal(winners.length, 1, "one claim");
       const claimer = winners[0]?.claimedBy ?? "";
       const finishes = await Promise.all(Array.from({ length: N }, () => s.finishInstallCode("c9", claimer)));
       assert.equal(finishes.filter(Boolean).length, 1, "one finish");
-      await Promise.all(Array.from({ length: N }, (_, i) => s.recordPendingEk({ binding: "b9", serial: "S", macs: [], sourceAddress: "x" }, 100 + i)));
+      await Promise.all(Array.from({ length: N }, (_, i) => s.recordPendingEk({ binding: "b9", serial: "S", macs: [], sourceAddress: "x" }, 100 + i, 100)));
       assert.equal((await s.listPendingEks()).find((p) => p.binding === "b9")?.count, N, "every sighting counted");
     } finally {
       await s.close();
@@ -131,15 +135,88 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
   test(`${name}: generations count up per node; issued certificates and bootstrap tokens are kept`, async () => {
     const s = await open();
     try {
-      assert.equal(await s.nextGeneration("n"), 1);
-      assert.equal(await s.nextGeneration("n"), 2);
-      assert.equal(await s.nextGeneration("m"), 1);
-      await s.recordIssued({ serial: "01", node: "n", kind: "ldevid", generation: 2, notAfter: 9, issuedAt: 1 });
-      assert.equal((await s.listIssued("n")).length, 1);
-      await s.setBootstrapToken("n", "abc123", 99);
-      assert.equal(await s.nodeForBootstrapToken("abc123"), "n");
-      await s.deleteBootstrapToken("n");
+      assert.equal(await s.nextGeneration(1), 1);
+      assert.equal(await s.nextGeneration(1), 2);
+      assert.equal(await s.nextGeneration(2), 1);
+      await s.recordIssued({ serial: "01", node: N1, kind: "ldevid", generation: 2, notAfter: 9, issuedAt: 1, der: "30", keyPublic: "00" });
+      assert.deepEqual((await s.listIssued(1)).map((r) => [r.serial, r.node, r.der]), [["01", N1, "30"]]);
+      assert.deepEqual(await s.listIssued(2), []);
+      await s.setBootstrapToken(N1, "abc123", 99);
+      assert.deepEqual(await s.nodeForBootstrapToken("abc123"), N1);
+      await s.deleteBootstrapToken(1);
       assert.equal(await s.nodeForBootstrapToken("abc123"), undefined);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: state follows the device ID, not the name: a renamed device keeps its state, another device with the old name gets none`, async () => {
+    const s = await open();
+    try {
+      const a: NodeRef = { deviceId: 10, name: "worker-a" };
+      await s.nextGeneration(10);
+      await s.setBootstrapToken(a, "tok111", 99);
+      await s.putInstallCode({ codeHash: "ca", node: a, uuid: "u", sourceAddress: "x", config: "cfg", expiresAt: 9000 });
+      // device 11 is renamed worker-a in NetBox: nothing of device 10's is its
+      assert.equal(await s.hasInstallCodeFor(11, 100), false);
+      assert.equal(await s.getBootstrapToken(11), undefined);
+      assert.equal(await s.nextGeneration(11), 1);
+      assert.equal(await s.nextGeneration(10), 2);
+      assert.equal(await s.voidInstallCodes(10), 1);
+      assert.equal(await s.hasInstallCodeFor(10, 100), false);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: the pending table is capped; known bindings are still refreshed`, async () => {
+    const s = await open();
+    try {
+      const p = (b: string) => ({ binding: b, serial: "S", macs: [], sourceAddress: "x" });
+      assert.equal(await s.recordPendingEk(p("p1"), 1, 2), true);
+      assert.equal(await s.recordPendingEk(p("p2"), 2, 2), true);
+      assert.equal(await s.recordPendingEk(p("p3"), 3, 2), false, "full");
+      assert.equal(await s.recordPendingEk(p("p1"), 4, 2), true, "a known binding is refreshed");
+      assert.deepEqual((await s.listPendingEks()).map((x) => [x.binding, x.count]), [["p1", 2], ["p2", 1]]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: expired install codes are taken once, without their config`, async () => {
+    const s = await open();
+    try {
+      await s.putInstallCode({ codeHash: "e1", node: N1, uuid: "u", sourceAddress: "x", config: "secret-config", expiresAt: 100 });
+      await s.putInstallCode({ codeHash: "e2", node: N2, uuid: "u", sourceAddress: "x", config: "cfg", expiresAt: 900 });
+      const taken = await s.takeExpiredInstallCodes(100);
+      assert.deepEqual(taken.map((c) => [c.codeHash, c.node, c.config]), [["e1", N1, ""]]);
+      assert.deepEqual(await s.takeExpiredInstallCodes(100), []);
+      assert.equal(await s.hasInstallCodeFor(2, 100), true);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: failure budgets are charged before the work, atomically, and refunded on success`, async () => {
+    const s = await open();
+    try {
+      const charges = await Promise.all(Array.from({ length: 12 }, () => s.chargeLimit("addr:10.0.0.9", 1000, 60_000, 5)));
+      assert.equal(charges.filter((c) => c.allowed).length, 5, "exactly the budget passes, however many race");
+      assert.equal((await s.chargeLimit("addr:10.0.0.8", 1000, 60_000, 5)).allowed, true, "per key");
+      await s.refundLimit("addr:10.0.0.8", 1001, 60_000);
+      assert.equal((await s.chargeLimit("addr:10.0.0.8", 1002, 60_000, 1)).count, 1, "the refund took the charge back");
+      assert.equal((await s.chargeLimit("addr:10.0.0.9", 61_000, 60_000, 5)).allowed, true, "a new window");
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: a single-use token is accepted once until it expires`, async () => {
+    const s = await open();
+    try {
+      const results = await Promise.all(Array.from({ length: 6 }, () => s.recordOnce("req-1", 500, 100)));
+      assert.equal(results.filter(Boolean).length, 1);
+      assert.equal(await s.recordOnce("req-1", 900, 600), true, "after expiry the token may be recorded again");
     } finally {
       await s.close();
     }

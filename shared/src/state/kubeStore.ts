@@ -12,7 +12,7 @@
  *
  * Objects: name `fleetd-<kind>-<sha256(key) hex>` (DNS-1123, no key material in names), labels
  * `app.kubernetes.io/managed-by: fleetd`, `fleetd.io/kind: <kind>` and, where a lookup needs it,
- * `fleetd.io/node: <sha256(node) hex, 56>` or `fleetd.io/bootstrap-token: <token id>`. The record itself is
+ * `fleetd.io/node: <NetBox device ID>` or `fleetd.io/bootstrap-token: <token id>`. The record itself is
  * JSON under `data.record`. RBAC: get, list, create, update, delete on secrets in the namespace.
  *
  * Known limits: `putInstallCode` creates the new code and then deletes the node's others (two provisions of
@@ -23,7 +23,7 @@ import { createHash } from "node:crypto";
 import type { V1Secret } from "@kubernetes/client-node";
 import { z } from "zod";
 import { isConflict, isNotFound, type Kube } from "../kube/client.js";
-import type { AttestationStore, InstallCodeRecord, IssuedRecord, PendingEk, SessionRecord, SessionState } from "./store.js";
+import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, PendingEk, SessionRecord, SessionState } from "./store.js";
 
 export const MANAGED_BY = { "app.kubernetes.io/managed-by": "fleetd" } as const;
 const KIND_LABEL = "fleetd.io/kind";
@@ -35,7 +35,7 @@ export const MAX_RECORD_BYTES = 512 * 1024;
 /** CAS retries before an operation gives up with an error (each retry re-reads; contention is a handful of replicas). */
 const MAX_ATTEMPTS = 32;
 
-type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token";
+type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token" | "limit" | "once";
 
 export class KubeStoreError extends Error {
   constructor(
@@ -49,12 +49,15 @@ export class KubeStoreError extends Error {
 
 const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
 export const objectName = (kind: Kind, key: string): string => `fleetd-${kind}-${sha256(key)}`;
-const nodeLabel = (node: string) => sha256(node).slice(0, 56);
+/** Per-node records are keyed and labelled by the NetBox device ID (a number: a valid label value as it is). */
+const nodeLabel = (deviceId: number) => String(deviceId);
+const nodeKey = (deviceId: number) => `device-${deviceId}`;
+const Ref = z.object({ deviceId: z.number().int().positive(), name: z.string() });
 
 // Records as stored: zod on the way back in (another writer, or an operator with kubectl, may have touched them).
 const Session = z.object({
   id: z.string(),
-  node: z.string(),
+  node: Ref,
   mode: z.enum(["intake", "provision", "attest", "wipe"]),
   nonce: z.string(),
   claimsHash: z.string(),
@@ -67,7 +70,7 @@ const Session = z.object({
   createdAt: z.number(),
   expiresAt: z.number(),
 });
-const AkName = z.object({ akName: z.string(), node: z.string(), seenAt: z.number() });
+const AkName = z.object({ akName: z.string(), deviceId: z.number(), seenAt: z.number() });
 const Pending = z.object({
   binding: z.string(),
   serial: z.string(),
@@ -79,7 +82,7 @@ const Pending = z.object({
 });
 const Code = z.object({
   codeHash: z.string(),
-  node: z.string(),
+  node: Ref,
   uuid: z.string(),
   sourceAddress: z.string(),
   config: z.string(),
@@ -89,14 +92,18 @@ const Code = z.object({
 });
 const Issued = z.object({
   serial: z.string(),
-  node: z.string(),
+  node: Ref,
   kind: z.enum(["ldevid", "lak"]),
   generation: z.number().int(),
   notAfter: z.number(),
   issuedAt: z.number(),
+  der: z.string(),
+  keyPublic: z.string(),
 });
-const Generation = z.object({ node: z.string(), last: z.number().int().min(1) });
-const Token = z.object({ node: z.string(), tokenId: z.string(), expiresAt: z.number() });
+const Generation = z.object({ deviceId: z.number(), last: z.number().int().min(1) });
+const Token = z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() });
+const Limit = z.object({ windowStart: z.number(), count: z.number().int() });
+const Once = z.object({ expiresAt: z.number() });
 
 interface Found<T> {
   record: T;
@@ -251,24 +258,29 @@ export class KubeAttestationStore implements AttestationStore {
     for (const s of await this.list("session", Session)) {
       if (s.record.expiresAt <= now && (await this.removeByName(s.name, s.resourceVersion))) n++;
     }
+    for (const o of await this.list("once", Once)) if (o.record.expiresAt <= now) await this.removeByName(o.name, o.resourceVersion);
     return n;
   }
 
   // ---- AK Names -----------------------------------------------------------------------------------------
 
-  recordAkName(akName: string, node: string, now: number): Promise<boolean> {
-    return this.create("ak-name", akName, { akName, node, seenAt: now });
+  recordAkName(akName: string, deviceId: number, now: number): Promise<boolean> {
+    return this.create("ak-name", akName, { akName, deviceId, seenAt: now });
   }
 
   // ---- pending EKs --------------------------------------------------------------------------------------
 
-  recordPendingEk(p: Omit<PendingEk, "firstSeen" | "lastSeen" | "count">, now: number): Promise<void> {
+  /** The cap is checked by a list before a new binding is created: replicas racing may overshoot it by a few. */
+  recordPendingEk(p: Omit<PendingEk, "firstSeen" | "lastSeen" | "count">, now: number, max: number): Promise<boolean> {
     return this.casLoop(`pending EK ${p.binding}`, async () => {
       const cur = await this.read("pending-ek", p.binding, Pending);
       const fields = { binding: p.binding, serial: p.serial, macs: p.macs, sourceAddress: p.sourceAddress, lastSeen: now };
-      if (!cur) return (await this.create("pending-ek", p.binding, { ...fields, firstSeen: now, count: 1 })) ? { done: undefined } : "retry";
+      if (!cur) {
+        if ((await this.list("pending-ek", Pending)).length >= max) return { done: false };
+        return (await this.create("pending-ek", p.binding, { ...fields, firstSeen: now, count: 1 })) ? { done: true } : "retry";
+      }
       const next = { ...fields, firstSeen: cur.record.firstSeen, count: cur.record.count + 1 };
-      return (await this.replace("pending-ek", p.binding, next, cur.resourceVersion)) ? { done: undefined } : "retry";
+      return (await this.replace("pending-ek", p.binding, next, cur.resourceVersion)) ? { done: true } : "retry";
     });
   }
   async listPendingEks(): Promise<PendingEk[]> {
@@ -281,21 +293,21 @@ export class KubeAttestationStore implements AttestationStore {
   // ---- install codes ------------------------------------------------------------------------------------
 
   async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
-    const labels = { [NODE_LABEL]: nodeLabel(r.node) };
+    const labels = { [NODE_LABEL]: nodeLabel(r.node.deviceId) };
     const name = objectName("install-code", r.codeHash);
     const record: InstallCodeRecord = { ...r, claimedBy: null, claimedAt: null };
     if (!(await this.create("install-code", r.codeHash, record, labels))) {
       // the same code again (SQLite's delete-then-insert): replace it
-      await this.casLoop(`install code for ${r.node}`, async () => {
+      await this.casLoop(`install code for ${r.node.name}`, async () => {
         const cur = await this.read("install-code", r.codeHash, Code);
         if (!cur) return (await this.create("install-code", r.codeHash, record, labels)) ? { done: undefined } : "retry";
-        if (cur.record.node !== r.node) throw new KubeStoreError("exists", `install code exists for another node`);
+        if (cur.record.node.deviceId !== r.node.deviceId) throw new KubeStoreError("exists", `install code exists for another node`);
         return (await this.replace("install-code", r.codeHash, record, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
       });
     }
     // One live code per node: a new provision replaces the previous code.
     for (const other of await this.list("install-code", Code, labels)) {
-      if (other.name !== name && other.record.node === r.node) await this.removeByName(other.name);
+      if (other.name !== name && other.record.node.deviceId === r.node.deviceId) await this.removeByName(other.name);
     }
   }
   claimInstallCode(codeHash: string, claimer: string, now: number, staleMs: number): Promise<InstallCodeRecord | undefined> {
@@ -306,7 +318,7 @@ export class KubeAttestationStore implements AttestationStore {
       if (!(c.expiresAt > now) || (c.claimedBy !== null && !(c.claimedAt !== null && c.claimedAt <= now - staleMs))) return { done: undefined };
       const next: InstallCodeRecord = { ...c, claimedBy: claimer, claimedAt: now };
       // a lost CAS is a lost race: another claimer (or a release) changed it; never retry into a claim here
-      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(c.node) })) ? { done: next } : { done: undefined };
+      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(c.node.deviceId) })) ? { done: next } : { done: undefined };
     });
   }
   releaseInstallCode(codeHash: string, claimer: string): Promise<void> {
@@ -314,7 +326,7 @@ export class KubeAttestationStore implements AttestationStore {
       const cur = await this.read("install-code", codeHash, Code);
       if (!cur || cur.record.claimedBy !== claimer) return { done: undefined };
       const next = { ...cur.record, claimedBy: null, claimedAt: null };
-      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(cur.record.node) })) ? { done: undefined } : "retry";
+      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(cur.record.node.deviceId) })) ? { done: undefined } : "retry";
     });
   }
   finishInstallCode(codeHash: string, claimer: string): Promise<boolean> {
@@ -324,54 +336,98 @@ export class KubeAttestationStore implements AttestationStore {
       return (await this.remove("install-code", codeHash, cur.resourceVersion)) ? { done: true } : "retry";
     });
   }
-  async hasInstallCodeFor(node: string, now: number): Promise<boolean> {
-    return (await this.list("install-code", Code, { [NODE_LABEL]: nodeLabel(node) })).some((c) => c.record.node === node && c.record.expiresAt > now);
+  async hasInstallCodeFor(deviceId: number, now: number): Promise<boolean> {
+    return (await this.list("install-code", Code, { [NODE_LABEL]: nodeLabel(deviceId) })).some((c) => c.record.node.deviceId === deviceId && c.record.expiresAt > now);
+  }
+  /** Deleting the Secret removes the config (etcd compacts old revisions; encryption at rest is the cluster's). */
+  async voidInstallCodes(deviceId: number): Promise<number> {
+    let n = 0;
+    for (const c of await this.list("install-code", Code, { [NODE_LABEL]: nodeLabel(deviceId) })) if (c.record.node.deviceId === deviceId && (await this.removeByName(c.name))) n++;
+    return n;
+  }
+  async takeExpiredInstallCodes(now: number): Promise<InstallCodeRecord[]> {
+    const out: InstallCodeRecord[] = [];
+    for (const c of await this.list("install-code", Code)) {
+      if (c.record.expiresAt <= now && (await this.removeByName(c.name, c.resourceVersion))) out.push({ ...c.record, config: "" });
+    }
+    return out;
   }
 
   // ---- issued certificates and generations --------------------------------------------------------------
 
   async recordIssued(c: IssuedRecord): Promise<void> {
-    if (!(await this.create("issued", c.serial, c, { [NODE_LABEL]: nodeLabel(c.node) }))) throw new KubeStoreError("exists", `serial ${c.serial} is already recorded`);
+    if (!(await this.create("issued", c.serial, c, { [NODE_LABEL]: nodeLabel(c.node.deviceId) }))) throw new KubeStoreError("exists", `serial ${c.serial} is already recorded`);
   }
-  nextGeneration(node: string): Promise<number> {
-    return this.casLoop(`generation of ${node}`, async () => {
-      const cur = await this.read("generation", node, Generation);
-      if (!cur) return (await this.create("generation", node, { node, last: 1 }, { [NODE_LABEL]: nodeLabel(node) })) ? { done: 1 } : "retry";
+  nextGeneration(deviceId: number): Promise<number> {
+    const key = nodeKey(deviceId);
+    const labels = { [NODE_LABEL]: nodeLabel(deviceId) };
+    return this.casLoop(`generation of device ${deviceId}`, async () => {
+      const cur = await this.read("generation", key, Generation);
+      if (!cur) return (await this.create("generation", key, { deviceId, last: 1 }, labels)) ? { done: 1 } : "retry";
       const last = cur.record.last + 1;
-      return (await this.replace("generation", node, { node, last }, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(node) })) ? { done: last } : "retry";
+      return (await this.replace("generation", key, { deviceId, last }, cur.resourceVersion, labels)) ? { done: last } : "retry";
     });
   }
-  async listIssued(node: string): Promise<IssuedRecord[]> {
-    return (await this.list("issued", Issued, { [NODE_LABEL]: nodeLabel(node) }))
+  async listIssued(deviceId: number): Promise<IssuedRecord[]> {
+    return (await this.list("issued", Issued, { [NODE_LABEL]: nodeLabel(deviceId) }))
       .map((f) => f.record)
-      .filter((r) => r.node === node)
-      .sort((a, b) => a.issuedAt - b.issuedAt);
+      .filter((r) => r.node.deviceId === deviceId)
+      .sort((a, b) => a.issuedAt - b.issuedAt || a.generation - b.generation);
   }
 
   // ---- bootstrap tokens ---------------------------------------------------------------------------------
 
-  async setBootstrapToken(node: string, tokenId: string, expiresAt: number): Promise<void> {
+  async setBootstrapToken(node: NodeRef, tokenId: string, expiresAt: number): Promise<void> {
     if (!/^[a-z0-9]{6}$/.test(tokenId)) throw new KubeStoreError("corrupt", `bootstrap token id "${tokenId}" is not [a-z0-9]{6}`);
     const holders = await this.list("bootstrap-token", Token, { [TOKEN_LABEL]: tokenId });
-    if (holders.some((h) => h.record.node !== node)) throw new KubeStoreError("duplicate-token", `bootstrap token ${tokenId} is already rendered for another node`);
-    const labels = { [NODE_LABEL]: nodeLabel(node), [TOKEN_LABEL]: tokenId };
+    if (holders.some((h) => h.record.node.deviceId !== node.deviceId)) throw new KubeStoreError("duplicate-token", `bootstrap token ${tokenId} is already rendered for another node`);
+    const key = nodeKey(node.deviceId);
+    const labels = { [NODE_LABEL]: nodeLabel(node.deviceId), [TOKEN_LABEL]: tokenId };
     const record = { node, tokenId, expiresAt };
-    await this.casLoop(`bootstrap token of ${node}`, async () => {
-      const cur = await this.read("bootstrap-token", node, Token);
-      if (!cur) return (await this.create("bootstrap-token", node, record, labels)) ? { done: undefined } : "retry";
-      return (await this.replace("bootstrap-token", node, record, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
+    await this.casLoop(`bootstrap token of ${node.name}`, async () => {
+      const cur = await this.read("bootstrap-token", key, Token);
+      if (!cur) return (await this.create("bootstrap-token", key, record, labels)) ? { done: undefined } : "retry";
+      return (await this.replace("bootstrap-token", key, record, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
     });
   }
-  async getBootstrapToken(node: string): Promise<{ tokenId: string; expiresAt: number } | undefined> {
-    const r = (await this.read("bootstrap-token", node, Token))?.record;
+  async getBootstrapToken(deviceId: number): Promise<{ tokenId: string; expiresAt: number } | undefined> {
+    const r = (await this.read("bootstrap-token", nodeKey(deviceId), Token))?.record;
     return r ? { tokenId: r.tokenId, expiresAt: r.expiresAt } : undefined;
   }
-  async nodeForBootstrapToken(tokenId: string): Promise<string | undefined> {
+  async nodeForBootstrapToken(tokenId: string): Promise<NodeRef | undefined> {
     if (!/^[a-z0-9]{6}$/.test(tokenId)) return undefined; // never a label selector built from garbage
     return (await this.list("bootstrap-token", Token, { [TOKEN_LABEL]: tokenId })).find((h) => h.record.tokenId === tokenId)?.record.node;
   }
-  async deleteBootstrapToken(node: string): Promise<void> {
-    await this.remove("bootstrap-token", node);
+  async deleteBootstrapToken(deviceId: number): Promise<void> {
+    await this.remove("bootstrap-token", nodeKey(deviceId));
+  }
+
+  // ---- failure budgets and single-use tokens ------------------------------------------------------------
+
+  chargeLimit(key: string, now: number, windowMs: number, max: number): Promise<LimitCharge> {
+    return this.casLoop(`limit ${key}`, async () => {
+      const cur = await this.read("limit", key, Limit);
+      if (!cur) return (await this.create("limit", key, { windowStart: now, count: 1 })) ? { done: { allowed: 1 <= max, count: 1 } } : "retry";
+      const fresh = now - cur.record.windowStart >= windowMs;
+      const next = fresh ? { windowStart: now, count: 1 } : { windowStart: cur.record.windowStart, count: cur.record.count + 1 };
+      return (await this.replace("limit", key, next, cur.resourceVersion)) ? { done: { allowed: next.count <= max, count: next.count } } : "retry";
+    });
+  }
+  refundLimit(key: string, now: number, windowMs: number): Promise<void> {
+    return this.casLoop(`limit ${key}`, async () => {
+      const cur = await this.read("limit", key, Limit);
+      if (!cur || cur.record.count === 0 || now - cur.record.windowStart >= windowMs) return { done: undefined };
+      return (await this.replace("limit", key, { ...cur.record, count: cur.record.count - 1 }, cur.resourceVersion)) ? { done: undefined } : "retry";
+    });
+  }
+  recordOnce(token: string, expiresAt: number, now: number): Promise<boolean> {
+    return this.casLoop(`single-use token`, async () => {
+      if (await this.create("once", token, { expiresAt })) return { done: true };
+      const cur = await this.read("once", token, Once);
+      if (!cur) return "retry";
+      if (cur.record.expiresAt > now) return { done: false };
+      return (await this.remove("once", token, cur.resourceVersion)) ? "retry" : "retry";
+    });
   }
 
   async close(): Promise<void> {

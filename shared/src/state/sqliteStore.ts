@@ -1,25 +1,47 @@
-/** The embedded SQLite backend of AttestationStore (better-sqlite3; WAL; every CAS is one UPDATE … WHERE). */
+/**
+ * The embedded SQLite backend of AttestationStore (better-sqlite3; WAL; every CAS is one UPDATE … WHERE).
+ *
+ * Secrets at rest: the rows hold rendered Talos configs (cluster-wide trustd token and cluster secret, the
+ * node's bootstrap token, TPM key blobs) until delivery. So the database and its `-wal`/`-shm` files are
+ * created 0600 in a directory that must be 0700 (the store refuses to open on a path others can read), pages are
+ * zeroed when rows go (`secure_delete`), and a delivered or voided config is blanked before its row is deleted
+ * and the WAL is checkpointed (TRUNCATE), so no copy of it stays in the database file or the WAL.
+ */
 import Database from "better-sqlite3";
-import type { AttestationStore, InstallCodeRecord, IssuedRecord, PendingEk, SessionRecord, SessionState } from "./store.js";
+import { privateDirOf } from "./privateFiles.js";
+import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, PendingEk, SessionRecord, SessionState } from "./store.js";
+
+/** The schema this code writes (PRAGMA user_version). Version 1 keyed nodes by name; it is refused, not migrated. */
+const SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
-  id TEXT PRIMARY KEY, node TEXT NOT NULL, mode TEXT NOT NULL, nonce TEXT NOT NULL, claims_hash TEXT NOT NULL,
-  ak_name TEXT NOT NULL, ak_public TEXT NOT NULL, secret_hashes TEXT NOT NULL, ek_bindings TEXT NOT NULL,
-  data TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS ak_names (ak_name TEXT PRIMARY KEY, node TEXT NOT NULL, seen_at INTEGER NOT NULL);
+  id TEXT PRIMARY KEY, device_id INTEGER NOT NULL, node TEXT NOT NULL, mode TEXT NOT NULL, nonce TEXT NOT NULL,
+  claims_hash TEXT NOT NULL, ak_name TEXT NOT NULL, ak_public TEXT NOT NULL, secret_hashes TEXT NOT NULL,
+  ek_bindings TEXT NOT NULL, data TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ak_names (ak_name TEXT PRIMARY KEY, device_id INTEGER NOT NULL, seen_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS pending_eks (binding TEXT PRIMARY KEY, serial TEXT NOT NULL, macs TEXT NOT NULL,
   source_address TEXT NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, count INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS install_codes (code_hash TEXT PRIMARY KEY, node TEXT NOT NULL, uuid TEXT NOT NULL,
-  source_address TEXT NOT NULL, config TEXT NOT NULL, expires_at INTEGER NOT NULL, claimed_by TEXT, claimed_at INTEGER);
-CREATE TABLE IF NOT EXISTS issued (serial TEXT PRIMARY KEY, node TEXT NOT NULL, kind TEXT NOT NULL,
-  generation INTEGER NOT NULL, not_after INTEGER NOT NULL, issued_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS generations (node TEXT PRIMARY KEY, last INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS bootstrap_tokens (node TEXT PRIMARY KEY, token_id TEXT NOT NULL UNIQUE, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS install_codes (code_hash TEXT PRIMARY KEY, device_id INTEGER NOT NULL, node TEXT NOT NULL,
+  uuid TEXT NOT NULL, source_address TEXT NOT NULL, config TEXT NOT NULL, expires_at INTEGER NOT NULL, claimed_by TEXT, claimed_at INTEGER);
+CREATE INDEX IF NOT EXISTS install_codes_device ON install_codes (device_id);
+CREATE TABLE IF NOT EXISTS issued (serial TEXT PRIMARY KEY, device_id INTEGER NOT NULL, node TEXT NOT NULL, kind TEXT NOT NULL,
+  generation INTEGER NOT NULL, not_after INTEGER NOT NULL, issued_at INTEGER NOT NULL, der TEXT NOT NULL, key_public TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS issued_device ON issued (device_id);
+CREATE TABLE IF NOT EXISTS generations (device_id INTEGER PRIMARY KEY, last INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS bootstrap_tokens (device_id INTEGER PRIMARY KEY, node TEXT NOT NULL, token_id TEXT NOT NULL UNIQUE, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS limits (key TEXT PRIMARY KEY, window_start INTEGER NOT NULL, count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS once_tokens (token TEXT PRIMARY KEY, expires_at INTEGER NOT NULL);
 `;
+
+export class StateFileError extends Error {
+  override readonly name = "StateFileError";
+  readonly code = "state_file_unsafe";
+}
 
 interface SessionRow {
   id: string;
+  device_id: number;
   node: string;
   mode: string;
   nonce: string;
@@ -35,6 +57,7 @@ interface SessionRow {
 }
 interface CodeRow {
   code_hash: string;
+  device_id: number;
   node: string;
   uuid: string;
   source_address: string;
@@ -43,10 +66,23 @@ interface CodeRow {
   claimed_by: string | null;
   claimed_at: number | null;
 }
+interface IssuedRow {
+  serial: string;
+  device_id: number;
+  node: string;
+  kind: string;
+  generation: number;
+  not_after: number;
+  issued_at: number;
+  der: string;
+  key_public: string;
+}
+
+const ref = (r: { device_id: number; node: string }): NodeRef => ({ deviceId: r.device_id, name: r.node });
 
 const toSession = (r: SessionRow): SessionRecord => ({
   id: r.id,
-  node: r.node,
+  node: ref(r),
   mode: r.mode as SessionRecord["mode"],
   nonce: r.nonce,
   claimsHash: r.claims_hash,
@@ -61,7 +97,7 @@ const toSession = (r: SessionRow): SessionRecord => ({
 });
 const toCode = (r: CodeRow): InstallCodeRecord => ({
   codeHash: r.code_hash,
-  node: r.node,
+  node: ref(r),
   uuid: r.uuid,
   sourceAddress: r.source_address,
   config: r.config,
@@ -69,26 +105,57 @@ const toCode = (r: CodeRow): InstallCodeRecord => ({
   claimedBy: r.claimed_by,
   claimedAt: r.claimed_at,
 });
+const toIssued = (r: IssuedRow): IssuedRecord => ({
+  serial: r.serial,
+  node: ref(r),
+  kind: r.kind as IssuedRecord["kind"],
+  generation: r.generation,
+  notAfter: r.not_after,
+  issuedAt: r.issued_at,
+  der: r.der,
+  keyPublic: r.key_public,
+});
 
 export class SqliteAttestationStore implements AttestationStore {
   private readonly db: Database.Database;
 
-  /** `path` is a file (created if missing) or ":memory:". */
+  /**
+   * `path` is a file (created 0600 if missing) in a directory only its owner can read, or ":memory:". Throws
+   * StateFileError when the directory or an existing database file is readable by others, and when the file
+   * holds an older schema.
+   */
   constructor(path: string) {
-    this.db = new Database(path);
+    const onDisk = path !== ":memory:" && path !== "";
+    const restore = onDisk ? privateDirOf(path, (m) => new StateFileError(m)) : undefined;
+    try {
+      this.db = new Database(path);
+    } finally {
+      restore?.();
+    }
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("busy_timeout = 5000");
     this.db.pragma("foreign_keys = ON");
+    this.db.pragma("secure_delete = ON");
+    const version = this.db.pragma("user_version", { simple: true }) as number;
+    const hasTables = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
+    if (hasTables && version !== SCHEMA_VERSION) {
+      this.db.close();
+      throw new StateFileError(
+        `${path}: the state database has schema version ${version}, this fleetd needs ${SCHEMA_VERSION} (state is now keyed by NetBox device ID). ` +
+          "Stop the server, let open sessions and install codes expire (or re-provision their nodes), move the file aside and start again.",
+      );
+    }
     this.db.exec(SCHEMA);
+    this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }
 
   async createSession(s: SessionRecord): Promise<void> {
     this.db
       .prepare(
-        `INSERT INTO sessions (id,node,mode,nonce,claims_hash,ak_name,ak_public,secret_hashes,ek_bindings,data,state,created_at,expires_at)
-         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+        `INSERT INTO sessions (id,device_id,node,mode,nonce,claims_hash,ak_name,ak_public,secret_hashes,ek_bindings,data,state,created_at,expires_at)
+         VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
       )
-      .run(s.id, s.node, s.mode, s.nonce, s.claimsHash, s.akName, s.akPublic, JSON.stringify(s.secretHashes), JSON.stringify(s.ekBindings), JSON.stringify(s.data), s.state, s.createdAt, s.expiresAt);
+      .run(s.id, s.node.deviceId, s.node.name, s.mode, s.nonce, s.claimsHash, s.akName, s.akPublic, JSON.stringify(s.secretHashes), JSON.stringify(s.ekBindings), JSON.stringify(s.data), s.state, s.createdAt, s.expiresAt);
   }
   async getSession(id: string): Promise<SessionRecord | undefined> {
     const r = this.db.prepare(`SELECT * FROM sessions WHERE id = ?`).get(id) as SessionRow | undefined;
@@ -104,21 +171,29 @@ export class SqliteAttestationStore implements AttestationStore {
     this.db.prepare(`DELETE FROM sessions WHERE id = ?`).run(id);
   }
   async expireSessions(now: number): Promise<number> {
-    return this.db.prepare(`DELETE FROM sessions WHERE expires_at <= ?`).run(now).changes;
+    const n = this.db.prepare(`DELETE FROM sessions WHERE expires_at <= ?`).run(now).changes;
+    this.db.prepare(`DELETE FROM once_tokens WHERE expires_at <= ?`).run(now);
+    return n;
   }
 
-  async recordAkName(akName: string, node: string, now: number): Promise<boolean> {
-    return this.db.prepare(`INSERT OR IGNORE INTO ak_names (ak_name,node,seen_at) VALUES (?,?,?)`).run(akName, node, now).changes === 1;
+  async recordAkName(akName: string, deviceId: number, now: number): Promise<boolean> {
+    return this.db.prepare(`INSERT OR IGNORE INTO ak_names (ak_name,device_id,seen_at) VALUES (?,?,?)`).run(akName, deviceId, now).changes === 1;
   }
 
-  async recordPendingEk(p: Omit<PendingEk, "firstSeen" | "lastSeen" | "count">, now: number): Promise<void> {
-    this.db
-      .prepare(
-        `INSERT INTO pending_eks (binding,serial,macs,source_address,first_seen,last_seen,count) VALUES (?,?,?,?,?,?,1)
-         ON CONFLICT(binding) DO UPDATE SET serial=excluded.serial, macs=excluded.macs, source_address=excluded.source_address,
-           last_seen=excluded.last_seen, count=count+1`,
-      )
-      .run(p.binding, p.serial, JSON.stringify(p.macs), p.sourceAddress, now, now);
+  async recordPendingEk(p: Omit<PendingEk, "firstSeen" | "lastSeen" | "count">, now: number, max: number): Promise<boolean> {
+    const tx = this.db.transaction((): boolean => {
+      const known = this.db.prepare(`SELECT 1 FROM pending_eks WHERE binding = ?`).get(p.binding) !== undefined;
+      if (!known && (this.db.prepare(`SELECT count(*) AS n FROM pending_eks`).get() as { n: number }).n >= max) return false;
+      this.db
+        .prepare(
+          `INSERT INTO pending_eks (binding,serial,macs,source_address,first_seen,last_seen,count) VALUES (?,?,?,?,?,?,1)
+           ON CONFLICT(binding) DO UPDATE SET serial=excluded.serial, macs=excluded.macs, source_address=excluded.source_address,
+             last_seen=excluded.last_seen, count=count+1`,
+        )
+        .run(p.binding, p.serial, JSON.stringify(p.macs), p.sourceAddress, now, now);
+      return true;
+    });
+    return tx.immediate();
   }
   async listPendingEks(): Promise<PendingEk[]> {
     const rows = this.db.prepare(`SELECT * FROM pending_eks ORDER BY first_seen`).all() as {
@@ -144,15 +219,23 @@ export class SqliteAttestationStore implements AttestationStore {
     this.db.prepare(`DELETE FROM pending_eks WHERE binding = ?`).run(binding);
   }
 
-  async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
+  /** Blank the configs of the matching rows, delete them, and push the WAL into the (zeroed) database file. */
+  private scrub(where: string, ...args: (string | number)[]): number {
     const tx = this.db.transaction(() => {
-      // One live code per node: a new provision replaces the previous code.
-      this.db.prepare(`DELETE FROM install_codes WHERE node = ?`).run(r.node);
-      this.db
-        .prepare(`INSERT INTO install_codes (code_hash,node,uuid,source_address,config,expires_at) VALUES (?,?,?,?,?,?)`)
-        .run(r.codeHash, r.node, r.uuid, r.sourceAddress, r.config, r.expiresAt);
+      this.db.prepare(`UPDATE install_codes SET config = '' WHERE ${where}`).run(...args);
+      return this.db.prepare(`DELETE FROM install_codes WHERE ${where}`).run(...args).changes;
     });
-    tx();
+    const n = tx();
+    if (n > 0) this.db.pragma("wal_checkpoint(TRUNCATE)");
+    return n;
+  }
+
+  async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
+    // One live code per node: a new provision replaces the previous code.
+    this.scrub(`device_id = ?`, r.node.deviceId);
+    this.db
+      .prepare(`INSERT INTO install_codes (code_hash,device_id,node,uuid,source_address,config,expires_at) VALUES (?,?,?,?,?,?,?)`)
+      .run(r.codeHash, r.node.deviceId, r.node.name, r.uuid, r.sourceAddress, r.config, r.expiresAt);
   }
   async claimInstallCode(codeHash: string, claimer: string, now: number, staleMs: number): Promise<InstallCodeRecord | undefined> {
     const res = this.db
@@ -169,50 +252,74 @@ export class SqliteAttestationStore implements AttestationStore {
     this.db.prepare(`UPDATE install_codes SET claimed_by = NULL, claimed_at = NULL WHERE code_hash = ? AND claimed_by = ?`).run(codeHash, claimer);
   }
   async finishInstallCode(codeHash: string, claimer: string): Promise<boolean> {
-    return this.db.prepare(`DELETE FROM install_codes WHERE code_hash = ? AND claimed_by = ?`).run(codeHash, claimer).changes === 1;
+    return this.scrub(`code_hash = ? AND claimed_by = ?`, codeHash, claimer) === 1;
   }
-  async hasInstallCodeFor(node: string, now: number): Promise<boolean> {
-    return this.db.prepare(`SELECT 1 FROM install_codes WHERE node = ? AND expires_at > ?`).get(node, now) !== undefined;
+  async hasInstallCodeFor(deviceId: number, now: number): Promise<boolean> {
+    return this.db.prepare(`SELECT 1 FROM install_codes WHERE device_id = ? AND expires_at > ?`).get(deviceId, now) !== undefined;
+  }
+  async voidInstallCodes(deviceId: number): Promise<number> {
+    return this.scrub(`device_id = ?`, deviceId);
+  }
+  async takeExpiredInstallCodes(now: number): Promise<InstallCodeRecord[]> {
+    const rows = (this.db.prepare(`SELECT * FROM install_codes WHERE expires_at <= ?`).all(now) as CodeRow[]).map(toCode);
+    if (rows.length > 0) this.scrub(`expires_at <= ?`, now);
+    return rows.map((r) => ({ ...r, config: "" }));
   }
 
   async recordIssued(c: IssuedRecord): Promise<void> {
     this.db
-      .prepare(`INSERT INTO issued (serial,node,kind,generation,not_after,issued_at) VALUES (?,?,?,?,?,?)`)
-      .run(c.serial, c.node, c.kind, c.generation, c.notAfter, c.issuedAt);
+      .prepare(`INSERT INTO issued (serial,device_id,node,kind,generation,not_after,issued_at,der,key_public) VALUES (?,?,?,?,?,?,?,?,?)`)
+      .run(c.serial, c.node.deviceId, c.node.name, c.kind, c.generation, c.notAfter, c.issuedAt, c.der, c.keyPublic);
   }
-  async nextGeneration(node: string): Promise<number> {
+  async nextGeneration(deviceId: number): Promise<number> {
     const row = this.db
-      .prepare(`INSERT INTO generations (node,last) VALUES (?,1) ON CONFLICT(node) DO UPDATE SET last = last + 1 RETURNING last`)
-      .get(node) as { last: number };
+      .prepare(`INSERT INTO generations (device_id,last) VALUES (?,1) ON CONFLICT(device_id) DO UPDATE SET last = last + 1 RETURNING last`)
+      .get(deviceId) as { last: number };
     return row.last;
   }
-  async listIssued(node: string): Promise<IssuedRecord[]> {
-    const rows = this.db.prepare(`SELECT * FROM issued WHERE node = ? ORDER BY issued_at`).all(node) as {
-      serial: string;
-      node: string;
-      kind: string;
-      generation: number;
-      not_after: number;
-      issued_at: number;
-    }[];
-    return rows.map((r) => ({ serial: r.serial, node: r.node, kind: r.kind as IssuedRecord["kind"], generation: r.generation, notAfter: r.not_after, issuedAt: r.issued_at }));
+  async listIssued(deviceId: number): Promise<IssuedRecord[]> {
+    return (this.db.prepare(`SELECT * FROM issued WHERE device_id = ? ORDER BY issued_at, generation`).all(deviceId) as IssuedRow[]).map(toIssued);
   }
 
-  async setBootstrapToken(node: string, tokenId: string, expiresAt: number): Promise<void> {
+  async setBootstrapToken(node: NodeRef, tokenId: string, expiresAt: number): Promise<void> {
     this.db
-      .prepare(`INSERT INTO bootstrap_tokens (node,token_id,expires_at) VALUES (?,?,?) ON CONFLICT(node) DO UPDATE SET token_id=excluded.token_id, expires_at=excluded.expires_at`)
-      .run(node, tokenId, expiresAt);
+      .prepare(
+        `INSERT INTO bootstrap_tokens (device_id,node,token_id,expires_at) VALUES (?,?,?,?)
+         ON CONFLICT(device_id) DO UPDATE SET node=excluded.node, token_id=excluded.token_id, expires_at=excluded.expires_at`,
+      )
+      .run(node.deviceId, node.name, tokenId, expiresAt);
   }
-  async getBootstrapToken(node: string): Promise<{ tokenId: string; expiresAt: number } | undefined> {
-    const r = this.db.prepare(`SELECT token_id, expires_at FROM bootstrap_tokens WHERE node = ?`).get(node) as { token_id: string; expires_at: number } | undefined;
+  async getBootstrapToken(deviceId: number): Promise<{ tokenId: string; expiresAt: number } | undefined> {
+    const r = this.db.prepare(`SELECT token_id, expires_at FROM bootstrap_tokens WHERE device_id = ?`).get(deviceId) as { token_id: string; expires_at: number } | undefined;
     return r ? { tokenId: r.token_id, expiresAt: r.expires_at } : undefined;
   }
-  async nodeForBootstrapToken(tokenId: string): Promise<string | undefined> {
-    const r = this.db.prepare(`SELECT node FROM bootstrap_tokens WHERE token_id = ?`).get(tokenId) as { node: string } | undefined;
-    return r?.node;
+  async nodeForBootstrapToken(tokenId: string): Promise<NodeRef | undefined> {
+    const r = this.db.prepare(`SELECT device_id, node FROM bootstrap_tokens WHERE token_id = ?`).get(tokenId) as { device_id: number; node: string } | undefined;
+    return r ? ref(r) : undefined;
   }
-  async deleteBootstrapToken(node: string): Promise<void> {
-    this.db.prepare(`DELETE FROM bootstrap_tokens WHERE node = ?`).run(node);
+  async deleteBootstrapToken(deviceId: number): Promise<void> {
+    this.db.prepare(`DELETE FROM bootstrap_tokens WHERE device_id = ?`).run(deviceId);
+  }
+
+  async chargeLimit(key: string, now: number, windowMs: number, max: number): Promise<LimitCharge> {
+    const row = this.db
+      .prepare(
+        `INSERT INTO limits (key,window_start,count) VALUES (?,?,1)
+         ON CONFLICT(key) DO UPDATE SET
+           count = CASE WHEN ? - window_start >= ? THEN 1 ELSE count + 1 END,
+           window_start = CASE WHEN ? - window_start >= ? THEN excluded.window_start ELSE window_start END
+         RETURNING count`,
+      )
+      .get(key, now, now, windowMs, now, windowMs) as { count: number };
+    return { allowed: row.count <= max, count: row.count };
+  }
+  async refundLimit(key: string, now: number, windowMs: number): Promise<void> {
+    this.db.prepare(`UPDATE limits SET count = count - 1 WHERE key = ? AND count > 0 AND ? - window_start < ?`).run(key, now, windowMs);
+  }
+
+  async recordOnce(token: string, expiresAt: number, now: number): Promise<boolean> {
+    this.db.prepare(`DELETE FROM once_tokens WHERE token = ? AND expires_at <= ?`).run(token, now);
+    return this.db.prepare(`INSERT OR IGNORE INTO once_tokens (token,expires_at) VALUES (?,?)`).run(token, expiresAt).changes === 1;
   }
 
   async close(): Promise<void> {

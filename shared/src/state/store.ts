@@ -8,11 +8,21 @@
  */
 
 export type SessionMode = "intake" | "provision" | "attest" | "wipe";
+
+/**
+ * A node as the state knows it: the NetBox device ID recorded when the apply account created it (the key of
+ * everything per node here) and its name then (for people, certificates and the CSR check). A rename in NetBox
+ * never moves state from one machine to another.
+ */
+export interface NodeRef {
+  deviceId: number;
+  name: string;
+}
 export type SessionState = "challenged" | "evidenced" | "confirmed";
 
 export interface SessionRecord {
   id: string;
-  node: string;
+  node: NodeRef;
   mode: SessionMode;
   /** The 32-byte nonce, hex. */
   nonce: string;
@@ -46,7 +56,7 @@ export interface PendingEk {
 export interface InstallCodeRecord {
   /** SHA-256 of the code, hex. */
   codeHash: string;
-  node: string;
+  node: NodeRef;
   uuid: string;
   sourceAddress: string;
   config: string;
@@ -58,11 +68,22 @@ export interface InstallCodeRecord {
 
 export interface IssuedRecord {
   serial: string;
-  node: string;
+  node: NodeRef;
   kind: "ldevid" | "lak";
   generation: number;
   notAfter: number;
   issuedAt: number;
+  /** The certificate (DER, hex): a later session whose key is already certified gets it again instead of a new one. */
+  der: string;
+  /** The certified key's TPMT_PUBLIC, hex. */
+  keyPublic: string;
+}
+
+/** A per-key failure budget kept in the store (shared by every replica): fixed windows. */
+export interface LimitCharge {
+  /** True while the key is within its budget after this charge. */
+  allowed: boolean;
+  count: number;
 }
 
 export interface AttestationStore {
@@ -79,9 +100,13 @@ export interface AttestationStore {
   expireSessions(now: number): Promise<number>;
 
   /** Record an AK Name; false if it was seen before (an AK is used for one session only). */
-  recordAkName(akName: string, node: string, now: number): Promise<boolean>;
+  recordAkName(akName: string, deviceId: number, now: number): Promise<boolean>;
 
-  recordPendingEk(p: Omit<PendingEk, "firstSeen" | "lastSeen" | "count">, now: number): Promise<void>;
+  /**
+   * Record (or refresh) a pending EK; a new binding is added only while fewer than `max` are pending (false:
+   * the table is full and the binding was not recorded; a known binding is always refreshed).
+   */
+  recordPendingEk(p: Omit<PendingEk, "firstSeen" | "lastSeen" | "count">, now: number, max: number): Promise<boolean>;
   listPendingEks(): Promise<PendingEk[]>;
   deletePendingEk(binding: string): Promise<void>;
 
@@ -92,18 +117,34 @@ export interface AttestationStore {
   releaseInstallCode(codeHash: string, claimer: string): Promise<void>;
   /** Delete the code after the complete response; true if this claimer held it. */
   finishInstallCode(codeHash: string, claimer: string): Promise<boolean>;
-  hasInstallCodeFor(node: string, now: number): Promise<boolean>;
+  hasInstallCodeFor(deviceId: number, now: number): Promise<boolean>;
+  /** Delete every install code of a node (decommission, a node gone from NetBox); how many. */
+  voidInstallCodes(deviceId: number): Promise<number>;
+  /** Codes that expired undelivered at `now`, removed and returned (the node's provision failed). */
+  takeExpiredInstallCodes(now: number): Promise<InstallCodeRecord[]>;
 
   recordIssued(c: IssuedRecord): Promise<void>;
   /** The next LDevID generation for a node (1 for the first). Atomic. */
-  nextGeneration(node: string): Promise<number>;
-  listIssued(node: string): Promise<IssuedRecord[]>;
+  nextGeneration(deviceId: number): Promise<number>;
+  listIssued(deviceId: number): Promise<IssuedRecord[]>;
 
   /** Bootstrap token id rendered for a node (for the CSR gate). */
-  setBootstrapToken(node: string, tokenId: string, expiresAt: number): Promise<void>;
-  getBootstrapToken(node: string): Promise<{ tokenId: string; expiresAt: number } | undefined>;
-  nodeForBootstrapToken(tokenId: string): Promise<string | undefined>;
-  deleteBootstrapToken(node: string): Promise<void>;
+  setBootstrapToken(node: NodeRef, tokenId: string, expiresAt: number): Promise<void>;
+  getBootstrapToken(deviceId: number): Promise<{ tokenId: string; expiresAt: number } | undefined>;
+  nodeForBootstrapToken(tokenId: string): Promise<NodeRef | undefined>;
+  deleteBootstrapToken(deviceId: number): Promise<void>;
+
+  /**
+   * Charge one failure to `key` atomically (the charge comes before the work it limits, so concurrent requests
+   * cannot all pass a check made before any of them failed); `allowed` is false once more than `max` were
+   * charged in the current window of `windowMs`.
+   */
+  chargeLimit(key: string, now: number, windowMs: number, max: number): Promise<LimitCharge>;
+  /** Take back one charge (the attempt succeeded). */
+  refundLimit(key: string, now: number, windowMs: number): Promise<void>;
+
+  /** Record a single-use token (e.g. an HA request id) until `expiresAt`; false when it was seen before. */
+  recordOnce(token: string, expiresAt: number, now: number): Promise<boolean>;
 
   close(): Promise<void>;
 }

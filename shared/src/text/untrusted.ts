@@ -39,3 +39,56 @@ export function mdCode(s: string, max = 500): string {
   const one = s.replace(/[`\r\n\t]+/g, " ").trim();
   return `\`${safeLine(one, max)}\``;
 }
+
+/**
+ * What can make Markdown render more than text in the middle of a line: links and images (`[`, `]`; `(` and `!`
+ * only matter next to a bracket), HTML, autolinks and entities (`<`, `>`, `&`), emphasis (`*`; Python-Markdown,
+ * which NetBox uses, does not emphasise intraword `_`), and the backslash itself (so no escape can be undone).
+ */
+const MD_SPECIAL = /[\\*[\]<>&]/g;
+
+/**
+ * Journal text in which some parts are untrusted and not wrapped in a code span (a summary built around a
+ * machine's claim, a check's detail quoting evidence): every Markdown special character outside code spans is
+ * backslash-escaped and newlines become spaces (so no heading, list or table can start), and nothing renders
+ * as a link, image or HTML. Code spans
+ * (from `mdCode`, or any balanced backtick run — inside one Markdown renders nothing) are kept; a lone backtick
+ * is escaped. Control characters are escaped as in `safeLine`.
+ */
+export function mdText(s: string, max = 2000): string {
+  const one = safeLine(s.replace(/[\r\n]+/g, " "), max);
+  let out = "";
+  let i = 0;
+  while (i < one.length) {
+    const tick = one.indexOf("`", i);
+    if (tick < 0) {
+      out += one.slice(i).replace(MD_SPECIAL, "\\$&");
+      break;
+    }
+    out += one.slice(i, tick).replace(MD_SPECIAL, "\\$&");
+    let run = tick;
+    while (one[run] === "`") run++;
+    const fence = one.slice(tick, run);
+    const close = findFence(one, run, fence);
+    if (close < 0) {
+      out += fence.replace(/`/g, "\\`");
+      i = run;
+    } else {
+      out += one.slice(tick, close + fence.length);
+      i = close + fence.length;
+    }
+  }
+  return out;
+}
+
+/** The index of the next backtick run exactly as long as `fence` at or after `from`, or -1. */
+function findFence(s: string, from: number, fence: string): number {
+  let i = s.indexOf(fence, from);
+  while (i >= 0) {
+    let end = i;
+    while (s[end] === "`") end++;
+    if (end - i === fence.length) return i;
+    i = s.indexOf(fence, end);
+  }
+  return -1;
+}

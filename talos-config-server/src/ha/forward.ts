@@ -80,7 +80,7 @@ export function createForwarder(o: ForwarderOptions): (req: IssueRequest) => Pro
       throw new CaUnavailable("no-leader", `the leader ${holder.identity} published no usable internal URL (${INTERNAL_URL_ANNOTATION})`);
     }
     const body = new Uint8Array(Buffer.from(JSON.stringify(toWire(req)), "utf8"));
-    const { headers, nonce } = signPeerRequest(o.secret, "POST", ISSUE_PATH, body, now());
+    const { headers, nonce } = signPeerRequest(o.secret, "POST", ISSUE_PATH, body, now(), holder.identity);
     let answer: Answer;
     try {
       answer = await post(url, body, headers, o);

@@ -31,7 +31,7 @@ export function internalRouter(d: InternalApiDeps): Router {
     const refuse = (status: number, error: z.infer<typeof IssueErrorBody>["error"], detail: string): void => answer(status, { error, detail });
     const raw = Buffer.isBuffer(req.body) ? new Uint8Array(req.body) : new Uint8Array(0);
     try {
-      nonce = d.verifier.verify("POST", ISSUE_PATH, raw, req.headers, (d.now ?? Date.now)());
+      nonce = await d.verifier.verify("POST", ISSUE_PATH, raw, req.headers, (d.now ?? Date.now)());
     } catch (e) {
       if (e instanceof PeerAuthError) {
         d.log.warn({ code: e.code, from: req.socket.remoteAddress }, "internal issuance refused: peer authentication");

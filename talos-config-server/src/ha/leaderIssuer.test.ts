@@ -37,7 +37,7 @@ function rig(opts: { forward?: (r: IssueRequest) => Promise<IssueResult>; signDe
       },
     }),
     forward: opts.forward ?? (async () => result("forwarded")),
-    journal: { record: async (node, entry) => void journal.push({ node, entry }) },
+    journal: { record: async (node, entry) => void journal.push({ node: typeof node === "object" ? node.name : node, entry }) },
     log: silent,
   });
   issuer.attach();

@@ -1,9 +1,11 @@
 /**
  * Authentication between talos-config-server replicas (the internal issuance endpoint): a shared secret from a
- * file (`server.ha.peerSecretFile`, at least 32 bytes), HMAC-SHA256 over the request — method, path, a
- * timestamp, a random nonce and SHA-256 of the exact body bytes — and, on the answer, over the request's nonce
- * and the answer's body. The verifier refuses a timestamp more than `maxSkewMs` away and a nonce it has seen
- * inside that window (a captured request cannot be replayed), and compares MACs in constant time.
+ * file (`server.ha.peerSecretFile`, at least 32 bytes), HMAC-SHA256 over the request — method, path, the target
+ * replica's identity, a timestamp, a random nonce and SHA-256 of the exact body bytes — and, on the answer, over
+ * the request's nonce and the answer's body. The verifier refuses a request meant for another replica, a
+ * timestamp more than `maxSkewMs` away and a nonce seen inside that window — in the state every replica shares
+ * (`once`: the store's recordOnce), so a captured request is accepted once by the fleet, not once per replica —
+ * and compares MACs in constant time.
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -13,12 +15,13 @@ import { ConfigError } from "@fleetd/shared/netbox/config";
 export const PEER_TIMESTAMP = "x-fleetd-peer-timestamp";
 export const PEER_NONCE = "x-fleetd-peer-nonce";
 export const PEER_SIGNATURE = "x-fleetd-peer-signature";
+export const PEER_TARGET = "x-fleetd-peer-target";
 const MIN_SECRET_BYTES = 32;
 
 export class PeerAuthError extends Error {
   override readonly name = "PeerAuthError";
   constructor(
-    readonly code: "peer-signature-missing" | "peer-signature-mismatch" | "peer-timestamp-skew" | "peer-nonce-replayed",
+    readonly code: "peer-signature-missing" | "peer-signature-mismatch" | "peer-timestamp-skew" | "peer-nonce-replayed" | "peer-target-mismatch",
     message: string,
   ) {
     super(message);
@@ -40,16 +43,16 @@ export function loadPeerSecret(path: string): Uint8Array {
 
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const mac = (secret: Uint8Array, text: string) => new Uint8Array(createHmac("sha256", secret).update(text, "utf8").digest());
-const requestText = (method: string, path: string, timestamp: string, nonce: string, body: Uint8Array) =>
-  `fleetd-peer-request-v1\n${method.toUpperCase()}\n${path}\n${timestamp}\n${nonce}\n${sha256(body)}`;
+const requestText = (method: string, path: string, target: string, timestamp: string, nonce: string, body: Uint8Array) =>
+  `fleetd-peer-request-v2\n${method.toUpperCase()}\n${path}\n${target}\n${timestamp}\n${nonce}\n${sha256(body)}`;
 const responseText = (nonce: string, status: number, body: Uint8Array) => `fleetd-peer-response-v1\n${nonce}\n${status}\n${sha256(body)}`;
 
-/** Headers of a request from one replica to another. */
-export function signPeerRequest(secret: Uint8Array, method: string, path: string, body: Uint8Array, now: number): { headers: Record<string, string>; nonce: string } {
+/** Headers of a request from one replica to another (`target`: the receiving replica's identity). */
+export function signPeerRequest(secret: Uint8Array, method: string, path: string, body: Uint8Array, now: number, target: string): { headers: Record<string, string>; nonce: string } {
   const timestamp = String(Math.floor(now / 1000));
   const nonce = randomBytes(16).toString("hex");
-  const signature = Buffer.from(mac(secret, requestText(method, path, timestamp, nonce, body))).toString("hex");
-  return { headers: { [PEER_TIMESTAMP]: timestamp, [PEER_NONCE]: nonce, [PEER_SIGNATURE]: signature }, nonce };
+  const signature = Buffer.from(mac(secret, requestText(method, path, target, timestamp, nonce, body))).toString("hex");
+  return { headers: { [PEER_TIMESTAMP]: timestamp, [PEER_NONCE]: nonce, [PEER_TARGET]: target, [PEER_SIGNATURE]: signature }, nonce };
 }
 
 /** The MAC a replica puts on its answer (header PEER_SIGNATURE). */
@@ -71,28 +74,43 @@ export function verifyPeerResponse(secret: Uint8Array, nonce: string, status: nu
   }
 }
 
+/** A single-use token recorded in the shared state until `expiresAt`; false when seen before (AttestationStore.recordOnce). */
+export type RecordOnce = (token: string, expiresAt: number, now: number) => Promise<boolean>;
+
 export class PeerVerifier {
   private readonly seen = new Map<string, number>();
 
+  /**
+   * `self`: this replica's identity (a request for another replica is refused). `once`: the shared replay cache;
+   * without it (one replica, tests) nonces are remembered in this process.
+   */
   constructor(
     private readonly secret: Uint8Array,
+    private readonly self: string,
+    private readonly once?: RecordOnce,
     private readonly maxSkewMs = 30_000,
     private readonly maxNonces = 100_000,
   ) {}
 
   /** Verifies a request; returns its nonce (to sign the answer with). Throws PeerAuthError. */
-  verify(method: string, path: string, body: Uint8Array, headers: Record<string, string | string[] | undefined>, now: number): string {
+  async verify(method: string, path: string, body: Uint8Array, headers: Record<string, string | string[] | undefined>, now: number): Promise<string> {
     const timestamp = header(headers, PEER_TIMESTAMP);
     const nonce = header(headers, PEER_NONCE);
+    const target = header(headers, PEER_TARGET);
     const signature = header(headers, PEER_SIGNATURE);
-    if (!timestamp || !/^\d{1,12}$/.test(timestamp) || !nonce || !/^[0-9a-f]{32}$/.test(nonce) || !signature || !HEX_MAC.test(signature)) {
-      throw new PeerAuthError("peer-signature-missing", `a peer request needs ${PEER_TIMESTAMP}, ${PEER_NONCE} (32 hex) and ${PEER_SIGNATURE} (64 hex)`);
+    if (!timestamp || !/^\d{1,12}$/.test(timestamp) || !nonce || !/^[0-9a-f]{32}$/.test(nonce) || !target || target.length > 253 || !signature || !HEX_MAC.test(signature)) {
+      throw new PeerAuthError("peer-signature-missing", `a peer request needs ${PEER_TIMESTAMP}, ${PEER_NONCE} (32 hex), ${PEER_TARGET} and ${PEER_SIGNATURE} (64 hex)`);
     }
-    if (!ctEqual(new Uint8Array(Buffer.from(signature, "hex")), mac(this.secret, requestText(method, path, timestamp, nonce, body)))) {
+    if (!ctEqual(new Uint8Array(Buffer.from(signature, "hex")), mac(this.secret, requestText(method, path, target, timestamp, nonce, body)))) {
       throw new PeerAuthError("peer-signature-mismatch", "the request's MAC does not match (another peer secret, or the body was changed)");
     }
+    if (target !== this.self) throw new PeerAuthError("peer-target-mismatch", `the request was signed for replica ${target}, not for this one`);
     const at = Number(timestamp) * 1000;
     if (Math.abs(now - at) > this.maxSkewMs) throw new PeerAuthError("peer-timestamp-skew", `the request's timestamp is ${Math.round((now - at) / 1000)} s away from this replica's clock (at most ${this.maxSkewMs / 1000} s)`);
+    if (this.once) {
+      if (!(await this.once(`peer:${nonce}`, at + this.maxSkewMs, now))) throw new PeerAuthError("peer-nonce-replayed", "this request was already received by a replica (replay)");
+      return nonce;
+    }
     this.forget(now);
     if (this.seen.has(nonce)) throw new PeerAuthError("peer-nonce-replayed", "this request was already received (replay)");
     if (this.seen.size >= this.maxNonces) throw new PeerAuthError("peer-nonce-replayed", "too many peer requests inside the replay window");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Talos validation helpers (advread, advwrite, mkimage, validate-config) with Talos's own Go
+# Builds the Talos validation helpers (advread, advwrite, gen-secrets, mkimage, validate-config) with Talos's own Go
 # modules into a cache directory keyed by a hash of go.mod, go.sum, the Go sources and the Go version, so
 # repeated runs (and CI) rebuild only when one of them changed. Prints the directory holding the binaries.
 #   tests/go/talos/build.sh            -> ~/.cache/fleetd/go-bin/talos-<key>
@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PROGRAMS=(advread advwrite mkimage validate-config)
+PROGRAMS=(advread advwrite gen-secrets mkimage validate-config)
 command -v go >/dev/null || { echo "build.sh: go is not installed" >&2; exit 3; }
 
 key=$( { go env GOVERSION GOOS GOARCH; cat go.mod go.sum ../gobin.sh; find . -name '*.go' -print0 | sort -z | xargs -0 cat; } \

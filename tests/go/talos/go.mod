@@ -8,6 +8,7 @@ require (
 	github.com/siderolabs/go-adv v1.0.0
 	github.com/siderolabs/go-blockdevice/v2 v2.0.30
 	github.com/siderolabs/talos/pkg/machinery v1.13.9
+	go.yaml.in/yaml/v4 v4.0.0-rc.4
 )
 
 require (
@@ -40,7 +41,6 @@ require (
 	github.com/siderolabs/protoenc v0.2.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.1 // indirect
-	go.yaml.in/yaml/v4 v4.0.0-rc.4 // indirect
 	golang.org/x/exp v0.0.0-20250128182459-e0ece0dbea4c // indirect
 	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect

@@ -58,7 +58,7 @@ test("provision creates the node's token Secret (expiring, authentication only, 
   const codesBefore = w.installCodesIssued();
   assert.equal((await runHonest(w, "provision")).mode, "provision");
   assert.equal(w.installCodesIssued(), codesBefore + 1);
-  const rec = await w.store.getBootstrapToken(NODE);
+  const rec = await w.store.getBootstrapToken(await w.deviceId(NODE));
   assert.ok(rec, "the store records the node's token");
   firstToken = rec.tokenId;
   const s = await secretFor(rec.tokenId);
@@ -77,7 +77,7 @@ test("provision creates the node's token Secret (expiring, authentication only, 
 
 test("a re-provision creates a new token and deletes the old Secret", async () => {
   assert.equal((await runHonest(w, "provision")).mode, "provision");
-  const rec = await w.store.getBootstrapToken(NODE);
+  const rec = await w.store.getBootstrapToken(await w.deviceId(NODE));
   assert.ok(rec && rec.tokenId !== firstToken, "a new token");
   assert.ok(await secretFor(rec.tokenId), "the new Secret exists");
   assert.equal(await secretFor(firstToken), undefined, "the old Secret is gone");
@@ -95,7 +95,7 @@ test("when the Secret cannot be created (no rights in the cluster), the provisio
     contexts: [{ name: "x", cluster: "c", user: "u" }],
     currentContext: "x",
   });
-  const before = await w.store.getBootstrapToken(NODE);
+  const before = await w.store.getBootstrapToken(await w.deviceId(NODE));
   const codesBefore = w.installCodesIssued();
   tokens = new KubeBootstrapTokens(kubeFromConfig(kc));
   try {
@@ -108,6 +108,6 @@ test("when the Secret cannot be created (no rights in the cluster), the provisio
   assert.ok(d);
   const journal = (await readJournal(w.admin, d.id)).map((j) => j.comments).join("\n");
   assert.match(journal, /provision failed closed: the bootstrap token Secret could not be created \(creating bootstrap token [a-z0-9]{6} for node worker-1: API status 403\)/);
-  assert.deepEqual(await w.store.getBootstrapToken(NODE), before, "the recorded token is unchanged");
+  assert.deepEqual(await w.store.getBootstrapToken(await w.deviceId(NODE)), before, "the recorded token is unchanged");
   assert.ok(before && (await secretFor(before.tokenId)), "the previous token's Secret is untouched");
 });

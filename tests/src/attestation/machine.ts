@@ -135,6 +135,7 @@ export function sendEvidence(m: Machine, body: EvidenceWire): Promise<EvidenceRe
 
 /** Step 3's body: the confirm digest signed by `signer` (default: the LDevID the evidence certified). */
 export async function confirmBody(m: Machine, s: Challenged, ev: Evidenced, accepted: EvidenceResponse, signer: KeyBlobs = ev.ldevid.blobs): Promise<ConfirmWire> {
+  if (accepted.issued !== "new") throw new Error("the evidence was accepted without certificates: there is nothing to confirm");
   const signature = await confirmSignature(m.tpm, m.alg, signer, s.response.sessionId, unb64(accepted.ldevidCertificate), unb64(accepted.lakCertificate));
   return { sessionId: s.response.sessionId, signature: b64(signature) };
 }
@@ -202,4 +203,10 @@ export async function refusal(p: Promise<unknown>): Promise<AttestationRefused> 
     throw e;
   }
   throw new Error("accepted, but it must be refused");
+}
+
+/** The certificates of a passing run (a run that got none fails the test here). */
+export function issued(r: AttestResult): NonNullable<AttestResult["issued"]> {
+  if (!r.issued) throw new Error(`${r.mode}: the server issued no certificates`);
+  return r.issued;
 }

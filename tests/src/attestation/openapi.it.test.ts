@@ -20,7 +20,7 @@ import { repoRoot } from "../netbox/fixture.js";
 import { OPENAPI_FILE, OpenApiValidator, Recorder, type Exchange } from "./openapi.js";
 import { refusal as refusedBy, runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
-const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over, rec.transport());
+const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over, w.withWorkflows(rec.transport()));
 
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const RUNS = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 300);

@@ -25,7 +25,7 @@ import { TPMT_PUBLIC } from "@fleetd/shared/tpm/structures";
 import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { startSwtpm } from "../harness/swtpm.js";
 import { advread } from "../talos/goTools.js";
-import { refusal as refused, runHonest } from "./machine.js";
+import { issued, refusal as refused, runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
 const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over);
 
@@ -49,7 +49,7 @@ async function journal(): Promise<string[]> {
   const d = await device();
   return (await readJournal(w.fleet.client(w.fleet.nb.authorization.replace(/^Bearer /, "")), d.id)).map((j) => j.comments);
 }
-const issuedCount = async () => (await w.store.listIssued(NODE)).length;
+const issuedCount = async () => (await w.store.listIssued(await w.deviceId(NODE))).length;
 
 let provisioned: AttestResult;
 
@@ -66,9 +66,9 @@ test("intake: a planned node proves both EKs and its HookOS boot, and gets an LD
 test("provision: LDevID + LAK chain to the bundle and meet SPIRE tpm_devid's rules; the code unwraps in the TPM", async () => {
   provisioned = await run("provision");
   assert.match(provisioned.installCode ?? "", /^[0-9a-f]{64}$/);
-  const bundle = provisioned.caBundle;
+  const bundle = issued(provisioned).caBundle;
   const ca = new X509Certificate(bundle);
-  for (const [kind, cert] of [["ldevid", provisioned.ldevid.certificate], ["lak", provisioned.lak.certificate]] as const) {
+  for (const [kind, cert] of [["ldevid", issued(provisioned).ldevid.certificate], ["lak", issued(provisioned).lak.certificate]] as const) {
     const x = new X509Certificate(Buffer.from(cert));
     assert.ok(x.checkIssued(ca) && x.verify(ca.publicKey), `${kind} chains to the bundle`);
     assert.match(x.subject, new RegExp(`CN=${NODE}\\.g2${kind === "lak" ? "\\.lak" : ""}`), `${kind} subject (generation 2: intake was 1)`);
@@ -76,13 +76,13 @@ test("provision: LDevID + LAK chain to the bundle and meet SPIRE tpm_devid's rul
     assert.ok(days <= 30.01, `${kind} lives ≤ 30 days (${days})`);
   }
   // The LDevID key, attribute by attribute (SPIRE tpm_devid), and the certificate holds exactly that key.
-  const ldevid = decodeExact(TPMT_PUBLIC, provisioned.ldevid.blobs.publicBytes);
+  const ldevid = decodeExact(TPMT_PUBLIC, issued(provisioned).ldevid.blobs.publicBytes);
   const c = new Checks();
   assert.ok(checkKeyAttributes(c, "ldevid", ldevid, LDEVID_POLICY), JSON.stringify(c.reasons));
-  const lak = decodeExact(TPMT_PUBLIC, provisioned.lak.blobs.publicBytes);
+  const lak = decodeExact(TPMT_PUBLIC, issued(provisioned).lak.blobs.publicBytes);
   assert.ok(checkKeyAttributes(new Checks(), "lak", lak, AK_POLICY));
   // Blobs are stored without the TPM2B size prefix, as SPIRE reads them.
-  assert.notEqual((provisioned.ldevid.blobs.publicBytes[0]! << 8) | provisioned.ldevid.blobs.publicBytes[1]!, provisioned.ldevid.blobs.publicBytes.length - 2);
+  assert.notEqual((issued(provisioned).ldevid.blobs.publicBytes[0]! << 8) | issued(provisioned).ldevid.blobs.publicBytes[1]!, issued(provisioned).ldevid.blobs.publicBytes.length - 2);
 });
 
 test("write-meta puts the code into META key 0x0b; Talos's own reader sees it and the existing 0x11 key", () => {
@@ -154,9 +154,12 @@ test("refused: claims changed (another serial) and a device moved to decommissio
   assert.match(j, /gate\.status/);
 });
 
-test("attest mode on the active node passes again with a fresh AK (generation 3)", async () => {
+test("attest mode on the active node passes again with a fresh AK, and issues nothing while the LDevID is not due", async () => {
+  const before = await issuedCount();
   const r = await run("attest");
   assert.equal(r.mode, "attest");
-  assert.match(new X509Certificate(Buffer.from(r.ldevid.certificate)).subject, /\.g3$/);
+  assert.equal(r.issued, undefined, "no certificate: renewal is not due");
+  assert.equal(await issuedCount(), before, "nothing recorded as issued");
+  assert.match((await journal()).at(-1) ?? "", /attest: TPM evidence passed .*no certificate issued \(the LDevID g2 is valid until .*renewal not due\)/);
   void randomBytes;
 });

@@ -88,10 +88,10 @@ async function baseline(node: string): Promise<Baseline> {
   const disk = newDisk();
   return {
     node,
-    issued: (await w.store.listIssued(node)).length,
+    issued: (await w.store.listIssued(await w.deviceId(node))).length,
     signatures: w.signatures(),
     codes: w.installCodesIssued(),
-    hasCode: await w.store.hasInstallCodeFor(node, Date.now()),
+    hasCode: await w.store.hasInstallCodeFor(await w.deviceId(node), Date.now()),
     journal: (await journal(node)).length,
     disk,
     diskSha: sha256(disk),
@@ -129,10 +129,10 @@ async function assertRefusal(b: Baseline, r: AttestationRefused, e: Expect): Pro
   assert.equal(r.status, e.status ?? 403, r.message);
   assert.equal(r.refusal.error, e.error ?? "refused", r.message);
   for (const c of e.checks) assert.ok(has(names, c), `${String(c)} among ${names.join(", ")}`);
-  assert.equal((await w.store.listIssued(b.node)).length, b.issued, "no certificate issued");
+  assert.equal((await w.store.listIssued(await w.deviceId(b.node))).length, b.issued, "no certificate issued");
   assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
   assert.equal(w.installCodesIssued(), b.codes, "no install code issued");
-  assert.equal(await w.store.hasInstallCodeFor(b.node, Date.now()), b.hasCode, "no install code for the node");
+  assert.equal(await w.store.hasInstallCodeFor(await w.deviceId(b.node), Date.now()), b.hasCode, "no install code for the node");
   assert.equal(sha256(b.disk), b.diskSha, "disk image untouched");
   const entries = await journal(b.node);
   if (e.journalled === false) {
@@ -192,7 +192,7 @@ test("a bad EK chain: a TPM whose EK certificates another manufacturer's CA issu
 test("control for the chain case: a foreign-made TPM on a node approving its EKs with chain: false passes", async () => {
   const done = await run(async (m) => honest(m, machine(UNCHAINED).claims({ mode: "intake" })), UNCHAINED);
   assert.equal(done.accepted.verdict, "pass");
-  assert.equal((await w.store.listIssued(UNCHAINED)).length, 2, "LDevID and LAK issued");
+  assert.equal((await w.store.listIssued(await w.deviceId(UNCHAINED))).length, 2, "LDevID and LAK issued");
 });
 
 test("a replayed nonce: the same evidence sent again after it was accepted", async () => {
@@ -393,7 +393,7 @@ test("a config fetch with a wrong code, and a second fetch: 404, nothing signed,
   const wrong = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${"1".repeat(64)}`);
   assert.equal(wrong.status, 404);
   assert.equal(((await wrong.json()) as { error: string }).error, "unknown-code");
-  assert.equal(await w.store.hasInstallCodeFor(NODE, Date.now()), true, "a wrong code does not spend the right one");
+  assert.equal(await w.store.hasInstallCodeFor(await w.deviceId(NODE), Date.now()), true, "a wrong code does not spend the right one");
   const ok = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${installCode}`);
   assert.equal(ok.status, 200);
   await ok.text();
@@ -403,7 +403,7 @@ test("a config fetch with a wrong code, and a second fetch: 404, nothing signed,
   assert.equal(await fetchOutcomes("unknown-code"), unknown + 2, "both refusals counted as unknown-code");
   assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
   assert.equal(w.installCodesIssued(), b.codes, "no install code issued");
-  assert.equal((await w.store.listIssued(NODE)).length, b.issued);
+  assert.equal((await w.store.listIssued(await w.deviceId(NODE))).length, b.issued);
   // A config fetch names no node until its code matches (a UUID is public): refusals are metrics and log
   // lines, never journal entries; the one entry added is the delivery's.
   for (let i = 0; i < 50 && (await journal(NODE)).length === b.journal; i++) await new Promise((res) => setTimeout(res, 100));

@@ -7,6 +7,7 @@
  * configuration; an unknown TPM's challenge listed by `fleetd pending` from the same configuration file; the
  * start-up refusals (plain HTTP outside the lab, bad fields with their path, a token in the file); SIGTERM.
  */
+import { issued } from "./machine.js";
 import { strict as assert } from "node:assert";
 import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
@@ -58,12 +59,13 @@ function httpsRequest(target: string, opts: { method?: string; body?: string; ca
   });
 }
 
-const transport = (): ServerTransport => ({
-  async post(path, body) {
-    const r = await httpsRequest(url + path, { method: "POST", body: JSON.stringify(body), ca: certPem });
-    return { status: r.status, body: JSON.parse(r.text) as unknown };
-  },
-});
+const transport = (): ServerTransport =>
+  w.withWorkflows({
+    async post(path, body) {
+      const r = await httpsRequest(url + path, { method: "POST", body: JSON.stringify(body), ca: certPem });
+      return { status: r.status, body: JSON.parse(r.text) as unknown };
+    },
+  });
 
 function makeCert(name: string, san: string): { cert: string; key: string } {
   const cert = join(dir, `${name}.crt`);
@@ -106,11 +108,13 @@ before(async () => {
   baseConfig = {
     netbox: { url: w.fleet.nb.url },
     accounts: { apply: w.fleet.apply.username, handler: w.fleet.handler.username },
+    // the management cluster: the server's Workflow gate reads the claimed Workflows there
+    kubernetes: { management: { kubeconfig: w.cp.kubeconfig, namespace: w.tinkerbellNamespace }, workload: { kubeconfig: w.cp.kubeconfig } },
     authorizedGroup: GROUP,
     server: {
       listen: { host: "127.0.0.1", port },
       tls: { certFile: tls.cert, keyFile: tls.key },
-      stateDb: join(dir, "state.db"),
+      stateDb: join(dir, "state", "state.db"),
       roleSlugs: { worker: "worker", "control-plane": "control-plane" },
       ekRootsDir: w.tpm.caDir,
       siteAuthoritiesDir: w.siteAuthoritiesDir,
@@ -152,7 +156,7 @@ test("intake and provision through the server process: certificates with the con
   };
   assert.equal((await run("intake")).mode, "intake");
   const p = await run("provision");
-  const ldevid = new X509Certificate(Buffer.from(p.ldevid.certificate));
+  const ldevid = new X509Certificate(Buffer.from(issued(p).ldevid.certificate));
   const days = (Date.parse(ldevid.validTo) - Date.parse(ldevid.validFrom)) / 86_400_000;
   assert.ok(days > 6.9 && days <= 7.01, `LDevID lives 7 days as configured (${days})`);
   assert.ok(ldevid.checkIssued(new X509Certificate(w.caPem)), "issued by the CA on the token");
@@ -238,7 +242,7 @@ test("mode: lab serves plain HTTP; the NetBox token may come from netbox.tokenFi
     s["mode"] = "lab";
     delete s["tls"];
     s["listen"] = { host: "127.0.0.1", port };
-    s["stateDb"] = join(dir, "lab-state.db");
+    s["stateDb"] = join(dir, "lab-state", "state.db");
     (c["netbox"] as Record<string, unknown>)["tokenFile"] = tokenFile;
   });
   const lab = new ManagedProcess("talos-config-server-lab", join(dir, "lab.log"), process.execPath, [MAIN, "--config", file], { env: { ...env, FLEETD_NETBOX_TOKEN: "" } });

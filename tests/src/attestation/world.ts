@@ -9,6 +9,12 @@
  * manufacturer (the world's EK CA, which the server trusts, or a CA of its own, which it does not), and its
  * EKs approved on that node (`chain: false` if asked). A node the example nodes file lacks is a copy of
  * worker-1 with its own serial, switch port and addresses.
+ *
+ * Tinkerbell's objects live in a real kube-apiserver with Tinkerbell's CRDs (no controllers: nothing runs a
+ * Workflow). The server's Workflow gate reads them, so the world plays the part of the NetBox handler and of
+ * tink-server's enrollment: `transport` (and `withWorkflows(t)`) creates, before each challenge, the Workflow
+ * the machine claims — the enrollment Workflow for intake, a fleetd Workflow for the node otherwise — and
+ * deletes the node's other fleetd Workflows, as the handler does when it starts one. `rawTransport` does not.
  */
 import { createServer, type Server } from "node:http";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -41,10 +47,21 @@ import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
 import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
-import { FailureLimiter } from "@fleetd/talos-config-server/rateLimit";
+import { deviceIdByName } from "@fleetd/shared/netbox/device";
+import { StoreLimiter } from "@fleetd/talos-config-server/rateLimit";
+import { stillStaged } from "@fleetd/talos-config-server/configFetch";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
-import { startSwtpm, type SwtpmTcp } from "../harness/swtpm.js";
+import { startSwtpm, type PcrBank, type SwtpmTcp } from "../harness/swtpm.js";
+import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
+import { kubeFromConfig, type Kube } from "@fleetd/shared/kube/client";
+import * as k8s from "@kubernetes/client-node";
+import { LABEL_MODE, ownedLabels, WORKFLOW, WorkflowObject } from "@fleetd/shared/tinkerbell/api";
+import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
+import { Objects } from "@fleetd/shared/tinkerbell/objects";
+import { templateName } from "@fleetd/shared/tinkerbell/templates";
+import { TinkerbellWorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
 
 export const NODE = "worker-1";
 
@@ -56,6 +73,8 @@ export interface MachineSpec {
   manufacturer?: "world" | "foreign";
   /** The node approves its EKs with `chain: false` (default: true, a manufacturer chain is required). */
   chain?: boolean;
+  /** PCR banks its TPM allocates (default sha1 + sha256). Its boot extends only the banks `boot.banks` names. */
+  pcrBanks?: readonly PcrBank[];
 }
 
 export interface WorldOptions {
@@ -94,6 +113,22 @@ export interface World {
   machines: Record<string, WorldMachine>;
   /** NetBox as its admin (for edits an operator makes, and for reading journals). */
   admin: NetBox;
+  /** The management cluster (kube-apiserver with Tinkerbell's CRDs) and the namespace of Tinkerbell's objects. */
+  cp: ControlPlane;
+  kube: Kube;
+  tinkerbellNamespace: string;
+  /** The transport without the handler's part: no Workflow is created for a challenge. */
+  rawTransport: ServerTransport;
+  /** `t` with the handler's part: before each challenge the claimed Workflow exists for the claimed mode. */
+  withWorkflows(t: ServerTransport): ServerTransport;
+  /** The Workflow a machine of `node` claims in `mode` exists (and the node's other fleetd Workflows are gone). */
+  ensureWorkflow(node: string, claims: Pick<Claims, "workflow" | "mode" | "macs" | "bootMac">): Promise<void>;
+  /** The NetBox device ID of a node (the key of its attestation state). */
+  deviceId(name: string): Promise<number>;
+  /** Bootstrap token Secrets that exist (in memory, without a workload cluster): token id → node. */
+  liveTokens(): Map<string, string>;
+  /** Another server over the same store, NetBox and CA, with other limits (on its own loopback port). */
+  serverWith(limits: Pick<AttestationServerParts, "attestRequestsPerMinute" | "unauthenticatedJournalWindowMs" | "maxPendingEks">): Promise<ExtraServer>;
   /** Signatures the CA key has made since the world started (the CA certificate excluded). */
   signatures: () => number;
   /** Install codes the server has stored since the world started. */
@@ -132,6 +167,24 @@ export interface AttestationServerParts {
   now: () => Date;
   /** HA: the leader's internal endpoint. */
   internal?: ReturnType<typeof internalRouter>;
+  /** The Workflow gate (the world's Tinkerbell objects). */
+  workflows: TinkerbellWorkflowGate;
+  /** The pending-EK cap (default 1000). */
+  maxPendingEks?: number;
+  /** Attestation requests per address per minute (default: effectively unlimited, for the suites). */
+  attestRequestsPerMinute?: number;
+  /**
+   * A device's journal gets one unauthenticated refusal per this window (default 1 ms: the refusal matrix
+   * checks every refusal's entry; the limit itself is tested on a second server with the production window).
+   */
+  unauthenticatedJournalWindowMs?: number;
+}
+
+/** A second attestation server over the world's state, NetBox and CA with other limits (World.serverWith). */
+export interface ExtraServer {
+  baseUrl: string;
+  transport: ServerTransport;
+  close(): Promise<void>;
 }
 
 /** The attestation service and talos-config-server's app over `parts`, with the test settings. */
@@ -146,18 +199,29 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
     renderer: new TalosRenderer(siteConfigFixture(parts.talosVersion), 24 * 3600_000, now),
     bootstrapTokens: parts.bootstrapTokens,
     admission: { admit: async () => undefined },
+    workflows: parts.workflows,
     ekRoots: loadCaStore(parts.ekCaDir),
-    settings: { sessionTtlMs: 5 * 60_000, installCodeTtlMs: 2 * 3600_000, provisioningProfile: "hookos", gates: DEFAULT_MODE_GATES, allowExpiredEkCertificates: false },
+    settings: {
+      sessionTtlMs: 5 * 60_000,
+      installCodeTtlMs: 2 * 3600_000,
+      provisioningProfile: "hookos",
+      gates: DEFAULT_MODE_GATES,
+      allowExpiredEkCertificates: false,
+      maxPendingEks: parts.maxPendingEks ?? 1000,
+      renewBeforeMs: 7 * 86_400_000,
+      unauthenticatedJournalWindowMs: parts.unauthenticatedJournalWindowMs ?? 1,
+    },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
   const app = createApp({
     service,
     store,
-    limiter: new FailureLimiter(5, 60_000),
+    limiter: new StoreLimiter(store, { max: 5, windowMs: 60_000 }, { max: parts.attestRequestsPerMinute ?? 10_000, windowMs: 60_000 }),
     log,
     metrics: parts.metrics,
     delivered: (node) => inventory.markActive(node),
+    stillWanted: (node) => stillStaged(inventory, node),
     now: () => Date.now(),
     staleClaimMs: 60_000,
     bodyLimit: "2mb",
@@ -172,11 +236,19 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   if (specs.some(([name]) => name === NODE)) throw new Error(`${NODE} is the world's own machine; ask for other nodes`);
   // Foreign TPMs have a CA of their own (startSwtpm's default), so they start with everything else; the world's
   // TPMs share the first TPM's CA directory and start one after another once it exists.
-  const foreign = new Map(specs.filter(([, s]) => s.manufacturer === "foreign").map(([name]) => [name, startSwtpm(swtpmOptions)] as const));
-  const [fleet, tpm] = await Promise.all([startFleet(), startSwtpm(swtpmOptions)]);
+  const optionsOf = (s: MachineSpec) => (s.pcrBanks ? { ...swtpmOptions, pcrBanks: s.pcrBanks } : swtpmOptions);
+  const foreign = new Map(specs.filter(([, s]) => s.manufacturer === "foreign").map(([name, s]) => [name, startSwtpm(optionsOf(s))] as const));
+  const [fleet, tpm, cp] = await Promise.all([startFleet(), startSwtpm(swtpmOptions), startControlPlane()]);
+  await installTinkerbellCrds(cp);
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(cp.kubeconfig);
+  const kube = kubeFromConfig(kc);
+  const tinkerbellNamespace = "tinkerbell";
+  await kube.core.createNamespace({ body: { metadata: { name: tinkerbellNamespace } } });
+  const objects = new Objects(kube, tinkerbellNamespace);
   const tpms = new Map<string, SwtpmTcp>([[NODE, tpm]]);
   for (const [name, s] of specs) {
-    tpms.set(name, s.manufacturer === "foreign" ? await (foreign.get(name) as Promise<SwtpmTcp>) : await startSwtpm({ ...swtpmOptions, caDir: tpm.caDir }));
+    tpms.set(name, s.manufacturer === "foreign" ? await (foreign.get(name) as Promise<SwtpmTcp>) : await startSwtpm({ ...optionsOf(s), caDir: tpm.caDir }));
   }
 
   // EK bindings from the certificates each TPM was manufactured with.
@@ -255,10 +327,14 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
 
   const store = new CountingStore(join(dir, "state.db"));
   const bootstrapTokens = new Map<string, string>();
-  const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), { applyAccount: fleet.apply.username, roleSlugs: { worker: "worker", "control-plane": "control-plane" } });
+  const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), {
+    applyAccount: fleet.apply.username,
+    attestationAccount: fleet.handler.username,
+    roleSlugs: { worker: "worker", "control-plane": "control-plane" },
+  });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
-  const { service, app } = attestationServer({
+  const parts: AttestationServerParts = {
     store,
     inventory,
     issuer: new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
@@ -270,16 +346,51 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     log,
     metrics,
     now,
-  });
+    workflows: new TinkerbellWorkflowGate(objects),
+  };
+  const { service, app } = attestationServer(parts);
   const server = createServer(app);
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));
   const baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  const transport: ServerTransport = {
+  const rawTransport: ServerTransport = {
     async post(path, body) {
       const r = await fetch(baseUrl + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       return { status: r.status, body: await r.json() };
     },
   };
+  // The NetBox handler's part (and tink-server's enrollment): the claimed Workflow exists for the claimed mode.
+  const nodeBySerial = new Map(Object.entries(nodes.nodes).map(([name, n]) => [String(n["serial"]), name] as const));
+  const ensureWorkflow = async (node: string, c: Pick<Claims, "workflow" | "mode" | "macs" | "bootMac">): Promise<void> => {
+    const mac = c.bootMac ?? (c.macs[0] as string);
+    const mine = await objects.list(WORKFLOW, `app.kubernetes.io/managed-by=fleetd,fleetd.io/node=${node}`, WorkflowObject);
+    const existing = await objects.get(WORKFLOW, c.workflow, WorkflowObject);
+    const fits = existing && (c.mode === "intake" ? existing.spec.templateRef === templateName("intake") : existing.metadata.labels?.[LABEL_MODE] === c.mode);
+    for (const o of mine) if (o.metadata.name !== c.workflow || !fits) await objects.delete(WORKFLOW, o.metadata.name, o.metadata.uid);
+    if (existing && !fits && c.mode === "intake") await objects.delete(WORKFLOW, existing.metadata.name, existing.metadata.uid);
+    if (fits) return;
+    const base = { apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow" };
+    await objects.create(
+      WORKFLOW,
+      c.mode === "intake"
+        ? { ...base, metadata: { name: c.workflow, labels: { "tinkerbell.org/auto-enrollment": "true" } }, spec: { templateRef: templateName("intake"), hardwareMap: { device_1: mac } } }
+        : {
+            ...base,
+            metadata: { name: c.workflow, labels: { ...ownedLabels(node), [LABEL_MODE]: c.mode } },
+            spec: { templateRef: templateName(c.mode), hardwareRef: node, hardwareMap: { device_1: mac, fleetd_workflow: c.workflow } },
+          },
+    );
+  };
+  const withWorkflows = (t: ServerTransport): ServerTransport => ({
+    async post(path, body) {
+      if (path.endsWith("/challenge")) {
+        const claims = (body as { claims?: Claims }).claims;
+        const node = claims ? nodeBySerial.get(claims.serial) : undefined;
+        if (claims && node && claims.workflow && claims.macs.length > 0) await ensureWorkflow(node, claims);
+      }
+      return t.post(path, body);
+    },
+  });
+  const transport = withWorkflows(rawTransport);
 
   const machines: Record<string, WorldMachine> = {};
   [...tpms].forEach(([name, t], i) => {
@@ -296,8 +407,13 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         macs: [name === NODE ? "b0:7b:25:00:00:21" : `b0:7b:25:00:01:${suffix}`],
         lldp: { chassisId: node.switch.device, portId: node.switch.port },
         mode: "intake",
-        workflow: `wf-${name}`,
         ...over,
+        // the Workflow of the mode: tink-server's enrollment Workflow for intake, fleetd's otherwise
+        workflow:
+          over.workflow ??
+          ((over.mode ?? "intake") === "intake"
+            ? enrollmentWorkflowName(over.bootMac ?? ((over.macs ?? [name === NODE ? "b0:7b:25:00:00:21" : `b0:7b:25:00:01:${suffix}`])[0] as string))
+            : `fleetd-${name}-${over.mode}-world`),
       }),
       client: () => new TpmClient(new TcpTransport(t.host, t.port)),
       eventLog: logs.get(name) as Uint8Array,
@@ -320,6 +436,33 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     dir,
     machines,
     admin: fleet.client(fleet.nb.authorization.replace(/^Bearer /, "")),
+    cp,
+    kube,
+    tinkerbellNamespace,
+    rawTransport,
+    withWorkflows,
+    ensureWorkflow,
+    deviceId: async (name) => {
+      const id = await deviceIdByName(fleet.client(fleet.nb.authorization.replace(/^Bearer /, "")), name);
+      if (id === undefined) throw new Error(`no single device named ${name}`);
+      return id;
+    },
+    async serverWith(limits) {
+      const extra = createServer(attestationServer({ ...parts, ...limits, metrics: createMetrics() }).app);
+      await new Promise<void>((res) => extra.listen(0, "127.0.0.1", res));
+      const url = `http://127.0.0.1:${(extra.address() as { port: number }).port}`;
+      return {
+        baseUrl: url,
+        transport: withWorkflows({
+          async post(path, body) {
+            const r = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+            return { status: r.status, body: await r.json() };
+          },
+        }),
+        close: () => new Promise<void>((res) => extra.close(() => res())),
+      };
+    },
+    liveTokens: () => new Map(bootstrapTokens),
     signatures: () => signatures,
     installCodesIssued: () => store.installCodes,
     lab: keys,
@@ -334,6 +477,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       for (const [name, t] of [...tpms].reverse()) if (name !== NODE) await t.stop();
       await tpm.stop();
       await fleet.nb.stop();
+      await cp.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

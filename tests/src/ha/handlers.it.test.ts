@@ -6,6 +6,7 @@
  * When the leader stops, the other takes over and works off what it had queued: the request was already
  * cleared in NetBox, so nothing is dispatched a second time.
  */
+import { nodeRef } from "../harness/nodeRef.js";
 import { strict as assert } from "node:assert";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -69,9 +70,9 @@ before(async () => {
   writeFileSync(nodesFile, handlerNodesText());
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
-  // what a passing attestation records, as the attestation account (here the handler's): the proven MAC the Workflow names
-  await new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } })
-    .recordAttestation("edge-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
+  // what a passing attestation records: the proven MAC the Workflow names
+  await new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } })
+    .recordAttestation(await nodeRef(f.admin, "edge-1"), { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
   // a receives NetBox's webhook; b listens elsewhere (a second replica behind another address)
   a = await start("handler-a", f.handlerPort, nodesFile);
   b = await start("handler-b", 0, nodesFile);

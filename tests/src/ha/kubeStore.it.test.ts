@@ -44,7 +44,7 @@ storeContract("kubernetes (Secrets)", async () => new KubeAttestationStore({ kub
 test("kubernetes store: records are fleetd-labelled Secrets named by hash; nothing secret in names or labels", async () => {
   const namespace = await freshNamespace();
   const s = new KubeAttestationStore({ kube, namespace });
-  await s.putInstallCode({ codeHash: "ab".repeat(32), node: "worker-1", uuid: "u", sourceAddress: "a", config: "machine: {token: s3cret}", expiresAt: Date.now() + 60_000 });
+  await s.putInstallCode({ codeHash: "ab".repeat(32), node: { deviceId: 7, name: "worker-1" }, uuid: "u", sourceAddress: "a", config: "machine: {token: s3cret}", expiresAt: Date.now() + 60_000 });
   const list = await kube.core.listNamespacedSecret({ namespace, labelSelector: "app.kubernetes.io/managed-by=fleetd" });
   assert.equal(list.items.length, 1);
   const secret = list.items[0];
@@ -59,11 +59,11 @@ test("kubernetes store: two replicas (two clients) racing on one install code an
   const namespace = await freshNamespace();
   const a = new KubeAttestationStore({ kube, namespace });
   const b = new KubeAttestationStore({ kube: kubeFromConfig(kube.config), namespace });
-  await a.putInstallCode({ codeHash: "cd".repeat(32), node: "n", uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: Date.now() + 60_000 });
+  await a.putInstallCode({ codeHash: "cd".repeat(32), node: { deviceId: 8, name: "n" }, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: Date.now() + 60_000 });
   const now = Date.now();
   const claims = await Promise.all([...Array.from({ length: 6 }, (_, i) => a.claimInstallCode("cd".repeat(32), `A${i}`, now, 60_000)), ...Array.from({ length: 6 }, (_, i) => b.claimInstallCode("cd".repeat(32), `B${i}`, now, 60_000))]);
   assert.equal(claims.filter(Boolean).length, 1);
-  await a.createSession({ id: "x", node: "n", mode: "provision", nonce: "", claimsHash: "", akName: "", akPublic: "", secretHashes: [], ekBindings: [], data: {}, state: "challenged", createdAt: now, expiresAt: now + 60_000 });
+  await a.createSession({ id: "x", node: { deviceId: 8, name: "n" }, mode: "provision", nonce: "", claimsHash: "", akName: "", akPublic: "", secretHashes: [], ekBindings: [], data: {}, state: "challenged", createdAt: now, expiresAt: now + 60_000 });
   const moves = await Promise.all([a, b, a, b, a, b].map((s) => s.transitionSession("x", "challenged", "evidenced", {}, now)));
   assert.equal(moves.filter(Boolean).length, 1);
 });
@@ -89,7 +89,7 @@ test("shared CA bundle records: a new signer merges the file with them; a replic
 
 test("fleetd pending reads the Kubernetes-backed state when the configuration has server.ha", async () => {
   const namespace = await freshNamespace();
-  await new KubeAttestationStore({ kube, namespace }).recordPendingEk({ binding: "ab".repeat(32), serial: "STRANGER-7", macs: ["02:00:00:00:00:07"], sourceAddress: "10.0.0.7" }, Date.now());
+  await new KubeAttestationStore({ kube, namespace }).recordPendingEk({ binding: "ab".repeat(32), serial: "STRANGER-7", macs: ["02:00:00:00:00:07"], sourceAddress: "10.0.0.7" }, Date.now(), 1000);
   const file = join(mkdtempSync(join(tmpdir(), "fleetd-pending-")), "fleetd.yaml");
   writeFileSync(file, stringify({ server: { ha: { kubeconfig: cp.kubeconfig, namespace, identity: "x" } } }));
   const src = stateSource(file, {});

@@ -11,6 +11,8 @@
  * `ca.signer`, journalled, nothing signed); the leader killed (halted without stepping down) → the other
  * takes the Lease once it lapses, opens the token and signs.
  */
+import { Objects } from "@fleetd/shared/tinkerbell/objects";
+import { TinkerbellWorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
@@ -145,16 +147,18 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
     log,
     metrics: createMetrics(),
     now,
-    internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret), secret: peerSecret, log }),
+    internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret, id, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret: peerSecret, log }),
+    workflows: new TinkerbellWorkflowGate(new Objects(w.kube, w.tinkerbellNamespace)),
   });
   server.on("request", app);
   if (opts.campaign !== false) elector.start();
-  const transport: ServerTransport = {
+  const transport: ServerTransport = w.withWorkflows({
     async post(path, body) {
       const r = await fetch(url + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
       return { status: r.status, body: await r.json() };
     },
-  };
+  });
+
   const closeServer = () =>
     new Promise<void>((res) => {
       server.close(() => res());
@@ -195,7 +199,7 @@ const leader = (): Replica => {
   return l[0] as Replica;
 };
 const follower = (): Replica => replicas().find((r) => r !== leader()) as Replica;
-const issued = async () => (await a.store.listIssued(NODE)).length;
+const issued = async () => (await a.store.listIssued(await w.deviceId(NODE))).length;
 const deviceId = async () => (await listDevices(w.admin, { name: [NODE] }))[0]?.id ?? 0;
 
 before(async () => {
@@ -235,7 +239,7 @@ test("intake through the follower: the leader signs (2 signatures), the follower
   assert.equal(f.signatures() - before.f, 0, "the follower signed nothing");
   assert.equal(f.opens(), 0, "the follower never opened the token");
   assert.equal((await issued()) - before.issued, 2, "two serials recorded in the shared state");
-  assert.match(r.caBundle, /BEGIN CERTIFICATE/);
+  assert.match(r.issued?.caBundle ?? "", /BEGIN CERTIFICATE/);
 });
 
 let installCode = "";
@@ -333,7 +337,7 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
     const bytes = new Uint8Array(await r.arrayBuffer());
     return { status: r.status, bytes, json: JSON.parse(Buffer.from(bytes).toString("utf8")) as unknown, signature: r.headers.get(PEER_SIGNATURE) ?? undefined };
   };
-  const signed = signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now());
+  const signed = signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id);
   const before = l.signatures();
   const ok = await send(signed.headers, body);
   assert.equal(ok.status, 200, JSON.stringify(ok.json));
@@ -345,9 +349,21 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
     await send({}, body),
     await (async () => {
       const bad = new Uint8Array(Buffer.from(JSON.stringify({ node: "x", generation: 0, ldevid: "zz", lak: "00" })));
-      return send(signPeerRequest(secret, "POST", ISSUE_PATH, bad, Date.now()).headers, bad);
+      return send(signPeerRequest(secret, "POST", ISSUE_PATH, bad, Date.now(), l.id).headers, bad);
     })(),
   ];
+  // Bound to its target, replayed nowhere (issue 10): the accepted request sent to the other replica, and a
+  // fresh request for the leader sent to the follower, are refused there.
+  const f = follower();
+  const toFollower = async (headers: Record<string, string>) => {
+    const r = await fetch(f.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
+    return { status: r.status, error: ((await r.json()) as { error: string; detail: string }) };
+  };
+  const replayed = await toFollower(signed.headers);
+  assert.equal(replayed.status, 401);
+  assert.match(replayed.error.detail, /peer-target-mismatch/);
+  const fresh = await toFollower(signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers);
+  assert.match(fresh.error.detail, /peer-target-mismatch/);
   assert.deepEqual(refusals.map((r) => [r.status, (r.json as { error: string }).error]), [[401, "peer-auth"], [401, "peer-auth"], [400, "bad-request"]]);
   for (const r of refusals) assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: r.status, contentType: "application/json", body: r.json }), []);
   assert.equal(l.signatures() - before, 2, "refusals sign nothing");

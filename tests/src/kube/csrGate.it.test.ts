@@ -98,12 +98,19 @@ async function submit(as: Kube, name: string, pem: string, usages = ["digital si
 const read = (name: string) => admin.certificates.readCertificateSigningRequest({ name });
 const cond = (csr: k8s.V1CertificateSigningRequest, type: string) => csr.status?.conditions?.find((c) => c.type === type);
 
+/** Device IDs for the node names of this suite (no NetBox here: the store keys state by device ID). */
+const deviceIds = new Map<string, number>();
+const deviceIdOf = (node: string): number => {
+  if (!deviceIds.has(node)) deviceIds.set(node, deviceIds.size + 1);
+  return deviceIds.get(node) as number;
+};
+
 /** A fleetd token for `node`: its Secret created by the gate's identity, and the store's record. */
 async function fleetdToken(node: string, ttlMs = 3600_000): Promise<{ id: string; secret: string; bearer: Kube }> {
   const t = randomToken();
   const exp = new Date(Date.now() + ttlMs);
   await new KubeBootstrapTokens(gateKube).create(node, t, exp);
-  await store.setBootstrapToken(node, t.id, exp.getTime());
+  await store.setBootstrapToken({ deviceId: deviceIdOf(node), name: node }, t.id, exp.getTime());
   return { ...t, bearer: clientFor({ name: `boot-${t.id}`, token: `${t.id}.${t.secret}` }) };
 }
 

@@ -2,7 +2,6 @@
  * The lab's lifecycle part: a planned NetBox node becomes an attested, provisioned, active Talos node — with the
  * real NetBox, a software TPM, a SoftHSM2 CA, the attestation server and Talos's own META reader.
  */
-import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -12,10 +11,11 @@ import { readJournal } from "@fleetd/shared/netbox/journal";
 import { attest, AttestationRefused } from "@fleetd/shared/protocol/client/attest";
 import { buildGptImage } from "@fleetd/shared/talos/meta/testkit";
 import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
-import { runHonest } from "../attestation/machine.js";
+import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
 import { startSwtpm } from "../harness/swtpm.js";
-import { advread } from "../talos/goTools.js";
+import { runProcess } from "../harness/process.js";
+import { talosGoBinDir, type AdvReadOutput } from "../talos/goTools.js";
 import type { Report } from "./report.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
@@ -35,7 +35,7 @@ export async function lifecycle(report: Report): Promise<void> {
     const run = (mode: "intake" | "provision", over = {}) => runHonest(world, mode, over);
     await report.step(`intake: ${NODE} (planned) proves both EKs by activation and its HookOS boot by quote + event log`, async () => {
       const r = await run("intake");
-      const x = new X509Certificate(Buffer.from(r.ldevid.certificate));
+      const x = new X509Certificate(Buffer.from(issued(r).ldevid.certificate));
       const d = await dev();
       return `verdict ${String(d?.cf["attestation_verdict"])}; LDevID ${x.subject} valid to ${x.validTo}, signed by the PKCS#11 CA`;
     });
@@ -51,9 +51,14 @@ export async function lifecycle(report: Report): Promise<void> {
       writeFileSync(img, buildGptImage({}).bytes);
       const codeFile = join(world.dir, "install-code");
       writeFileSync(codeFile, code, { mode: 0o600 });
-      const r = spawnSync(process.execPath, [join(repo, "tink-action/dist/cli.js"), "write-meta", "--disk", img, "--code-file", codeFile], { encoding: "utf8" });
-      if (r.status !== 0) throw new Error(r.stderr);
-      const t = advread(img);
+      // Child processes run asynchronously: a synchronous one (spawnSync) blocked this process's event loop —
+      // the in-process server's and fetch's keep-alive timers with it — and the next fetch then reused a socket
+      // the server closed as soon as the loop ran again ("fetch failed" on a fresh machine, where it took 65 s).
+      const r = await runProcess(process.execPath, [join(repo, "tink-action/dist/cli.js"), "write-meta", "--disk", img, "--code-file", codeFile], { timeoutMs: 120_000 });
+      if (r.code !== 0) throw new Error(r.stderr.toString());
+      const read = await runProcess(join(talosGoBinDir(), "advread"), [img], { timeoutMs: 60_000 });
+      if (read.code !== 0) throw new Error(`advread: ${read.stderr.toString()}`);
+      const t = JSON.parse(read.stdout.toString()) as AdvReadOutput;
       if (t.tags["0x0b"]?.text !== code) throw new Error("Talos reads another value");
       return "Talos sees key 0x0b = the code; both ADV copies valid";
     });

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { checkEkAttribution } from "@fleetd/shared/netbox/changelog";
 import { NetBoxError } from "@fleetd/shared/netbox/client";
+import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
 import { listDevices, patchDevice, readDevice } from "@fleetd/shared/netbox/device";
 import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
 import { changeCount, EXAMPLE_NODES, exampleNodesText, fleetd, startFleet, type Fleet } from "./fixture.js";
@@ -36,11 +37,11 @@ test("inventory apply refuses before setup (unknown custom fields) and changes n
 test("netbox setup creates everything once; a second run changes nothing and duplicates nothing", async () => {
   const first = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /Applied: 23 created, 0 updated, 0 unchanged/);
+  assert.match(first.stdout, /Applied: 25 created, 0 updated, 0 unchanged/);
   const before = await changeCount(f);
   const second = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(second.code, 0, second.stderr);
-  assert.match(second.stdout, /Applied: 0 created, 0 updated, 23 unchanged/);
+  assert.match(second.stdout, /Applied: 0 created, 0 updated, 25 unchanged/);
   assert.equal(await changeCount(f), before, "the second setup wrote nothing");
   const r = await fetch(`${f.nb.url}/api/extras/custom-fields/?limit=1000`, { headers: { authorization: f.nb.authorization } });
   const names = ((await r.json()) as { results: { name: string }[] }).results.map((x) => x.name);
@@ -97,6 +98,25 @@ test("inventory apply puts the example into NetBox; re-applying changes nothing"
   const check = fleetd(["inventory", "check", EXAMPLE_NODES, "--config", applyCfg]);
   assert.equal(check.code, 0, check.stdout + check.stderr);
   assert.match(check.stdout, /no drift/);
+});
+
+test("the attestation server's inventory: a role (or name) another account set is unattributed, and every step refuses it", async () => {
+  // A control plane's config carries the cluster CA keys: a device editor must not make a worker one.
+  const inv = new NetBoxInventory(f.admin, { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
+  const idOf = async (name: string) => (await listDevices(f.admin, { name }))[0]!.id;
+  const cp = await inv.reread(await idOf("cp-1"));
+  assert.equal(cp?.role, "control-plane", "set by inventory apply");
+  assert.deepEqual(cp?.unattributed, [], "everything as the apply account wrote it");
+  const id = await idOf("worker-1");
+  assert.equal((await inv.reread(id))?.role, "worker");
+  const roleId = async (slug: string) =>
+    ((await (await fetch(`${f.nb.url}/api/dcim/device-roles/?slug=${slug}`, { headers: { authorization: f.nb.authorization } })).json()) as { results: { id: number }[] }).results[0]!.id;
+  await patchDevice(f.client(f.mallory.token), id, { role: await roleId("fleetd-control-plane") }, null, "mallory makes worker-1 a control plane");
+  assert.equal((await readDevice(f.admin, id)).device.role.slug, "fleetd-control-plane", "NetBox took the edit");
+  const edited = await inv.reread(id);
+  assert.ok(edited?.unattributed.some((u) => u.code === "role_unattributed" && u.reason.includes(f.mallory.username)), JSON.stringify(edited?.unattributed));
+  await patchDevice(f.admin, id, { role: await roleId("fleetd-worker") }, null, "back to the nodes file's role");
+  assert.ok((await inv.reread(id))?.unattributed.some((u) => u.code === "role_unattributed"), "reverted by hand is still not the apply account's write");
 });
 
 test("inventory check detects drift: hand-edited serial, reported port, hand-edited EK bindings", async () => {

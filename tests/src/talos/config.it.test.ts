@@ -1,7 +1,9 @@
 /**
- * Every rendered worker config is loaded and validated by Talos's own pkg/machinery (configloader strict
- * decoding + Validate in metal mode) at the Talos version pinned in tests/go/talos/go.mod, and what Talos
- * understood (its re-encoding) is compared with what was meant.
+ * Every rendered config, worker or control plane, is loaded and validated by Talos's own pkg/machinery
+ * (configloader strict decoding + Validate in metal mode, and the machine type's own requirements: for a
+ * control plane, every cluster secret as Talos's secrets code reads it) at the Talos version pinned in
+ * tests/go/talos/go.mod, and what Talos understood (its re-encoding) is compared with what was meant. Control
+ * planes are rendered from a secrets bundle Talos itself generated (gen-secrets), as `talosctl gen secrets`.
  */
 import { strict as assert } from "node:assert";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -10,9 +12,12 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { parse } from "yaml";
-import { renderWorkerConfig, SEED_DIR, SEED_FILES } from "@fleetd/shared/talos/config/renderWorker";
-import { nodeInputFixture, siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
-import { TOKEN_PATTERN, type WorkerNodeInput } from "@fleetd/shared/talos/config/schemas";
+import { renderWorkerConfig } from "@fleetd/shared/talos/config/renderWorker";
+import { renderControlPlaneConfig } from "@fleetd/shared/talos/config/renderControlPlane";
+import { readSecretsBundle, type TalosSecretsBundle } from "@fleetd/shared/talos/config/secretsBundle";
+import { SEED_DIR, SEED_FILES } from "@fleetd/shared/talos/config/machineConfig";
+import { nodeInputFixture, secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/shared/talos/config/testkit";
+import { TOKEN_PATTERN, type NodeInput } from "@fleetd/shared/talos/config/schemas";
 import { repoRoot, talosGo, talosGoBinDir } from "./goTools.js";
 
 /** The Talos version the Go validator is built at: the site config under test uses the same one. */
@@ -59,9 +64,9 @@ function at(tree: Tree, path: string): unknown {
   return v;
 }
 
-function renderAndValidate(node: WorkerNodeInput, token?: { id: string; secret: string; token: string }): { tree: Tree; token: string } {
+function renderAndValidate(node: NodeInput, token?: { id: string; secret: string; token: string }): { tree: Tree; token: string } {
   const out = renderWorkerConfig(site, node, token ? { token } : {});
-  const v = validate(out.yaml, ["--strict"]);
+  const v = validate(out.yaml, ["--strict", "--type", "worker"]);
   assert.deepEqual(v.errors, [], `Talos ${TALOS_VERSION} refused the config:\n${out.yaml}`);
   assert.deepEqual(v.warnings, []);
   assert.equal(v.valid, true);
@@ -144,7 +149,7 @@ test("random valid nodes and tokens (all-digit ones too) render to configs Talos
       const base = 10 * 2 ** 24 + (p.host - (p.host % size));
       const toIp = (v: number) => [24, 16, 8, 0].map((s) => Math.floor(v / 2 ** s) % 256).join(".");
       const addr = base + 2 + (p.host % (size - 3));
-      const input: WorkerNodeInput = { ...baseNode, name: p.name, link: p.link, address: `${toIp(addr)}/${p.prefix}`, gateway: toIp(base + 1), installDisk: p.disk };
+      const input: NodeInput = { ...baseNode, name: p.name, link: p.link, address: `${toIp(addr)}/${p.prefix}`, gateway: toIp(base + 1), installDisk: p.disk };
       const { tree: c } = renderAndValidate(input, tok);
       assert.equal(at(c, "cluster.token"), tok.token);
       assert.equal(at(c, "machine.network.hostname"), p.name);
@@ -171,4 +176,76 @@ test("the validator can fail: Talos refuses a worker config carrying a CA key or
   const v3 = validate(unknownKey);
   assert.equal(v3.valid, false);
   assert.ok(v3.errors.some((e) => /unknown keys/.test(e)), v3.errors.join("\n"));
+});
+
+/** A secrets bundle as Talos writes it (`talosctl gen secrets`), read as fleetd reads the site's. */
+function talosBundle(): { file: string; bundle: TalosSecretsBundle } {
+  const file = join(dir, `talos-secrets-${n++}.yaml`);
+  talosGo("gen-secrets", [file]);
+  return { file, bundle: readSecretsBundle(file) };
+}
+
+function validateControlPlane(yaml: string, bundleFile: string): Validation {
+  return validate(yaml, ["--strict", "--type", "controlplane", "--secrets", bundleFile]);
+}
+
+test(`a control plane from a Talos-generated secrets bundle: valid for Talos ${TALOS_VERSION} as a controlplane (metal), carrying that bundle's secrets`, () => {
+  const { file, bundle } = talosBundle();
+  const cpSite = siteForBundle(TALOS_VERSION, bundle, file);
+  const out = renderControlPlaneConfig({ ...cpSite, controlPlane: { ...cpSite.controlPlane!, vip: "10.0.0.50", certSANs: ["api.lab.example"] } }, baseNode);
+  const v = validateControlPlane(out.yaml, file);
+  assert.deepEqual(v.errors, [], `Talos ${TALOS_VERSION} refused the control-plane config:\n${out.yaml}`);
+  assert.deepEqual(v.warnings, []);
+  const c = parse(v.canonical ?? "") as unknown;
+  assert.equal(at(c, "machine.type"), "controlplane");
+  assert.equal(at(c, "machine.network.hostname"), "w1");
+  assert.deepEqual(at(c, "machine.network.interfaces.0.vip"), { ip: "10.0.0.50" });
+  assert.deepEqual(at(c, "machine.certSANs"), ["10.0.0.21", "10.0.0.50", "api.lab.example"]);
+  assert.deepEqual(at(c, "cluster.apiServer.certSANs"), ["api.lab.example", "10.0.0.21", "10.0.0.50"]);
+  assert.equal(at(c, "cluster.apiServer.image"), cpSite.controlPlane!.images.apiServer);
+  assert.deepEqual(at(c, "cluster.etcd.advertisedSubnets"), ["10.0.0.0/24"]);
+  assert.equal(at(c, "cluster.token"), out.bootstrapToken.token);
+  assert.notEqual(out.bootstrapToken.token, bundle.secrets.bootstraptoken, "a per-node token, not the bundle's");
+  assert.equal(at(c, "machine.install.disk"), "/dev/sda");
+  assert.equal((at(c, "machine.files") as unknown[]).length, 5);
+});
+
+test("a control plane from an openssl-made bundle (ECDSA CAs in SEC1 keys) is valid for Talos too, over IPv6 and by interface name", () => {
+  const bundle = secretsBundleFixture();
+  const file = writeSecretsBundle(join(dir, `fixture-secrets-${n++}.yaml`), bundle);
+  const out = renderControlPlaneConfig(siteForBundle(TALOS_VERSION, bundle, file), { ...baseNode, link: { name: "enp1s0" }, address: "2001:db8::21/64", gateway: "2001:db8::1" });
+  const v = validateControlPlane(out.yaml, file);
+  assert.deepEqual(v.errors, [], out.yaml);
+  assert.deepEqual(at(parse(v.canonical ?? ""), "cluster.etcd.advertisedSubnets"), ["2001:db8::21/64"]);
+});
+
+test("the validator can fail in controlplane mode: a worker, a control plane missing a secret, another cluster's bundle", () => {
+  const { file, bundle } = talosBundle();
+  const cpSite = siteForBundle(TALOS_VERSION, bundle, file);
+  const worker = renderWorkerConfig(cpSite, baseNode);
+  const v1 = validate(worker.yaml, ["--type", "controlplane"]);
+  assert.equal(v1.valid, false);
+  assert.ok(v1.errors.some((e) => /machine type is "worker", want "controlplane"/.test(e)), v1.errors.join("\n"));
+
+  const cp = renderControlPlaneConfig(cpSite, baseNode).yaml;
+  const noAggregator = cp.replace(/\n  aggregatorCA:\n(    .*\n)+/, "\n");
+  assert.notEqual(noAggregator, cp);
+  const v2 = validate(noAggregator, ["--type", "controlplane"]);
+  assert.equal(v2.valid, false);
+  assert.ok(v2.errors.some((e) => /certs\.k8saggregator is required/.test(e)), v2.errors.join("\n"));
+
+  const noEtcdKey = cp.replace(/(\n  etcd:\n    ca:\n      crt: \S+\n      key: )\S+/, '$1""');
+  assert.notEqual(noEtcdKey, cp);
+  const v3 = validate(noEtcdKey, ["--type", "controlplane"]);
+  assert.equal(v3.valid, false);
+  assert.ok(v3.errors.some((e) => /certs\.etcd is invalid/.test(e)), v3.errors.join("\n"));
+
+  const other = talosBundle();
+  const v4 = validateControlPlane(cp, other.file);
+  assert.equal(v4.valid, false);
+  assert.ok(v4.errors.some((e) => /differ: certs\.etcd\.key/.test(e)), v4.errors.join("\n"));
+  assert.ok(v4.errors.every((e) => !e.includes(bundle.certs.etcd.key) && !e.includes(other.bundle.certs.etcd.key)), "the validator quotes a secret");
+
+  const v5 = validate(worker.yaml, ["--type", "worker"]);
+  assert.deepEqual(v5.errors, []);
 });

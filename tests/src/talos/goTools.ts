@@ -1,8 +1,8 @@
 /**
  * Talos's own Go code as test oracles (tests/go/talos): mkimage (go-blockdevice/v2 GPT, as Talos's
- * installer and imager), advwrite/advread (go-adv, Talos's META code), validate-config (pkg/machinery).
- * The binaries are built lazily by tests/go/talos/build.sh into a cache keyed by go.mod/go.sum/sources,
- * once per test process; concurrent test files wait on the script's lock.
+ * installer and imager), advwrite/advread (go-adv, Talos's META code), validate-config and gen-secrets
+ * (pkg/machinery). .ci/setup builds them with tests/go/talos/build.sh into a cache keyed by go.mod/go.sum/
+ * sources; a test process runs the script once to find that directory (a cache hit after setup).
  */
 import { spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
@@ -38,7 +38,7 @@ export function run(cmd: string, args: string[], opts: { input?: string } = {}):
 }
 
 /** Run one of the Go helpers; a non-zero exit throws unless `allowFail`. */
-export function talosGo(program: "advread" | "advwrite" | "mkimage" | "validate-config", args: string[], allowFail = false): RunResult {
+export function talosGo(program: "advread" | "advwrite" | "gen-secrets" | "mkimage" | "validate-config", args: string[], allowFail = false): RunResult {
   const r = run(join(talosGoBinDir(), program), args);
   if (!allowFail && r.status !== 0) throw new Error(`${program} ${args.join(" ")} exited ${r.status}: ${r.stderr}`);
   return r;

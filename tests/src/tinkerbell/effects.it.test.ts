@@ -25,7 +25,7 @@ import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
 import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
 import { followWorkflows } from "@fleetd/shared/tinkerbell/outcome";
 import { tinkerbellRetirementPlatform } from "@fleetd/shared/tinkerbell/retirementPlatform";
-import type { Journal, JournalEntry, NodeRecord } from "@fleetd/shared/protocol/server/deps";
+import type { Journal, JournalEntry, NodeRecord, NodeRef } from "@fleetd/shared/protocol/server/deps";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds, TINKERBELL_VERSION } from "../harness/tinkerbellCrds.js";
 import { repoRoot } from "../netbox/fixture.js";
@@ -446,13 +446,13 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
 /** The journal as the attestation server sees it (NetBox in production): entries kept in order. */
 class Entries implements Journal {
   readonly entries: { node: string | undefined; entry: JournalEntry }[] = [];
-  async record(node: string | undefined, entry: JournalEntry): Promise<void> {
-    this.entries.push({ node, entry });
+  async record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void> {
+    this.entries.push({ node: typeof node === "object" ? node.name : node, entry });
   }
 }
 
 const record = (name: string, bmc?: NodeRecord["bmc"]): NodeRecord => ({
-  name, serial: "S", class: "talos", role: "worker", tpm: "2.0", ekBindings: [], status: "planned", desiredAction: null, ekBindingsAttributed: true,
+  deviceId: 1, name, serial: "S", class: "talos", role: "worker", tpm: "2.0", ekBindings: [], status: "planned", desiredAction: null, unattributed: [], switchPortWaived: false,
   address: "10.20.0.51/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}),
 });
 

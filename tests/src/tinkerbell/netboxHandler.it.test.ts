@@ -6,6 +6,7 @@
  * credentials) are journalled in NetBox with the reason and not retried; the intent log names the Workflow;
  * decommission goes to the injected retire function.
  */
+import { nodeRef } from "../harness/nodeRef.js";
 import { strict as assert } from "node:assert";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -48,10 +49,10 @@ before(async () => {
   writeFileSync(nodesFile, handlerNodesText());
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
-  // What a passing attestation records, as the attestation account (here the handler's): the proven MAC on the cabled interface (NetBox keeps it uppercase).
-  const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
-  await inv.recordAttestation("edge-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
-  await inv.recordAttestation("worker-1", { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:21"] });
+  // What a passing attestation records: the proven MAC on the cabled interface (NetBox keeps it uppercase).
+  const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
+  await inv.recordAttestation(await nodeRef(f.admin, "edge-1"), { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:31"] });
+  await inv.recordAttestation(await nodeRef(f.admin, "worker-1"), { verdict: "pass", at: new Date(), macs: ["0C:C4:7A:AA:00:21"] });
 
   const caFile = join(f.dir, "server-ca.pem");
   writeFileSync(caFile, cp.caPem);

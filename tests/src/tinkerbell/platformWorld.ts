@@ -10,6 +10,7 @@
  * "already exists"); tink-controller then fails the Workflow (BootJobFailed). `served` asks again, as an
  * operator would (at most 3 times), and says so in `notes`.
  */
+import { nodeRef } from "../harness/nodeRef.js";
 import { strict as assert } from "node:assert";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -93,9 +94,9 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     writeFileSync(nodesFile, handlerNodesText() + nodeText());
     const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
     assert.equal(apply.code, 0, apply.stderr);
-    // What a passing attestation records, as the attestation account (here the handler's): the proven MAC of the boot interface (the emulated system's NIC).
-    const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
-    await inv.recordAttestation(NODE, { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
+    // What a passing attestation records: the proven MAC of the boot interface (the emulated system's NIC).
+    const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
+    await inv.recordAttestation(await nodeRef(f.admin, NODE), { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
 
     process.env["FLEETD_IT_BMC_USERNAME"] = bmc.username;
     process.env["FLEETD_IT_BMC_PASSWORD"] = bmc.password;

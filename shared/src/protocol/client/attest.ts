@@ -15,7 +15,9 @@ import { encode } from "../../codec/codec.js";
 import { hex } from "../../crypto/hash.js";
 import { ekBindingFromTpmPublic } from "../../ek/binding.js";
 import { ekTemplateForNvIndex, type EkTemplateId } from "../../ek/templates.js";
-import { TPM_ALG } from "../../tpm/constants.js";
+import { ParseError } from "../../codec/codec.js";
+import { parseEventLog } from "../../eventlog/parse.js";
+import { isHashAlg, TPM_ALG } from "../../tpm/constants.js";
 import { TPM2B_PUBLIC } from "../../tpm/structures.js";
 import { activateCredential } from "../../tpmclient/activate.js";
 import { certify, quote } from "../../tpmclient/attest.js";
@@ -64,15 +66,18 @@ export interface AttestInput {
   eventLog: Uint8Array;
   /** Algorithm of the SRK, AK, LDevID and LAK. RSA-2048 by default (SPIRE tpm_devid needs the RSA EK anyway). */
   keyAlg?: KeyAlg;
-  /** PCRs to quote; default SHA-256 PCRs 0–15. */
+  /** PCRs to quote; default PCRs 0–15 of every bank the event log carries (`quoteSelectionFor`). */
   pcrs?: PcrSelection[];
 }
 
 export interface AttestResult {
   mode: Claims["mode"];
-  ldevid: { certificate: Uint8Array; blobs: KeyBlobs };
-  lak: { certificate: Uint8Array; blobs: KeyBlobs };
-  caBundle: string;
+  /** The certified keys; absent when the server issued nothing (wipe, a device being retired, an attest not due). */
+  issued?: {
+    ldevid: { certificate: Uint8Array; blobs: KeyBlobs };
+    lak: { certificate: Uint8Array; blobs: KeyBlobs };
+    caBundle: string;
+  };
   /** provision: the Talos install code (lowercase hex of the 32 unwrapped bytes). */
   installCode?: string;
 }
@@ -93,6 +98,22 @@ export interface CertifiedKey {
 
 /** SHA-256 PCRs 0–15: what `attest` quotes unless told otherwise. */
 export const DEFAULT_QUOTE_SELECTION: PcrSelection[] = [{ hash: TPM_ALG.SHA256, pcrs: Array.from({ length: 16 }, (_, i) => i) }];
+
+/**
+ * What `attest` quotes: PCRs 0–15 of every bank the event log carries (SHA-256 when the log names none we can
+ * hash, or does not parse). The server requires the log's banks and the quoted banks to agree (issue 10), so a
+ * machine whose firmware logs SHA-384 quotes SHA-384 too.
+ */
+export function quoteSelectionFor(eventLog: Uint8Array): PcrSelection[] {
+  let banks: number[] = [];
+  try {
+    banks = parseEventLog(eventLog).banks.filter((b) => b.computable && isHashAlg(b.alg)).map((b) => b.alg);
+  } catch (e) {
+    if (!(e instanceof ParseError)) throw e;
+  }
+  if (banks.length === 0) return DEFAULT_QUOTE_SELECTION;
+  return [...new Set(banks)].sort((a, b) => a - b).map((hash) => ({ hash, pcrs: Array.from({ length: 16 }, (_, i) => i) }));
+}
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 const unb64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
@@ -228,7 +249,7 @@ export function unwrapInstallCode(tpm: TpmClient, alg: KeyAlg, ak: KeyBlobs, ek:
 export async function attest(input: AttestInput): Promise<AttestResult> {
   const { tpm, server, claims } = input;
   const alg = input.keyAlg ?? "rsa";
-  const selection = input.pcrs ?? DEFAULT_QUOTE_SELECTION;
+  const selection = input.pcrs ?? quoteSelectionFor(input.eventLog);
 
   // 1. EKs and a fresh AK.
   const eks = await gatherEks(tpm);
@@ -247,6 +268,8 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
     return { ldevid, lak, body };
   });
   const ev = await call<EvidenceResponse>(server, "evidence", evidence.body);
+  // Nothing issued (wipe, retirement, an attest whose LDevID is not due): the verdict is all; no confirm.
+  if (ev.issued === "none") return { mode: claims.mode };
   const ldevidCert = unb64(ev.ldevidCertificate);
   const lakCert = unb64(ev.lakCertificate);
 
@@ -261,9 +284,11 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
   }
   return {
     mode: conf.mode,
-    ldevid: { certificate: ldevidCert, blobs: evidence.ldevid.blobs },
-    lak: { certificate: lakCert, blobs: evidence.lak.blobs },
-    caBundle: ev.caBundle,
+    issued: {
+      ldevid: { certificate: ldevidCert, blobs: evidence.ldevid.blobs },
+      lak: { certificate: lakCert, blobs: evidence.lak.blobs },
+      caBundle: ev.caBundle,
+    },
     ...(installCode ? { installCode } : {}),
   };
 }

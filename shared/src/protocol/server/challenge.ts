@@ -65,17 +65,27 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
     if (found) break;
   }
   if (!found) {
+    let full = false;
     for (const ek of eks) {
-      await ctx.store.recordPendingEk({ binding: ek.binding, serial: req.claims.serial, macs: req.claims.macs, sourceAddress }, now.getTime());
+      const kept = await ctx.store.recordPendingEk({ binding: ek.binding, serial: req.claims.serial, macs: req.claims.macs, sourceAddress }, now.getTime(), ctx.settings.maxPendingEks);
+      full ||= !kept;
     }
     throw new Refused(403, "pending", [
-      { check: "ek.unknown", detail: `no node approves EK ${eks.map((e) => e.binding).join(", ")}; listed as pending for an operator` },
+      full
+        ? { check: "ek.unknown", detail: "no node approves the presented EKs, and the pending list is full: an operator must clear it (`fleetd pending`) before this machine is listed" }
+        : { check: "ek.unknown", detail: `no node approves EK ${eks.map((e) => e.binding).join(", ")}; listed as pending for an operator` },
     ]);
   }
   const node: NodeRecord = found;
+  const ref = { deviceId: node.deviceId, name: node.name };
   const c = new Checks();
-  c.check(node.tpm === "2.0", "node.tpm", `node ${node.name} is recorded with TPM ${node.tpm}; attestation needs TPM 2.0`);
-  c.check(node.ekBindingsAttributed, "ek.attribution", `the EK bindings of ${node.name} were changed by someone other than the inventory apply account`);
+  // Until the activation secrets come back, the caller has shown nothing but public EK material: the reasons it
+  // is told name no inventory value (name, serial, UUID, TPM family); the journal gets them as `internal`.
+  const check = (ok: boolean, name: string, detail: string, internal: string) => c.check(ok, name, detail, { internal });
+  check(node.tpm === "2.0", "node.tpm", "the node approving this EK is not recorded with a TPM 2.0; attestation needs TPM 2.0", `recorded TPM: ${node.tpm}`);
+  for (const u of node.unattributed) {
+    check(false, `attribution.${u.code}`, "a node field this attestation relies on was not written by the account that owns it; an operator must re-apply the inventory", u.reason);
+  }
 
   // Every approved EK must be presented; with chain, its certificate must chain to the manufacturer store.
   const approved: PresentedEk[] = [];
@@ -99,18 +109,22 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
     }
   }
 
-  // Claims the inventory can check now. (UUIDs are compared in both byte orders: SMBIOS stores the first
-  // three fields little-endian and tools disagree on how to print them.)
-  c.check(req.claims.serial === node.serial, "claims.serial", `claimed serial ${req.claims.serial} is not ${node.name}'s serial ${node.serial}`);
+  // Claims the inventory can check now. The UUID recorded at the first pass is required from then on (compared
+  // in both byte orders: SMBIOS stores the first three fields little-endian and tools disagree on how to print
+  // them); the claimed values are the caller's own and may be echoed, the recorded ones may not.
+  check(req.claims.serial === node.serial, "claims.serial", `the claimed serial ${req.claims.serial} is not the node's`, `recorded serial: ${node.serial}`);
   if (node.uuid) {
-    c.check(uuidEqual(req.claims.uuid, node.uuid), "claims.uuid", `claimed UUID ${req.claims.uuid} is not ${node.name}'s ${node.uuid}`);
+    check(uuidEqual(req.claims.uuid, node.uuid), "claims.uuid", `the claimed UUID ${req.claims.uuid} is not the one recorded at the node's first attestation`, `recorded UUID: ${node.uuid}`);
   }
   checkKeyAttributes(c, "ak", ak.pub, AK_POLICY);
-  if (!c.ok) throw new Refused(403, "refused", c.reasons, node.name);
+  if (!c.ok) throw new Refused(403, "refused", c.reasons, ref);
+  // The mode and Workflow are the machine's claims: Tinkerbell must hold that Workflow for this node and mode.
+  const workflow = await ctx.workflows.check(node, req.claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, ref);
 
   // A fresh AK: an AK Name seen before is refused (recorded atomically, so two sessions cannot share one).
-  if (!(await ctx.store.recordAkName(hex(akName), node.name, now.getTime()))) {
-    throw new Refused(403, "refused", [{ check: "ak.reused", detail: `AK ${hex(akName)} was used before; every attestation needs a fresh AK` }], node.name);
+  if (!(await ctx.store.recordAkName(hex(akName), node.deviceId, now.getTime()))) {
+    throw new Refused(403, "refused", [{ check: "ak.reused", detail: `AK ${hex(akName)} was used before; every attestation needs a fresh AK` }], ref);
   }
 
   const sessionId = hex(ctx.random(16));
@@ -123,7 +137,7 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
   const expiresAt = now.getTime() + ctx.settings.sessionTtlMs;
   await ctx.store.createSession({
     id: sessionId,
-    node: node.name,
+    node: ref,
     mode: req.claims.mode,
     nonce: hex(nonce),
     claimsHash: hex(claimsHash(req.claims)),

@@ -13,7 +13,9 @@ import { makeCredential } from "../../credential/makeCredential.js";
 import { TPMT_PUBLIC, TPMT_SIGNATURE } from "../../tpm/structures.js";
 import { confirmMessage } from "../bindings.js";
 import type { Confirm, ConfirmResponse } from "../messages.js";
+import type { SessionRecord } from "../../state/store.js";
 import { Refused, type ServerContext } from "./context.js";
+import type { NodeRecord } from "./deps.js";
 import { checkGates, type EvidenceSessionData } from "./evidence.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
@@ -28,8 +30,11 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
     // hid the replay behind a generic state error; the refusals test expects the precise name).
     throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed; a confirm is single use" }], session.node);
   }
-  if (session.state !== "evidenced" || !data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
+  if (session.state !== "evidenced") {
     throw new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows accepted evidence, once` }], session.node);
+  }
+  if (!data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
+    throw new Refused(409, "refused", [{ check: "confirm.state", detail: `nothing was issued in this ${session.mode} session, so there is nothing to confirm` }], session.node);
   }
   const ldevidCert = fromHex(data.ldevidCertificate);
   const lakCert = fromHex(data.lakCertificate);
@@ -54,52 +59,77 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   // have moved the device (e.g. to decommissioning) or changed desired_action since the evidence. Before this,
   // only the node's existence was checked, so a device decommissioned between evidence and confirm still got
   // its install code. The session is spent either way (the stricter choice).
-  const node = await ctx.inventory.reread(session.node);
+  const node = await ctx.inventory.reread(session.node.deviceId);
   const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
-  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node);
+  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
+  const workflow = await ctx.workflows.check(node, data.claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
+  const ref = session.node;
 
   if (session.mode === "intake") {
     await ctx.admission.admit(node, { macs: data.claims.macs, uuid: data.claims.uuid });
-    await ctx.journal.record(node.name, { kind: "success", summary: "intake confirmed by the new LDevID; admission requested (provision workflow)" });
+    await ctx.journal.record(ref, { kind: "success", summary: "intake confirmed by the new LDevID; admission requested (provision workflow)" });
     return { mode: "intake" };
   }
   if (session.mode === "provision") {
-    const code = ctx.random(32);
-    const ek = decodeExact(TPMT_PUBLIC, fromHex(data.firstEkPublic));
-    const wrapped = makeCredential(ek, fromHex(session.akName), code);
-    const chainPem = `${pem(ldevidCert)}${data.bundlePem ?? ""}`;
-    const rendered = await ctx.renderer.render(node, {
-      mac: data.claims.macs[0] as string,
-      chainPem,
-      ldevidPublic: fromHex(data.ldevidPublic),
-      ldevidPrivate: fromHex(data.ldevidPrivate ?? ""),
-      lakPublic: fromHex(data.lakPublic ?? ""),
-      lakPrivate: fromHex(data.lakPrivate ?? ""),
-    });
-    // The token's Secret exists before the config can be fetched; if it cannot be created, no install code
-    // (fail closed). A re-provision retires the node's previous token.
-    const previous = await ctx.store.getBootstrapToken(node.name);
-    try {
-      await ctx.bootstrapTokens.create(node.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
-    } catch (e) {
-      await ctx.journal.record(node.name, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
-      throw e;
+    // One provision confirm per node at a time (every replica shares the store): two concurrent ones would each
+    // create a bootstrap token and store a code, leaving one token valid that no stored record names.
+    const lock = `provision:${ref.deviceId}`;
+    if (!(await ctx.store.chargeLimit(lock, now.getTime(), 120_000, 1)).allowed) {
+      await ctx.store.refundLimit(lock, now.getTime(), 120_000);
+      throw new Refused(409, "refused", [{ check: "confirm.concurrent", detail: "another provision confirm of this node is in progress; nothing was released" }], ref, true);
     }
-    if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
-    await ctx.store.setBootstrapToken(node.name, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
-    await ctx.store.putInstallCode({
-      codeHash: createHash("sha256").update(code).digest("hex"),
-      node: node.name,
-      uuid: data.claims.uuid,
-      sourceAddress: data.sourceAddress,
-      config: rendered.config,
-      expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
-    });
-    await ctx.journal.record(node.name, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId})` });
-    return { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
+    try {
+      return await releaseInstallCode(ctx, session, data, node, ldevidCert, now);
+    } finally {
+      await ctx.store.refundLimit(lock, now.getTime(), 120_000);
+    }
   }
-  await ctx.journal.record(node.name, { kind: "success", summary: `${session.mode} confirmed` });
+  await ctx.journal.record(ref, { kind: "success", summary: `${session.mode} confirmed` });
   return { mode: session.mode };
+}
+
+/** provision: render the config, create its bootstrap token, store SHA-256(code) with it, wrap the code to the TPM. */
+async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, data: EvidenceSessionData, node: NodeRecord, ldevidCert: Uint8Array, now: Date): Promise<ConfirmResponse> {
+  const ref = session.node;
+  const ldevidPublic = data.ldevidPublic;
+  if (!ldevidPublic) throw new Refused(409, "refused", [{ check: "confirm.state", detail: "nothing was issued in this session" }], ref, true);
+  const code = ctx.random(32);
+  const ek = decodeExact(TPMT_PUBLIC, fromHex(data.firstEkPublic));
+  const wrapped = makeCredential(ek, fromHex(session.akName), code);
+  const chainPem = `${pem(ldevidCert)}${data.bundlePem ?? ""}`;
+  const rendered = await ctx.renderer.render(node, {
+    mac: data.claims.bootMac ?? (data.claims.macs[0] as string),
+    chainPem,
+    ldevidPublic: fromHex(ldevidPublic),
+    ldevidPrivate: fromHex(data.ldevidPrivate ?? ""),
+    lakPublic: fromHex(data.lakPublic ?? ""),
+    lakPrivate: fromHex(data.lakPrivate ?? ""),
+  });
+  // The token's Secret exists before the config can be fetched; if it cannot be created, no install code
+  // (fail closed). A re-provision retires the node's previous token.
+  const previous = await ctx.store.getBootstrapToken(ref.deviceId);
+  try {
+    await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+  } catch (e) {
+    await ctx.journal.record(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
+    throw e;
+  }
+  if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
+  await ctx.store.setBootstrapToken(ref, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
+  // One install code per node: an earlier session's undelivered code (and its config) is void now.
+  await ctx.store.voidInstallCodes(ref.deviceId);
+  await ctx.store.putInstallCode({
+    codeHash: createHash("sha256").update(code).digest("hex"),
+    node: ref,
+    uuid: data.claims.uuid,
+    sourceAddress: data.sourceAddress,
+    config: rendered.config,
+    expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
+  });
+  await ctx.inventory.markStaged(ref);
+  await ctx.journal.record(ref, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId}); device staged` });
+  return { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
 }
 
 function pem(der: Uint8Array): string {

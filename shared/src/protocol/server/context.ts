@@ -1,6 +1,8 @@
 /** The server's wiring and settings, shared by the challenge, evidence and confirm steps. */
+import type { Reason } from "../../attest/verdict.js";
 import type { CaStore } from "../../ek/store.js";
-import type { AttestationStore } from "../../state/store.js";
+import type { AttestationStore, NodeRef } from "../../state/store.js";
+import type { WorkflowGate } from "../../tinkerbell/workflowGate.js";
 import type { Admission, BootstrapTokens, ConfigRenderer, Inventory, Issuer, Journal, MeasuredBoot, ModeGates } from "./deps.js";
 
 export interface ServerSettings {
@@ -13,6 +15,12 @@ export interface ServerSettings {
   gates: ModeGates;
   /** Allow EK certificates past notAfter (EK certificates are long-lived identity documents); default false. */
   allowExpiredEkCertificates: boolean;
+  /** At most this many unknown EK bindings are listed as pending (known ones are refreshed); default 1000. */
+  maxPendingEks: number;
+  /** Renew an LDevID in `attest` mode when less than this much of its life is left; default 7 days. */
+  renewBeforeMs: number;
+  /** A device's journal gets at most one unauthenticated refusal per this window; default 10 minutes. */
+  unauthenticatedJournalWindowMs: number;
 }
 
 export interface ServerContext {
@@ -24,21 +32,38 @@ export interface ServerContext {
   renderer: ConfigRenderer;
   bootstrapTokens: BootstrapTokens;
   admission: Admission;
+  /** The claimed Workflow must exist in Tinkerbell for this node and mode, and be current (workflowGate.ts). */
+  workflows: WorkflowGate;
   ekRoots: CaStore;
   settings: ServerSettings;
   now: () => Date;
   random: (n: number) => Uint8Array;
+  /** Counts refusals before activation (a metric; the journal is rate-limited). */
+  onUnauthenticatedRefusal?: (step: string, reasons: Reason[]) => void;
 }
+
+/**
+ * One failed check (attest/verdict.ts Reason). `detail` goes to the machine and must name no inventory value (node name, serial, UUID,
+ * switch port, status): the caller may hold nothing but a public EK certificate. `internal` adds what the
+ * inventory says, for the NetBox journal only.
+ */
+export type RefusalReason = Reason;
 
 /** A refusal: HTTP status plus the failed checks. */
 export class Refused extends Error {
   override readonly name = "Refused";
   constructor(
-    readonly status: 400 | 403 | 404 | 409 | 410,
-    readonly error: "refused" | "pending" | "bad-request" | "expired",
-    readonly reasons: { check: string; detail: string; pcr?: number; event?: number }[],
+    readonly status: 400 | 403 | 404 | 409 | 410 | 429,
+    readonly error: "refused" | "pending" | "bad-request" | "expired" | "rate-limited",
+    readonly reasons: RefusalReason[],
     /** The node it concerns, when known (for the journal). */
-    readonly node?: string,
+    readonly node?: NodeRef,
+    /**
+     * The caller proved it holds the node's TPM (credential activation verified). Before that, a refusal is
+     * recorded as a metric and a rate-limited log line, and journalled at most once per window per device: an
+     * unauthenticated caller cannot fill a device's journal or set its verdict.
+     */
+    readonly authenticated = false,
   ) {
     super(reasons.map((r) => `${r.check}: ${r.detail}`).join("; "));
   }

@@ -6,7 +6,10 @@
 import type { Verdict } from "../../attest/verdict.js";
 import type { PcrValues } from "../../attest/pcrs.js";
 import type { TPMT_PUBLIC } from "../../tpm/structures.js";
+import type { NodeRef } from "../../state/store.js";
 import type { Mode } from "../messages.js";
+
+export type { NodeRef };
 
 export interface EkApproval {
   /** Canonical SPKI SHA-256, lowercase hex. */
@@ -16,12 +19,24 @@ export interface EkApproval {
   chain: boolean;
 }
 
-/** A node as the inventory knows it. */
-export interface NodeRecord {
-  name: string;
+/** A device field whose value did not come from the account that may write it (refused wherever it matters). */
+export interface Unattributed {
+  /** Change-log path, e.g. "name", "custom_fields.ek_bindings". */
+  field: string;
+  code: string;
+  reason: string;
+}
+
+/**
+ * A node as the inventory knows it. `deviceId` is its identity (state is keyed by it); `name` is the name the
+ * inventory apply account wrote (a rename by anyone else shows up in `unattributed`, and every step refuses).
+ */
+export interface NodeRecord extends NodeRef {
   serial: string;
-  /** SMBIOS UUID if known. */
+  /** The SMBIOS UUID the first passing intake recorded (attributed to the attestation account); required afterwards. */
   uuid?: string;
+  /** The MAC of the interface the machine booted from, as the attestation account recorded it. */
+  bootMac?: string;
   /** Policy profile of the installed OS (talos, ubuntu…). */
   class: string;
   role: "worker" | "control-plane";
@@ -32,8 +47,14 @@ export interface NodeRecord {
   desiredAction: "provision" | "attest" | "wipe" | null;
   /** The switch port the cable in NetBox connects to. */
   switchPort?: { device: string; port: string };
-  /** Where the change log says the EK bindings came from: true when only the apply service account set them. */
-  ekBindingsAttributed: boolean;
+  /**
+   * Identity and admission fields whose current value the change log does not attribute to their account (the
+   * apply account for name, serial, role, class, TPM, EK bindings, disk, gateway, BMC, address, cable waiver; the
+   * attestation account for the recorded UUID and boot MAC). Empty when every field holds what its account wrote.
+   */
+  unattributed: Unattributed[];
+  /** The nodes file waives the cable (switch-port) gate for this node (attributed like the EK bindings). */
+  switchPortWaived: boolean;
   /** Static address (CIDR), gateway and install disk for the Talos config. */
   address?: string;
   gateway?: string;
@@ -45,10 +66,18 @@ export interface NodeRecord {
 export interface Inventory {
   /** The node approving this EK binding (bindings are unique across the inventory). */
   findByEkBinding(binding: string): Promise<NodeRecord | undefined>;
-  /** A fresh read of the node, for the gates before anything is signed. */
-  reread(name: string): Promise<NodeRecord | undefined>;
+  /** A fresh read of the node by its device ID, for the gates before anything is signed. */
+  reread(deviceId: number): Promise<NodeRecord | undefined>;
   /** Record what TPM evidence proved: MACs, serial, UUID, last attestation and verdict, LDevID serial/expiry. */
-  recordAttestation(name: string, facts: AttestationFacts): Promise<void>;
+  recordAttestation(node: NodeRef, facts: AttestationFacts): Promise<void>;
+  /** A provision was confirmed (install code released): the device is `staged` until Talos fetches its config. */
+  markStaged(node: NodeRef): Promise<void>;
+  /**
+   * The lifecycle failed for this node (TPM evidence that proved the TPM failed the policy in provision or
+   * attest; an install code that expired undelivered): status `failed`, unless an operator moved the device
+   * to a status fleetd does not own meanwhile (only `planned`, `staged` and `active` become `failed`).
+   */
+  markFailed(node: NodeRef, why: string): Promise<void>;
 }
 
 export interface AttestationFacts {
@@ -59,6 +88,8 @@ export interface AttestationFacts {
   bootMac?: string;
   serial?: string;
   uuid?: string;
+  /** The first pass of a node with no recorded UUID: record this one (`attested_uuid`); it is required afterwards. */
+  recordUuid?: string;
   ldevid?: { serial: string; notAfter: Date };
 }
 
@@ -66,13 +97,16 @@ export interface JournalEntry {
   kind: "success" | "warning" | "danger" | "info";
   /** One line for people. */
   summary: string;
-  /** The verdict's reasons, with the evidence they concern. */
-  reasons?: Verdict["reasons"];
+  /** The verdict's reasons, with the evidence they concern (and journal-only inventory values). */
+  reasons?: (Verdict["reasons"][number] & { internal?: string })[];
 }
 
 export interface Journal {
-  /** `node` is undefined for machines the inventory does not know. */
-  record(node: string | undefined, entry: JournalEntry): Promise<void>;
+  /**
+   * `node` is undefined for machines the inventory does not know; a NodeRef journals on its device ID; a bare name
+   * (components that know only the name) on the one device of that name (none when several have it).
+   */
+  record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void>;
 }
 
 export interface MeasuredBoot {

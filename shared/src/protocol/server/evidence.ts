@@ -15,8 +15,9 @@ import { CURVES, isCurve, TPM_ALG } from "../../tpm/constants.js";
 import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../../tpm/structures.js";
 import { certifyExtraData, quoteExtraData } from "../bindings.js";
 import type { Claims, Evidence, EvidenceResponse } from "../messages.js";
+import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
-import type { NodeRecord } from "./deps.js";
+import type { Issued, NodeRecord, NodeRef } from "./deps.js";
 
 const BANKS = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 } as const;
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
@@ -49,9 +50,11 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
 
   // Credential activation: every approved EK answered with its own secret.
   c.check(ev.secrets.length === session.secretHashes.length, "activation.count", `${ev.secrets.length} secrets for ${session.secretHashes.length} approved EKs`);
+  let activated = ev.secrets.length === session.secretHashes.length;
   session.secretHashes.forEach((h, i) => {
     const s = ev.secrets[i];
     const ok = s !== undefined && ctEqual(new Uint8Array(createHash("sha256").update(s).digest()), fromHex(h));
+    activated &&= ok;
     c.check(ok, "activation.secret", `the secret for approved EK ${session.ekBindings[i] ?? i} was not recovered: the AK is not in the TPM holding that EK`);
   });
 
@@ -60,6 +63,8 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   for (const p of ev.quote.pcrs) {
     const bank = pcrs.get(BANKS[p.bank]) ?? new Map<number, Uint8Array>();
     pcrs.set(BANKS[p.bank], bank);
+    // One value per (bank, PCR): a second one would silently replace the first (the schema cannot say this).
+    c.check(!bank.has(p.pcr), "quote.pcrDuplicate", `${p.bank}:${p.pcr} is given more than once`, { pcr: p.pcr });
     bank.set(p.pcr, fromHex(p.value));
   }
   const q = verifyQuote({
@@ -94,46 +99,102 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
     const mb = await ctx.measuredBoot.evaluate(ctx.settings.provisioningProfile, ev.eventLog, pcrs);
     for (const r of mb.reasons) c.fail(`policy.${r.check}`, r.detail, { ...(r.pcr !== undefined ? { pcr: r.pcr } : {}), ...(r.event !== undefined ? { event: r.event } : {}) });
   }
-  if (!c.ok || !ldevid || !lak) {
-    await ctx.inventory.recordAttestation(session.node, { verdict: "fail", at: now });
+  if (!activated) {
+    // Nothing proves the caller holds the node's TPM: no verdict is written (anyone with a public EK certificate
+    // could otherwise mark a node failed); the service counts it and journals it rate-limited.
     throw new Refused(403, "refused", c.reasons, session.node);
   }
-
-  // Every gate, on a fresh read of the inventory, before anything is signed.
-  const node = await ctx.inventory.reread(session.node);
-  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
-  if (gates.length > 0) throw new Refused(403, "refused", gates, session.node);
-  const current = node as NodeRecord;
-
-  const generation = await ctx.store.nextGeneration(current.name);
-  const issued = await ctx.issuer.issue({ node: current.name, generation, ldevid, lak });
-  for (const [kind, cert] of [["ldevid", issued.ldevid], ["lak", issued.lak]] as const) {
-    await ctx.store.recordIssued({ serial: cert.serialHex, node: current.name, kind, generation, notAfter: cert.notAfter.getTime(), issuedAt: now.getTime() });
+  if (!c.ok || !ldevid || !lak) {
+    await ctx.inventory.recordAttestation(session.node, { verdict: "fail", at: now });
+    // The TPM proved it is the node's, and the node failed: in provision or attest that is a failed node.
+    if (session.mode === "provision" || session.mode === "attest") {
+      await ctx.inventory.markFailed(session.node, `${session.mode}: TPM evidence failed (${c.reasons.map((r) => r.check).join(", ")})`);
+    }
+    throw new Refused(403, "refused", c.reasons, session.node, true);
   }
-  await ctx.inventory.recordAttestation(current.name, {
+
+  // Every gate, on a fresh read of the inventory (by device ID), before anything is signed.
+  const node = await ctx.inventory.reread(session.node.deviceId);
+  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
+  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
+  const workflow = await ctx.workflows.check(node, data.claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
+
+  const plan = await issuancePlan(ctx, node, session.mode, now);
+  let issued: { ldevid: Issued; lak: Issued; bundlePem: string } | undefined;
+  let generation: number | undefined;
+  if (plan.issue === "new") {
+    generation = await ctx.store.nextGeneration(node.deviceId);
+    issued = await ctx.issuer.issue({ node: session.node.name, generation, ldevid, lak });
+    for (const [kind, cert, key] of [["ldevid", issued.ldevid, ev.ldevid.public], ["lak", issued.lak, ev.lak.public]] as const) {
+      await ctx.store.recordIssued({
+        serial: cert.serialHex,
+        node: session.node,
+        kind,
+        generation,
+        notAfter: cert.notAfter.getTime(),
+        issuedAt: now.getTime(),
+        der: hex(cert.der),
+        keyPublic: hex(key),
+      });
+    }
+  }
+  await ctx.inventory.recordAttestation(session.node, {
     verdict: "pass",
     at: now,
     macs: data.claims.macs,
+    ...(data.claims.bootMac ? { bootMac: data.claims.bootMac } : {}),
     serial: data.claims.serial,
     uuid: data.claims.uuid,
-    ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter },
+    ...(node.uuid ? {} : { recordUuid: data.claims.uuid }),
+    ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
   });
   const next: EvidenceSessionData = {
     ...data,
-    ldevidPublic: hex(ev.ldevid.public),
-    lakPublic: hex(ev.lak.public),
-    ldevidPrivate: hex(ev.ldevid.private),
-    lakPrivate: hex(ev.lak.private),
-    ldevidCertificate: hex(issued.ldevid.der),
-    lakCertificate: hex(issued.lak.der),
-    bundlePem: issued.bundlePem,
+    ...(issued
+      ? {
+          ldevidPublic: hex(ev.ldevid.public),
+          lakPublic: hex(ev.lak.public),
+          ldevidPrivate: hex(ev.ldevid.private),
+          lakPrivate: hex(ev.lak.private),
+          ldevidCertificate: hex(issued.ldevid.der),
+          lakCertificate: hex(issued.lak.der),
+          bundlePem: issued.bundlePem,
+        }
+      : {}),
   };
   await ctx.store.transitionSession(session.id, "evidenced", "evidenced", next as unknown as Record<string, unknown>, now.getTime());
-  await ctx.journal.record(current.name, {
+  const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
+  await ctx.journal.record(session.node, {
     kind: "success",
-    summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); LDevID g${generation} serial ${issued.ldevid.serialHex} issued`,
+    summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); ${what}`,
   });
-  return { verdict: "pass", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem };
+  return issued
+    ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
+    : { verdict: "pass", issued: "none" };
+}
+
+/** Statuses that never get a certificate: the node is leaving, or is switched off on purpose. */
+const NO_ISSUANCE_STATUSES: readonly string[] = ["decommissioning", "offline"];
+
+type IssuancePlan = { issue: "new" | "none"; why: string };
+
+/**
+ * Whether this pass gets certificates (attestation-protocol.md "Keys and certificates"): never in `wipe` (a wipe
+ * releases nothing) and never to a `decommissioning`/`offline` device; `attest` only when the node's LDevID is due
+ * for renewal (or it has none); `intake`/`provision` certify keys created in this session (a new key: always a
+ * new pair, which the confirm then proves usable).
+ */
+async function issuancePlan(ctx: ServerContext, node: NodeRecord, mode: Claims["mode"], now: Date): Promise<IssuancePlan> {
+  if (mode === "wipe") return { issue: "none", why: "wipe releases nothing" };
+  if (NO_ISSUANCE_STATUSES.includes(node.status)) return { issue: "none", why: `the device is ${node.status}` };
+  if (mode !== "attest") return { issue: "new", why: `${mode}: keys created in this session` };
+  const ldevid = (await ctx.store.listIssued(node.deviceId)).filter((r) => r.kind === "ldevid").sort((a, b) => b.generation - a.generation)[0];
+  if (!ldevid) return { issue: "new", why: "the node had no LDevID" };
+  const until = new Date(ldevid.notAfter).toISOString();
+  return ldevid.notAfter - now.getTime() < ctx.settings.renewBeforeMs
+    ? { issue: "new", why: `renewal due: the LDevID g${ldevid.generation} expires ${until}` }
+    : { issue: "none", why: `the LDevID g${ldevid.generation} is valid until ${until}; renewal not due` };
 }
 
 /** SPIRE tpm_devid: RSA-2048 RSASSA-SHA256 or ECC P-256 ECDSA-SHA256 (the agent refuses a NULL scheme). */
@@ -148,22 +209,38 @@ function checkLdevidKey(c: Checks, pub: Public): void {
   }
 }
 
-/** The gates before anything is released (status, desired_action, EK set and its attribution, switch port); [] when all hold. */
-export function checkGates(ctx: ServerContext, node: NodeRecord | undefined, name: string, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
+/**
+ * The gates before anything is released, on a fresh read of the device by its ID: status, desired_action, the
+ * EK set, every attributed field (name, serial, EK bindings, …; recorded UUID and boot MAC), the name the
+ * session began with, the recorded UUID, and the cable's switch port — required for every mode that releases
+ * something (all but wipe) unless the nodes file waives it for this node. [] when all hold. Details name no
+ * inventory value; `internal` carries them to the journal.
+ */
+export function checkGates(ctx: ServerContext, node: NodeRecord | undefined, ref: NodeRef, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
   const c = new Checks();
-  if (!node) return [{ check: "gate.node", detail: `${name} is no longer in the inventory` }];
+  if (!node) return [{ check: "gate.node", detail: "the node is no longer in the inventory", internal: `device ${ref.deviceId} (${ref.name}) is gone` }];
   const allowed = ctx.settings.gates[mode];
-  c.check(allowed.includes(node.status), "gate.status", `status ${node.status} does not allow ${mode} (allowed: ${allowed.join(", ")})`);
-  c.check(node.desiredAction === null || node.desiredAction === mode, "gate.desiredAction", `desired_action is now ${node.desiredAction}, not ${mode}`);
+  c.check(allowed.includes(node.status), "gate.status", `the node's status does not allow ${mode}`, { internal: `status ${node.status} (allowed: ${allowed.join(", ")})` });
+  c.check(node.desiredAction === null || node.desiredAction === mode, "gate.desiredAction", `desired_action is no longer ${mode}`, { internal: `desired_action is now ${node.desiredAction}` });
   const now = node.ekBindings.map((b) => b.binding).sort().join(",");
   c.check(now === [...bindings].sort().join(","), "gate.ekSet", "the node's approved EK set changed since the challenge");
-  c.check(node.ekBindingsAttributed, "gate.ekAttribution", "the EK bindings were changed by someone other than the inventory apply account");
+  for (const u of node.unattributed) {
+    c.fail(`gate.attribution.${u.code}`, "a node field this step relies on was not written by the account that owns it", { internal: u.reason });
+  }
+  c.check(node.name === ref.name, "gate.name", "the node was renamed since the challenge", { internal: `device ${node.deviceId} was ${ref.name}, now ${node.name}` });
+  if (node.uuid) c.check(uuidEqual(claims.uuid, node.uuid), "gate.uuid", "the claimed UUID is not the one recorded at the node's first attestation", { internal: `recorded UUID: ${node.uuid}` });
   if (node.switchPort) {
-    c.check(claims.lldp !== null, "gate.switchPort", `no LLDP seen on the boot interface; expected ${node.switchPort.device} ${node.switchPort.port}`);
+    c.check(claims.lldp !== null, "gate.switchPort", "no LLDP seen on the boot interface, but NetBox records a cable", { internal: `expected ${node.switchPort.device} ${node.switchPort.port}` });
     if (claims.lldp) {
       const ok = sameName(claims.lldp.chassisId, node.switchPort.device) && sameName(claims.lldp.portId, node.switchPort.port);
-      c.check(ok, "gate.switchPort", `LLDP says ${claims.lldp.chassisId} ${claims.lldp.portId}; NetBox cables it to ${node.switchPort.device} ${node.switchPort.port}`);
+      c.check(ok, "gate.switchPort", `LLDP says ${claims.lldp.chassisId} ${claims.lldp.portId}; that is not the switch port NetBox cables the node to`, {
+        internal: `NetBox cables it to ${node.switchPort.device} ${node.switchPort.port}`,
+      });
     }
+  } else if (mode !== "wipe" && !node.switchPortWaived) {
+    c.fail("gate.switchPort", `NetBox records no cable for the node, so the switch port cannot be checked; ${mode} releases secrets only after it is`, {
+      internal: "cable the node's boot interface in NetBox, or waive the check for this node in the nodes file (switchPortCheck: waived)",
+    });
   }
   c.check(true, "gate", "");
   return c.reasons;

@@ -34,15 +34,33 @@ export class AttestationService {
       return { ok: true, body: await fn() };
     } catch (e) {
       if (!(e instanceof Refused)) throw e;
-      if (e.error !== "bad-request") {
-        await this.ctx.journal.record(e.node, {
-          kind: e.error === "pending" ? "warning" : "danger",
-          summary: `${step} refused: ${e.reasons.map((r) => r.check).join(", ")}`,
-          reasons: e.reasons,
-        });
-      }
-      return { ok: false, status: e.status, body: { error: e.error, reasons: e.reasons } };
+      if (e.error !== "bad-request") await this.record(step, e);
+      // The machine gets the checks and their details, never `internal` (inventory values for the journal).
+      const reasons = e.reasons.map(({ internal: _i, ...r }) => r);
+      return { ok: false, status: e.status, body: { error: e.error, reasons } };
     }
+  }
+
+  /**
+   * Journal a refusal. Before credential activation verified (unauthenticated: a public EK certificate is all the
+   * caller showed) a device gets at most one entry per window, however many refusals are made in its name — the
+   * rest are counted (`suppressed`) so an operator still sees that it goes on; unknown machines have no device.
+   */
+  private async record(step: string, e: Refused): Promise<void> {
+    const checks = e.reasons.map((r) => r.check).join(", ");
+    if (e.node && !e.authenticated && e.error !== "pending") {
+      const w = this.ctx.settings.unauthenticatedJournalWindowMs;
+      const charge = await this.ctx.store.chargeLimit(`journal:${e.node.deviceId}`, this.ctx.now().getTime(), w, 1);
+      this.ctx.onUnauthenticatedRefusal?.(step, e.reasons);
+      if (!charge.allowed) return;
+      await this.ctx.journal.record(e.node, {
+        kind: "warning",
+        summary: `${step} refused before the caller proved it holds this node's TPM (unauthenticated; at most one such entry per ${w >= 60_000 ? `${Math.round(w / 60_000)} min` : `${Math.max(1, Math.round(w / 1000))} s`}, the rest are counted in fleetd_attest_unauthenticated_refusals_total): ${checks}`,
+        reasons: e.reasons,
+      });
+      return;
+    }
+    await this.ctx.journal.record(e.node, { kind: e.error === "pending" ? "warning" : "danger", summary: `${step} refused: ${checks}`, reasons: e.reasons });
   }
 }
 

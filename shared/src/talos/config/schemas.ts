@@ -1,7 +1,9 @@
 /**
- * Inputs of the Talos worker config renderer, checked with zod at the trust boundary: the site
- * configuration (a file the operator writes) and the per-node input (from NetBox and the attestation
- * step). Nothing about the Talos version, images, endpoint or CAs is a constant in code.
+ * Inputs of the Talos config renderers (workers and control planes), checked with zod at the trust boundary:
+ * the site configuration (a file the operator writes) and the per-node input (from NetBox and the attestation
+ * step). Nothing about the Talos version, images, endpoint or CAs is a constant in code. The control planes'
+ * CA keys are not in the site configuration: `controlPlane.secretsBundleFile` names the file that holds them
+ * (secretsBundle.ts).
  */
 import { X509Certificate } from "node:crypto";
 import { z } from "zod";
@@ -10,6 +12,10 @@ import { inSubnet, ipFamily, isUsableHost, parseCidr, sameAddress } from "./net.
 /** Kubernetes bootstrap token / Talos trustd token: [a-z0-9]{6}.[a-z0-9]{16}. */
 export const TOKEN_PATTERN = /^[a-z0-9]{6}\.[a-z0-9]{16}$/;
 
+/** secrets.yaml cluster.id / cluster.secret: base64 (std or URL alphabet) of random bytes. */
+export const CLUSTER_SECRET_PATTERN = /^[A-Za-z0-9+/=_-]{16,128}$/;
+
+const DNS_NAME = /^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const ip = z.string().refine((s) => ipFamily(s) !== undefined, "not an IPv4 or IPv6 address");
 const cidr = z.string().refine((s) => parseCidr(s) !== undefined, "not an address with a prefix length (CIDR), e.g. 10.0.0.21/24");
 
@@ -18,7 +24,8 @@ const imageRef = z
   .string()
   .regex(/^[a-z0-9.-]+(:[0-9]+)?(\/[a-z0-9._-]+)+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/, "not an image reference registry/path:tag");
 
-function pemCertificates(pem: string): X509Certificate[] | undefined {
+/** The certificates of a PEM text that holds certificates and nothing else (no keys), or undefined. */
+export function pemCertificates(pem: string): X509Certificate[] | undefined {
   const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g);
   if (!blocks) return undefined;
   const rest = pem.replace(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g, "").trim();
@@ -63,15 +70,15 @@ export const TalosSiteConfig = z
           .string()
           .refine((s) => URL.canParse(s) && new URL(s).protocol === "https:" && new URL(s).hostname !== "", "an https:// URL"),
         /** secrets.yaml cluster.id / cluster.secret (discovery). */
-        id: z.string().regex(/^[A-Za-z0-9+/=_-]{16,128}$/),
-        secret: z.string().regex(/^[A-Za-z0-9+/=_-]{16,128}$/),
+        id: z.string().regex(CLUSTER_SECRET_PATTERN),
+        secret: z.string().regex(CLUSTER_SECRET_PATTERN),
         /** secrets.yaml trustdinfo.token: cluster-wide, equal to the control planes' machine.token. */
         trustdToken: z.string().regex(TOKEN_PATTERN, "[a-z0-9]{6}.[a-z0-9]{16}"),
         /** Talos API (OS) CA certificate, PEM; never the key. */
         osCaCert: caCertPem,
         /** Kubernetes CA certificate, PEM; never the key. */
         kubernetesCaCert: caCertPem,
-        dnsDomain: z.string().regex(/^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/),
+        dnsDomain: z.string().regex(DNS_NAME),
         podSubnets: z.array(cidr).min(1),
         serviceSubnets: z.array(cidr).min(1),
       })
@@ -81,13 +88,49 @@ export const TalosSiteConfig = z
         nameservers: z.array(ip).min(1).max(3),
       })
       .strict(),
+    /** Needed only to render control-plane nodes; a site of workers leaves it out. */
+    controlPlane: z
+      .object({
+        /**
+         * The Talos secrets bundle (`talosctl gen secrets -o FILE`), mode 0600 or 0400: the cluster's CA keys,
+         * service-account key, encryption secret. By reference only: its contents never go into this file.
+         */
+        secretsBundleFile: z.string().regex(/^\/[^\0]*$/, "an absolute path").refine((p) => !p.split("/").includes(".."), "no .."),
+        /** Control-plane component images; their tag is the kubelet's (one Kubernetes version). */
+        images: z
+          .object({ apiServer: imageRef, controllerManager: imageRef, scheduler: imageRef, proxy: imageRef })
+          .strict(),
+        /** A shared (virtual) IP the control planes hold on their node interface (Talos `vip`), if any. */
+        vip: ip.optional(),
+        /** Extra names and addresses in the API server's and Talos API's certificates (a load balancer's). */
+        certSANs: z
+          .array(z.string().refine((s) => ipFamily(s) !== undefined || DNS_NAME.test(s), "a DNS name or an IP address"))
+          .max(32)
+          .default([]),
+        /** Let ordinary workloads run on the control planes. */
+        allowSchedulingOnControlPlanes: z.boolean().default(false),
+      })
+      .strict()
+      .optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((s, ctx) => {
+    // zod runs this even when a section failed: look only at what is there
+    if (!s.controlPlane?.images || typeof s.talos?.kubeletImage !== "string") return;
+    const tag = (ref: string) => ref.slice(ref.lastIndexOf(":") + 1);
+    const want = tag(s.talos.kubeletImage);
+    for (const [k, ref] of Object.entries(s.controlPlane.images)) {
+      if (tag(ref) !== want) {
+        ctx.addIssue({ code: "custom", path: ["controlPlane", "images", k], message: `the tag must be the kubelet image's (${want}): one Kubernetes version` });
+      }
+    }
+  });
 export type TalosSiteConfig = z.infer<typeof TalosSiteConfig>;
 
 const blob = z.instanceof(Uint8Array).refine((b) => b.length > 0 && b.length <= 8192, "1 to 8192 bytes");
 
-export const WorkerNodeInput = z
+/** One node's own values, the same for workers and control planes. */
+export const NodeInput = z
   .object({
     /** The node name; it becomes the hostname, which the kubelet CSR check compares with the node name. */
     name: z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "a lowercase DNS label (it becomes the hostname)"),
@@ -127,4 +170,4 @@ export const WorkerNodeInput = z
       ctx.addIssue({ code: "custom", path: ["gateway"], message: `gateway ${n.gateway} is the node's own address` });
     }
   });
-export type WorkerNodeInput = z.input<typeof WorkerNodeInput>;
+export type NodeInput = z.input<typeof NodeInput>;

@@ -1,5 +1,5 @@
-/** ConfigRenderer over fleetd's Talos worker config renderer (site settings are configuration). */
-import { renderWorkerConfig } from "../../../talos/config/renderWorker.js";
+/** ConfigRenderer over fleetd's Talos config renderers, by the node's role (site settings are configuration). */
+import { renderNodeConfig } from "../../../talos/config/renderNode.js";
 import type { TalosSiteConfig } from "../../../talos/config/schemas.js";
 import type { ConfigRenderer, NodeRecord } from "../deps.js";
 
@@ -11,8 +11,9 @@ export class TalosRenderer implements ConfigRenderer {
   ) {}
 
   async render(node: NodeRecord, input: Parameters<ConfigRenderer["render"]>[1]): ReturnType<ConfigRenderer["render"]> {
-    if (node.role !== "worker") throw new Error(`node ${node.name} is a ${node.role}; fleetd renders worker configs only`);
-    const r = renderWorkerConfig(this.site, {
+    // The role is trusted here: checkGates refused the session unless the apply account wrote it (a control
+    // plane's config carries the cluster's CA keys).
+    const r = renderNodeConfig(this.site, node.role, {
       name: node.name,
       link: { mac: input.mac },
       address: node.address,

@@ -2,7 +2,15 @@
 // Talos does when it fetches talos.config=) and validates it in metal mode, as `talosctl validate
 // --mode metal` does. It prints JSON {valid, errors, warnings} and exits 1 when the config is invalid.
 //
-//	validate-config [--strict] [--dump] FILE
+// --type worker|controlplane adds the machine type's own requirements: the config must be of that type, and
+// a controlplane config must carry every cluster secret a control plane runs on, checked by Talos's own
+// secrets bundle code (secrets.NewBundleFromConfig + Bundle.Validate: cluster id and secret, trustd and
+// bootstrap tokens, one encryption secret, the Talos API, Kubernetes, aggregator and etcd CAs with keys that
+// parse, the service-account key). --secrets FILE also loads a `talosctl gen secrets` bundle with Talos's
+// secrets.LoadBundle, validates it, and requires the controlplane config to carry exactly its secrets (the
+// bootstrap token excepted: fleetd renders a per-node one). Errors name fields, never secret values.
+//
+//	validate-config [--strict] [--dump] [--type worker|controlplane] [--secrets FILE] FILE
 package main
 
 import (
@@ -13,8 +21,11 @@ import (
 	"os"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 )
 
@@ -49,13 +60,112 @@ func flatten(err error) []string {
 	return []string{err.Error()}
 }
 
+// typeErrors are the requirements of the machine type asked for, beyond Validate's.
+func typeErrors(cfg config.Config, want machine.Type, bundlePath string) []string {
+	if got := cfg.Machine().Type(); got != want {
+		return []string{fmt.Sprintf("machine type is %q, want %q (.machine.type)", got, want)}
+	}
+
+	if want != machine.TypeControlPlane {
+		return nil
+	}
+
+	out := []string{}
+
+	fromConfig := secrets.NewBundleFromConfig(secrets.NewClock(), cfg)
+	configErr := fromConfig.Validate()
+
+	for _, e := range flattenOrNone(configErr) {
+		out = append(out, "controlplane secrets: "+e)
+	}
+
+	if bundlePath == "" {
+		return out
+	}
+
+	bundle, err := secrets.LoadBundle(bundlePath)
+	if err != nil {
+		// the YAML decoder's message may quote the file: name the file only
+		return append(out, "secrets bundle: Talos cannot load "+bundlePath)
+	}
+
+	if err := bundle.Validate(); err != nil {
+		for _, e := range flatten(err) {
+			out = append(out, "secrets bundle: "+e)
+		}
+
+		return out
+	}
+
+	if configErr != nil {
+		return out // some of the config's secrets are missing: nothing to compare
+	}
+
+	return append(out, bundleMismatches(fromConfig, bundle)...)
+}
+
+// bundleMismatches names each secret of the config that is not the bundle's (the bootstrap token is per node).
+func bundleMismatches(c, b *secrets.Bundle) []string {
+	out := []string{}
+	same := func(name, x, y string) {
+		if x != y {
+			out = append(out, "config and secrets bundle differ: "+name)
+		}
+	}
+	pair := func(name string, x, y []byte) { same(name, string(x), string(y)) }
+
+	same("cluster.id", c.Cluster.ID, b.Cluster.ID)
+	same("cluster.secret", c.Cluster.Secret, b.Cluster.Secret)
+	same("trustdinfo.token", c.TrustdInfo.Token, b.TrustdInfo.Token)
+	same("secrets.secretboxencryptionsecret", c.Secrets.SecretboxEncryptionSecret, b.Secrets.SecretboxEncryptionSecret)
+	same("secrets.aescbcencryptionsecret", c.Secrets.AESCBCEncryptionSecret, b.Secrets.AESCBCEncryptionSecret)
+	pair("certs.os.crt", c.Certs.OS.Crt, b.Certs.OS.Crt)
+	pair("certs.os.key", c.Certs.OS.Key, b.Certs.OS.Key)
+	pair("certs.k8s.crt", c.Certs.K8s.Crt, b.Certs.K8s.Crt)
+	pair("certs.k8s.key", c.Certs.K8s.Key, b.Certs.K8s.Key)
+	pair("certs.k8saggregator.crt", c.Certs.K8sAggregator.Crt, b.Certs.K8sAggregator.Crt)
+	pair("certs.k8saggregator.key", c.Certs.K8sAggregator.Key, b.Certs.K8sAggregator.Key)
+	pair("certs.etcd.crt", c.Certs.Etcd.Crt, b.Certs.Etcd.Crt)
+	pair("certs.etcd.key", c.Certs.Etcd.Key, b.Certs.Etcd.Key)
+	pair("certs.k8sserviceaccount.key", c.Certs.K8sServiceAccount.Key, b.Certs.K8sServiceAccount.Key)
+
+	return out
+}
+
+func flattenOrNone(err error) []string {
+	if err == nil {
+		return nil
+	}
+
+	return flatten(err)
+}
+
 func main() {
 	strict := flag.Bool("strict", false, "treat warnings as errors")
 	dump := flag.Bool("dump", false, "also print the loaded config as Talos re-encodes it")
+	typeName := flag.String("type", "", "also check the requirements of this machine type: worker or controlplane")
+	bundlePath := flag.String("secrets", "", "with --type controlplane: the secrets bundle the config must carry")
 	flag.Parse()
 
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: validate-config [--strict] [--dump] FILE")
+		fmt.Fprintln(os.Stderr, "usage: validate-config [--strict] [--dump] [--type worker|controlplane] [--secrets FILE] FILE")
+		os.Exit(2)
+	}
+
+	var wantType machine.Type
+
+	if *typeName != "" {
+		t, err := machine.ParseType(*typeName)
+		if err != nil || (t != machine.TypeWorker && t != machine.TypeControlPlane) {
+			fmt.Fprintln(os.Stderr, "validate-config: --type must be worker or controlplane")
+			os.Exit(2)
+		}
+
+		wantType = t
+	}
+
+	if *bundlePath != "" && wantType != machine.TypeControlPlane {
+		fmt.Fprintln(os.Stderr, "validate-config: --secrets needs --type controlplane")
 		os.Exit(2)
 	}
 
@@ -85,6 +195,16 @@ func main() {
 		if err != nil {
 			res.Stage = "validate"
 			res.Errors = flatten(err)
+		}
+
+		if *typeName != "" {
+			if errs := typeErrors(cfg, wantType, *bundlePath); len(errs) > 0 {
+				if res.Stage == "" {
+					res.Stage = "type"
+				}
+
+				res.Errors = append(res.Errors, errs...)
+			}
 		}
 
 		if *dump {

@@ -1,0 +1,10 @@
+/** The NodeRef (NetBox device ID and name) of the one device named `name`, for tests that act as a component. */
+import type { NetBox } from "@fleetd/shared/netbox/client";
+import { deviceIdByName } from "@fleetd/shared/netbox/device";
+import type { NodeRef } from "@fleetd/shared/state/store";
+
+export async function nodeRef(nb: NetBox, name: string): Promise<NodeRef> {
+  const deviceId = await deviceIdByName(nb, name);
+  if (deviceId === undefined) throw new Error(`no single device named ${name}`);
+  return { deviceId, name };
+}
