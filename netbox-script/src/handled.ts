@@ -1,7 +1,8 @@
 /**
  * What the worker has settled, kept across restarts (`<stateDir>/handled.log`): per device, the decommissioning
  * request it handled (`decommission:<device>:<change>`) and the `last_updated` it saw then
- * (`settled:<device>:<last_updated>`). Only the newest of each kind per device is ever asked about — a newer
+ * (`settled:<device>:<last_updated>`), and the device state whose changed request it journalled
+ * (`changed:<device>:<last_updated>`). Only the newest of each kind per device is ever asked about — a newer
  * request or edit replaces it — so the log keeps one line per kind and device: it is rewritten (write, fsync,
  * rename) at start and whenever superseded lines outnumber the live ones.
  */

@@ -246,7 +246,12 @@ export class Worker {
   private async requestChanged(device: DeviceRecord, trigger: Trigger, desiredAction: DesiredAction | null, why: string): Promise<Decision> {
     const what = trigger === "decommissioning" ? "decommissioning" : desiredAction ?? "the request";
     const d: Decision = { outcome: "refuse", code: "request_changed", reason: `${why}; nothing was started (a new request is decided on its own)`, clearDesiredAction: false };
+    // Journalled once per device state: a state that stays so (a change log that never matches) is re-queued by
+    // every reconcile pass, but not journalled again.
+    const once = device.last_updated ? `changed:${device.id}:${device.last_updated}` : undefined;
+    if (once !== undefined && this.handled.has(once)) return d;
     await writeJournal(this.d.nb, device.id, "warning", `fleetd did not act on ${what}: ${d.reason} [request_changed]`);
+    if (once !== undefined) this.handled.add(once);
     this.d.log.warn({ device: device.id, reason: safeLine(d.reason) }, "request changed while deciding; nothing started");
     return d;
   }
