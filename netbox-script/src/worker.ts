@@ -4,9 +4,8 @@
  */
 import { join } from "node:path";
 import type { Logger } from "pino";
-import type { NodesFile } from "@fleetd/shared/inventory/nodesFile";
+import { nodeEntry, type NodeEntry, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
 import { NetBoxError, type NetBox } from "@fleetd/shared/netbox/client";
-import { nodeEntry, type NodeEntry } from "@fleetd/shared/inventory/nodesFile";
 import { checkEkAttribution, lastChangeOf, requestChangeOf, userGroups, type ObjectChangeRecord } from "@fleetd/shared/netbox/changelog";
 import { decide, type Decision, type Facts, type Intent, type Trigger } from "@fleetd/shared/netbox/decide";
 import { desiredActionOf, patchDevice, readDeviceIfExists, type DeviceRecord } from "@fleetd/shared/netbox/device";
