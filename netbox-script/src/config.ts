@@ -1,9 +1,17 @@
 /** netbox-script's configuration: fleetd's site configuration plus the `handler` section, zod-validated. */
 import { z } from "zod";
+import { ListenerLimits } from "@fleetd/shared/http/listenerLimits";
 import { ConfigError, loadSiteConfig, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
 
 export const HandlerSection = z.strictObject({
-  listen: z.strictObject({ host: z.string().default("127.0.0.1"), port: z.number().int().min(0).max(65535).default(8470) }).default({ host: "127.0.0.1", port: 8470 }),
+  listen: z
+    .strictObject({
+      host: z.string().default("127.0.0.1"),
+      port: z.number().int().min(0).max(65535).default(8470),
+      /** Connection caps (in all, per source address) and timeouts (shared/src/http/listenerLimits.ts). */
+      limits: ListenerLimits.prefault({}),
+    })
+    .prefault({}),
   /** Durable queue, delivery ids and recorded intents live here. */
   stateDir: z.string().min(1),
   /** The nodes file (TPM family, role): the handler reads it at start. */

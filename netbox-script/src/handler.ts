@@ -1,11 +1,12 @@
 /** Assembles netbox-script: configuration → NetBox client, nodes file, queue, worker, HTTP server, reconcile. */
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
 import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
+import { applyListenerLimits, listenerOptions } from "@fleetd/shared/http/listenerLimits";
 import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
 import { missingCustomFields } from "@fleetd/shared/netbox/setup";
 import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
@@ -126,12 +127,16 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
       worker.pump();
     },
   });
-  const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(cfg.handler.listen.port, cfg.handler.listen.host, () => resolve(s));
-    s.once("error", reject);
+  // Connection caps and short timeouts, per source too (one policy for every fleetd listener).
+  const server: Server = createServer(listenerOptions(cfg.handler.listen.limits), app);
+  applyListenerLimits(server, cfg.handler.listen.limits);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(cfg.handler.listen.port, cfg.handler.listen.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
   });
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 10_000;
   const addr = server.address() as AddressInfo;
   const url = `http://${addr.address}:${addr.port}`;
   const reconcile = async (): Promise<number[]> => {

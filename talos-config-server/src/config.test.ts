@@ -1,4 +1,5 @@
 /** The server's configuration: defaults, environment overrides, and every refusal naming its field. */
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
 import { strict as assert } from "node:assert";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -45,7 +46,7 @@ function refused(fn: () => unknown, message: RegExp): void {
 test("a minimal configuration gets the documented defaults", () => {
   const c = toServerConfig("f.yaml", raw(), ENV);
   assert.equal(c.server.mode, "production");
-  assert.deepEqual(c.server.listen, { host: "0.0.0.0", port: 8443 });
+  assert.deepEqual(c.server.listen, { host: "0.0.0.0", port: 8443, limits: DEFAULT_LISTENER_LIMITS });
   assert.deepEqual(c.server.ttl, { sessionSeconds: 300, installCodeSeconds: 7200, staleClaimSeconds: 60 });
   assert.deepEqual(c.server.rateLimit, { maxFailures: 5, windowSeconds: 60, attestRequests: 60, attestWindowSeconds: 60 });
   assert.deepEqual(c.server.roleSlugs, { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" });
@@ -67,7 +68,7 @@ test("mode gates: a mode given replaces its default, the others keep theirs", ()
 
 test("environment overrides: listen host/port and log level", () => {
   const c = toServerConfig("f.yaml", raw({ listen: { host: "127.0.0.1", port: 1 } }), { ...ENV, FLEETD_SERVER_PORT: "9443", FLEETD_LOG_LEVEL: "debug" });
-  assert.deepEqual(c.server.listen, { host: "127.0.0.1", port: 9443 });
+  assert.deepEqual(c.server.listen, { host: "127.0.0.1", port: 9443, limits: DEFAULT_LISTENER_LIMITS });
   assert.equal(c.server.logLevel, "debug");
   refused(() => toServerConfig("f.yaml", raw(), { ...ENV, FLEETD_SERVER_PORT: "https" }), /FLEETD_SERVER_PORT: "https" is not a port number/);
   refused(() => toServerConfig("f.yaml", raw(), { ...ENV, FLEETD_SERVER_PORT: "70000" }), /server\.listen\.port: /);

@@ -16,6 +16,7 @@ import { trustedProxies } from "./clientAddress.js";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { ListenerLimits } from "@fleetd/shared/http/listenerLimits";
 import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
 import { Pkcs11SignerConfig } from "@fleetd/shared/pki/pkcs11Config";
 import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/shared/pki/profiles";
@@ -34,7 +35,12 @@ export const ServerSection = z
     /** `production` (default) or `lab`: only the lab may serve plain HTTP or keep the NetBox token in this file. */
     mode: z.enum(["production", "lab"]).default("production"),
     listen: z
-      .strictObject({ host: z.string().min(1).default("0.0.0.0"), port: z.number().int().min(0).max(65535).default(8443) })
+      .strictObject({
+        host: z.string().min(1).default("0.0.0.0"),
+        port: z.number().int().min(0).max(65535).default(8443),
+        /** Connection caps (in all, per source address) and timeouts (shared/src/http/listenerLimits.ts). */
+        limits: ListenerLimits.prefault({}),
+      })
       .prefault({}),
     /** PEM certificate (chain) and private key served by HTTPS. Required unless `mode: lab`. */
     tls: z.strictObject({ certFile: Path, keyFile: Path }).optional(),

@@ -18,7 +18,8 @@ import { Counter, Gauge, type Registry } from "prom-client";
 import { formatReasons } from "@fleetd/shared/attest/verdict";
 import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
 import type { Kube } from "@fleetd/shared/kube/client";
-import { BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, judgeBootstrapCsr, type CsrDecision, type RenderedToken } from "@fleetd/shared/kube/csrGate";
+import { BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, JournalBudget, judgeBootstrapCsr, judgementOrder, type CsrDecision, type RenderedToken } from "@fleetd/shared/kube/csrGate";
+import { mdCode } from "@fleetd/shared/text/untrusted";
 import type { Journal } from "@fleetd/shared/protocol/server/deps";
 import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
 
@@ -38,6 +39,8 @@ export interface CsrGateDeps {
   intervalMs?: number;
   /** How long after its certificate is issued an approved token's Secret is kept; default 120 s. */
   tokenGraceMs?: number;
+  /** Denials journalled per bootstrap token and window (the rest are logged and counted); default 5 per hour. */
+  journalBudget?: { perWindow: number; windowMs: number };
 }
 
 export interface SyncResult {
@@ -86,6 +89,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
   const tokens = new KubeBootstrapTokens(deps.kube);
   const m = gateMetrics(deps.registry);
   const log = deps.log.child({ loop: "csr-gate" });
+  const budget = new JournalBudget(deps.journalBudget?.perWindow, deps.journalBudget?.windowMs);
 
   /** The node (device ID and name) each judged token was rendered for: state and journal go by device ID. */
   const refs = new Map<string, NodeRef>();
@@ -116,7 +120,9 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
     const r: SyncResult = { approved: [], denied: [], ignored: 0, conflicts: 0, tokensDeleted: [] };
     const list = await deps.kube.certificates.listCertificateSigningRequest();
     const usedTokens = new Map<string, Date>(); // fleetd-approved tokens whose certificate is out, and when
-    for (const raw of list.items) {
+    // Creation order, never the name (shared/src/kube/csrGate.ts): a CSR named to sort first gains nothing.
+    const { order, contested } = judgementOrder(list.items);
+    for (const raw of order) {
       const parsed = CsrObject.safeParse(raw);
       if (!parsed.success) {
         log.warn({ csr: raw.metadata?.name }, "CSR object does not have the expected shape; skipped");
@@ -133,7 +139,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
         r.ignored++;
         continue;
       }
-      const d = judgeBootstrapCsr(csr, scope.tokenId, await rendered(scope.tokenId), at);
+      const d = judgeBootstrapCsr(csr, scope.tokenId, await rendered(scope.tokenId), at, contested.get(csr.metadata.name));
       if (d.action === "ignore") continue;
       try {
         if ((await apply(raw, d, at)) === "conflict") {
@@ -156,11 +162,16 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
         r.denied.push(d.csr);
         m.decisions.inc({ decision: "denied" });
         log.warn({ csr: d.csr, node: d.node, tokenId: d.tokenId, reasons: d.reasons }, "kubelet bootstrap CSR denied");
-        await deps.journal.record(refs.get(d.tokenId) ?? d.node, {
-          kind: "danger",
-          summary: `kubelet bootstrap CSR ${d.csr} from ${csr.spec.username} denied: ${formatReasons(d.reasons).replace(/\n/g, "; ")}`,
-          reasons: d.reasons,
-        });
+        const b = budget.take(d.tokenId, at.getTime());
+        if (b !== "quiet") {
+          const more = b === "last" ? `; further denials for bootstrap token ${d.tokenId} are not journalled for ${Math.round(budget.windowMs / 60_000)} min (logged and counted in fleetd_csr_gate_decisions_total)` : "";
+          await deps.journal.record(refs.get(d.tokenId) ?? d.node, {
+            kind: "danger",
+            // the reasons quote the request's subject: untrusted text
+            summary: `kubelet bootstrap CSR ${d.csr} from ${csr.spec.username} denied: ${mdCode(formatReasons(d.reasons).replace(/\n/g, "; "), 1500)}${more}`,
+            reasons: d.reasons,
+          });
+        }
       }
     }
     // Token Secrets: used ones after the grace period, expired ones at once. Only fleetd's (by label).

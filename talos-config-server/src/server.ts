@@ -11,9 +11,11 @@ import { createSecureContext } from "node:tls";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { loadCaStore } from "@fleetd/shared/ek/store";
+import { applyListenerLimits, listenerOptions } from "@fleetd/shared/http/listenerLimits";
 import { attestationAccount, ConfigError } from "@fleetd/shared/netbox/config";
 import { createNetBox } from "@fleetd/shared/netbox/client";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
+import { netboxPlatformFieldCheck } from "@fleetd/shared/netbox/platformFields";
 import { currentCa } from "@fleetd/shared/pki/bundle";
 import type { BundleState } from "@fleetd/shared/pki/bundleState";
 import { parseIssuedCertificate } from "@fleetd/shared/pki/parseCertificate";
@@ -228,7 +230,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   // Admission (intake confirmed → Hardware + the provision Workflow in Tinkerbell), when the site configuration
   // names the management cluster; otherwise a journal line asks the operator to request provision in NetBox.
   const admission: Admission = fx.effects
-    ? new TinkerbellAdmission(fx.effects, inventory, log)
+    ? new TinkerbellAdmission(fx.effects, inventory, netboxPlatformFieldCheck(nb, cfg.site.accounts.apply), log)
     : {
         async admit(node) {
           log.warn({ node: node.name, reason: fx.reason }, "intake confirmed; admission is not wired to Tinkerbell: set desired_action provision in NetBox");
@@ -308,7 +310,10 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     bodyLimit: `${s.bodyLimitBytes}b`,
     ...(internal ? { internal } : {}),
   });
-  const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2" }, app) : createHttpServer(app);
+  // Connection caps and short timeouts, per source too (one policy for every fleetd listener).
+  const limits = listenerOptions(s.listen.limits);
+  const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2", ...limits }, app) : createHttpServer(limits, app);
+  applyListenerLimits(server, s.listen.limits);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);

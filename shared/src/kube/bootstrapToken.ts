@@ -74,7 +74,10 @@ export function bootstrapTokenSecret(node: string, token: { id: string; secret: 
 
 export interface FleetdToken {
   tokenId: string;
+  /** The node it was rendered for: the `fleetd.io/node` annotation, exactly as fleetd wrote it. */
   node: string;
+  /** The Secret's UID as listed: deletes carry it as a precondition. */
+  uid?: string;
   expiresAt?: Date;
 }
 
@@ -99,8 +102,11 @@ export class KubeBootstrapTokens implements BootstrapTokens {
     }
   }
 
-  /** Delete a token's Secret if it is fleetd's; true when something was deleted. Idempotent. */
-  async delete(tokenId: string): Promise<boolean> {
+  /**
+   * Delete a token's Secret if it is fleetd's (and, with `expect`, still the object that was selected: that UID,
+   * that node annotation); true when something was deleted. Idempotent.
+   */
+  async delete(tokenId: string, expect?: { uid?: string; node?: string }): Promise<boolean> {
     if (!TOKEN_ID.test(tokenId)) throw new BootstrapTokenError("invalid-token", `bootstrap token id ${JSON.stringify(tokenId)} is not [a-z0-9]{6}`);
     const name = tokenSecretName(tokenId);
     let existing: k8s.V1Secret;
@@ -112,11 +118,14 @@ export class KubeBootstrapTokens implements BootstrapTokens {
     }
     // touch only what fleetd owns
     if (existing.metadata?.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) return false;
+    if (expect?.uid !== undefined && existing.metadata?.uid !== expect.uid) return false; // another object of that name now
+    if (expect?.node !== undefined && existing.metadata?.annotations?.[NODE_ANNOTATION] !== expect.node) return false;
     try {
       await this.kube.core.deleteNamespacedSecret({ name, namespace: TOKEN_NAMESPACE, body: { preconditions: { uid: existing.metadata?.uid } } });
       return true;
     } catch (e) {
-      if (isNotFound(e)) return false;
+      // 404: gone meanwhile; 409: the UID precondition failed (another object of that name now)
+      if (isNotFound(e) || kubeStatus(e) === 409) return false;
       throw apiError(`deleting bootstrap token ${tokenId}`, e);
     }
   }
@@ -136,8 +145,17 @@ export class KubeBootstrapTokens implements BootstrapTokens {
       if (!TOKEN_ID.test(id) || s.metadata?.name !== tokenSecretName(id)) continue;
       const exp = Buffer.from(s.data?.["expiration"] ?? "", "base64").toString();
       const expiresAt = exp ? new Date(exp) : undefined;
-      out.push({ tokenId: id, node: s.metadata?.annotations?.[NODE_ANNOTATION] ?? "", ...(expiresAt && !Number.isNaN(expiresAt.getTime()) ? { expiresAt } : {}) });
+      out.push({ tokenId: id, node: s.metadata?.annotations?.[NODE_ANNOTATION] ?? "", ...(s.metadata?.uid ? { uid: s.metadata.uid } : {}), ...(expiresAt && !Number.isNaN(expiresAt.getTime()) ? { expiresAt } : {}) });
     }
     return out;
+  }
+
+  /**
+   * fleetd's tokens rendered for `node`: fleetd's label, and the node annotation equal to `node` — compared
+   * exactly, never searched for in the description (retiring a node named `node`, `token` or `fleetd` must not
+   * select every token).
+   */
+  async ofNode(node: string): Promise<FleetdToken[]> {
+    return (await this.list()).filter((t) => t.node === node);
   }
 }

@@ -11,7 +11,7 @@ import { AsnConvert, OctetString } from "@peculiar/asn1-schema";
 import { AlgorithmIdentifier, AttributeTypeAndValue, AttributeValue, Extension, Extensions, GeneralName, Name, RelativeDistinguishedName, SubjectAlternativeName, SubjectPublicKeyInfo, id_ce_subjectAltName } from "@peculiar/asn1-x509";
 import fc from "fast-check";
 import { bootstrapTokenSecret, rfc3339 } from "./bootstrapToken.js";
-import { type CsrObject, gateScope, judgeBootstrapCsr, KUBELET_CLIENT_SIGNER } from "./csrGate.js";
+import { type CsrObject, gateScope, JournalBudget, judgeBootstrapCsr, judgementOrder, KUBELET_CLIENT_SIGNER } from "./csrGate.js";
 import { CsrError, MAX_CSR_PEM_BYTES, parseCsr } from "./parseCsr.js";
 
 const ec = () => generateKeyPairSync("ec", { namedCurve: "P-256" });
@@ -193,4 +193,39 @@ test("the bootstrap token Secret: type, id, secret, RFC 3339 expiration, authent
   assert.deepEqual(s.metadata?.labels, { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/node": "n1" });
   assert.equal(rfc3339(new Date(0)), "1970-01-01T00:00:00Z");
   assert.throws(() => bootstrapTokenSecret("n1", { id: "ABC123", secret: "0123456789abcdef" }, new Date()), /not of the form/);
+});
+
+test("judgement order is creation order, never the name; CSRs of one token created in the same second are contested", () => {
+  const pem = makeCsr();
+  const at = (name: string, created: string, username = "system:bootstrap:abc123") => ({ ...csrObject(pem, { username }), metadata: { name, creationTimestamp: new Date(created) } });
+  const kubelet = at("node-csr-zzzz", "2026-11-29T12:00:00Z");
+  const squatter = at("aaaa-first-by-name", "2026-11-29T12:00:01Z");
+  const { order, contested } = judgementOrder([squatter, kubelet]);
+  assert.deepEqual(order.map((c) => c.metadata.name), ["node-csr-zzzz", "aaaa-first-by-name"], "created first is judged first, whatever the names");
+  assert.equal(contested.size, 0);
+  // The same second, the same token: both contested and denied; another token in that second is not.
+  const twin = at("aaaa-same-second", "2026-11-29T12:00:00.900Z");
+  const other = at("other-token", "2026-11-29T12:00:00Z", "system:bootstrap:zzz999");
+  const r = judgementOrder([twin, kubelet, other]);
+  assert.deepEqual(r.contested.get("node-csr-zzzz"), ["aaaa-same-second"]);
+  assert.deepEqual(r.contested.get("aaaa-same-second"), ["node-csr-zzzz"]);
+  assert.equal(r.contested.has("other-token"), false);
+  const d = judgeBootstrapCsr(kubelet, "abc123", RENDERED, NOW, r.contested.get("node-csr-zzzz"));
+  assert.equal(d.action, "deny");
+  assert.deepEqual(checks(d), ["csr.token.contested"]);
+  // Decided CSRs and renewals are not counted.
+  const decided = { ...at("decided", "2026-11-29T12:00:00Z"), status: { conditions: [{ type: "Denied", status: "True" }] } };
+  assert.equal(judgementOrder([decided, kubelet]).contested.size, 0);
+});
+
+test("the journal budget: the first denials per token are journalled, the last of them marked, then quiet until the window passes", () => {
+  const b = new JournalBudget(3, 60_000);
+  assert.deepEqual([0, 1, 2, 3, 4].map((i) => b.take("abc123", i)), ["journal", "journal", "last", "quiet", "quiet"]);
+  assert.equal(b.take("zzz999", 5), "journal", "per token");
+  assert.equal(b.take("abc123", 60_000), "journal", "a new window");
+  const tiny = new JournalBudget(1, 60_000, 2);
+  assert.equal(tiny.take("a", 0), "last");
+  tiny.take("b", 0);
+  tiny.take("c", 0); // "a" forgotten: at most 2 keys tracked
+  assert.equal(tiny.take("a", 1), "last");
 });

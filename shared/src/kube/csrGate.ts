@@ -16,7 +16,21 @@
  * - no SANs (DNS, IP, email, URI, other), no other requested extension, no other attribute;
  * - usages exactly what kubelet's bootstrap sends (k8s 1.36 pkg/kubelet/certificate/bootstrap/bootstrap.go
  *   `requestNodeCertificate`): {digital signature, client auth}, plus key encipherment only for an RSA key
- *   (kubelet adds it for RSA keys only; it has no meaning for an EC key). Duplicates are refused.
+ *   (kubelet adds it for RSA keys only; it has no meaning for an EC key). Duplicates are refused;
+ * - no other undecided CSR of the same token was created in the same second (`csr.token.contested`).
+ *
+ * Order (`judgementOrder`): CSRs are judged in creation order — the API server's `creationTimestamp`, which
+ * the requester cannot choose — never by name, so a holder of a leaked token gains nothing by naming a CSR to
+ * sort before the kubelet's. The requested public key cannot decide instead: the kubelet makes its key on the
+ * node, and nothing fleetd verified names it beforehand. A token is single-use, so the first well-formed CSR
+ * wins; since `creationTimestamp` has one-second resolution, CSRs of one token created in the same second are
+ * indistinguishable and are all denied (the token is not spent: the kubelet's next CSR can still succeed). A
+ * leaked token used before the kubelet's CSR still wins — which is why tokens are single-use, short-lived and
+ * delivered only in the one-time config.
+ *
+ * Journal budget (`JournalBudget`): a token holder can create CSRs as fast as the API server takes them, and
+ * each denial is journalled; per token, only the first few denials in a window are, the last of them saying
+ * that further ones are only logged and counted.
  */
 import { z } from "zod";
 import { Checks, type Reason } from "../attest/verdict.js";
@@ -76,10 +90,14 @@ export function gateScope(csr: CsrObject): { tokenId: string } | { why: string }
   return { tokenId: user.slice(BOOTSTRAP_USER_PREFIX.length) };
 }
 
-/** Judge a CSR the gate owns, given what fleetd rendered for its token (looked up by the caller). */
-export function judgeBootstrapCsr(csr: CsrObject, tokenId: string, rendered: RenderedToken | undefined, now: Date): CsrDecision {
+/**
+ * Judge a CSR the gate owns, given what fleetd rendered for its token (looked up by the caller) and the other
+ * CSRs of the same token created in the same second (`judgementOrder`), if any.
+ */
+export function judgeBootstrapCsr(csr: CsrObject, tokenId: string, rendered: RenderedToken | undefined, now: Date, contestedWith: readonly string[] = []): CsrDecision {
   const name = csr.metadata.name;
   const c = new Checks();
+  c.check(contestedWith.length === 0, "csr.token.contested", `bootstrap token ${tokenId} also requested ${contestedWith.join(", ")} in the same second; which one the kubelet made cannot be told, so neither is approved`);
   c.check(TOKEN_ID.test(tokenId), "csr.token.id", `requester ${csr.spec.username} does not carry a bootstrap token id ([a-z0-9]{6})`);
   if (!rendered) {
     c.fail("csr.token.unknown", `bootstrap token ${tokenId} was not rendered by fleetd for any node, or was already used`);
@@ -131,4 +149,69 @@ function judgeRequest(c: Checks, p: ParsedCsr, node: string | undefined, usages:
   const given = new Set(usages);
   const ok = given.size === usages.length && KUBELET_USAGES.every((u) => given.has(u)) && usages.every((u) => allowed.has(u));
   c.check(ok, "csr.usages", `usages are [${usages.join(", ")}]; expected exactly [${KUBELET_USAGES.join(", ")}]${p.key.kind === "rsa" ? ` (plus ${KUBELET_RSA_EXTRA_USAGE} for an RSA key)` : ""}`);
+}
+
+/** The metadata the order needs (client-node gives creationTimestamp as a Date; JSON as RFC 3339 text). */
+interface Created {
+  metadata?: { name?: string; creationTimestamp?: Date | string };
+  spec?: { signerName?: string; username?: string };
+  status?: CsrObject["status"];
+}
+
+const createdMs = (c: Created): number => {
+  const t = c.metadata?.creationTimestamp;
+  const ms = t instanceof Date ? t.getTime() : typeof t === "string" ? Date.parse(t) : Number.NaN;
+  return Number.isNaN(ms) ? Number.POSITIVE_INFINITY : ms; // no timestamp: judged last
+};
+
+/**
+ * CSRs in the order the gate judges them: creation time, then name only to make the order total (a tie within
+ * one token is contested, below). `contested` maps each CSR the gate owns to the other
+ * undecided CSRs of the same token created in the same second.
+ */
+export function judgementOrder<T extends Created>(items: readonly T[]): { order: T[]; contested: Map<string, string[]> } {
+  const order = [...items].sort((a, b) => createdMs(a) - createdMs(b) || (a.metadata?.name ?? "").localeCompare(b.metadata?.name ?? ""));
+  const byTokenSecond = new Map<string, string[]>();
+  for (const c of order) {
+    const parsed = CsrObject.safeParse(c);
+    if (!parsed.success) continue;
+    const scope = gateScope(parsed.data);
+    if ("why" in scope) continue;
+    const key = `${scope.tokenId}\0${Math.floor(createdMs(c) / 1000)}`;
+    byTokenSecond.set(key, [...(byTokenSecond.get(key) ?? []), parsed.data.metadata.name]);
+  }
+  const contested = new Map<string, string[]>();
+  for (const names of byTokenSecond.values()) {
+    if (names.length < 2) continue;
+    for (const n of names) contested.set(n, names.filter((x) => x !== n));
+  }
+  return { order, contested };
+}
+
+/**
+ * How many denials per bootstrap token are journalled in a window: the first `perWindow`, the last of them
+ * marked as such ("last"); the rest are only logged and counted ("quiet") until the window has passed. Keys are
+ * bootstrap token ids (an API-server-authenticated identity); at most `maxKeys` are tracked, the oldest
+ * forgotten first.
+ */
+export class JournalBudget {
+  private readonly seen = new Map<string, { since: number; count: number }>();
+  constructor(
+    readonly perWindow = 5,
+    readonly windowMs = 3_600_000,
+    private readonly maxKeys = 10_000,
+  ) {}
+
+  take(key: string, nowMs: number): "journal" | "last" | "quiet" {
+    let e = this.seen.get(key);
+    if (!e || nowMs - e.since >= this.windowMs) {
+      this.seen.delete(key);
+      e = { since: nowMs, count: 0 };
+      this.seen.set(key, e);
+      if (this.seen.size > this.maxKeys) this.seen.delete(this.seen.keys().next().value as string);
+    }
+    e.count++;
+    if (e.count < this.perWindow) return "journal";
+    return e.count === this.perWindow ? "last" : "quiet";
+  }
 }

@@ -3,12 +3,17 @@
  * the rights the gate needs there, as Kubernetes objects rendered for fleetd's service account:
  *
  * - a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30, no API server flag)
- *   on UPDATE of `certificatesigningrequests/approval`: a `kubernetes.io/kube-apiserver-client-kubelet` CSR
- *   requested by `system:bootstrap:*` may carry an Approved condition only when fleetd's service account
- *   writes it. kube-controller-manager's own approver (which Talos's `system:bootstrappers:nodes` →
- *   `…:nodeclient` binding would let approve any such CSR, and Talos re-creates that binding) is refused, as
- *   is any other identity with approve rights. Denials, renewals by `system:node:*` and other signers pass.
- *   Admission applies to every user, system:masters included; only removing the policy lifts it.
+ *   on UPDATE of `certificatesigningrequests/approval`: a `kubernetes.io/kube-apiserver-client-kubelet` CSR may
+ *   carry an Approved condition only when fleetd's service account writes it, whoever requested it — a
+ *   bootstrap token, or any other identity allowed to create `certificatesigningrequests/nodeclient` (kube-
+ *   controller-manager's own approver would approve a `system:node:<any>` CSR of theirs). kcm's approver
+ *   (which Talos's `system:bootstrappers:nodes` → `…:nodeclient` binding would let approve any such CSR, and
+ *   Talos re-creates that binding) is refused, as is any other identity with approve rights. Denials and other
+ *   signers pass, and so do renewals by the node itself: a requester that is a node (`system:node:*` in group
+ *   `system:nodes`). CEL cannot read the request's subject, so "the node itself" (`system:node:<CN>`) is
+ *   checked by kcm: its approver auto-approves a node's request under `selfnodeclient` only when the CN equals
+ *   the requester; for any other CN it needs `nodeclient`, which nodes do not hold (never grant it to
+ *   `system:nodes`). Admission applies to every user, system:masters included; only removing the policy lifts it.
  * - its Binding (validationActions: [Deny]);
  * - RBAC: a ClusterRole to read CSRs, write their approval and approve for the kubelet client signer; a Role
  *   in kube-system for the token Secrets. RBAC cannot narrow Secrets by label: fleetd only ever deletes
@@ -55,14 +60,15 @@ export function approvalPolicy(account: GateAccount): k8s.V1ValidatingAdmissionP
       },
       matchConditions: [
         {
-          name: "kubelet-bootstrap-csr",
-          expression: `object.spec.signerName == '${KUBELET_CLIENT_SIGNER}' && has(object.spec.username) && object.spec.username.startsWith('system:bootstrap:')`,
+          // Every kubelet client CSR but a node's own renewal (requester system:node:* in system:nodes).
+          name: "kubelet-client-csr-not-by-a-node",
+          expression: `object.spec.signerName == '${KUBELET_CLIENT_SIGNER}' && !(has(object.spec.username) && object.spec.username.startsWith('system:node:') && has(object.spec.groups) && 'system:nodes' in object.spec.groups)`,
         },
       ],
       validations: [
         {
           expression: `!(has(object.status) && has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Approved' && c.status == 'True')) || request.userInfo.username == '${user}'`,
-          messageExpression: `'fleetd: kubelet bootstrap CSRs are approved only by the fleetd CSR gate (${user}); ' + request.userInfo.username + ' may not approve ' + object.metadata.name`,
+          messageExpression: `'fleetd: kubelet client CSRs not requested by the node itself are approved only by the fleetd CSR gate (${user}); ' + request.userInfo.username + ' may not approve ' + object.metadata.name`,
           reason: "Forbidden",
         },
       ],

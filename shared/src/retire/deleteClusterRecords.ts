@@ -1,69 +1,75 @@
 /**
  * Step `delete-cluster-records`: delete what fleetd left in the workload cluster for this node — its
- * bootstrap token Secrets in kube-system (label `fleetd.io/node=<node>`, or a fleetd token whose description
- * names the node) and its CertificateSigningRequests (spec.username `system:node:<node>`, or a request whose
- * subject CN is `system:node:<node>`, as the kubelet's bootstrap CSR is). Idempotent (404 is success).
+ * bootstrap token Secrets in kube-system and its CertificateSigningRequests. Every object is selected by an
+ * exact comparison and deleted with a UID precondition (the object selected, never a newer one of that name):
+ *  - tokens: fleetd's label (`app.kubernetes.io/managed-by: fleetd`) and the `fleetd.io/node` annotation equal to
+ *    the node (kube/bootstrapToken.ts). Never by the description's words: fleetd writes "…single-use kubelet
+ *    bootstrap token for node <n>", so a node named `node`, `token`, `for` or `fleetd` would select them all;
+ *  - CSRs: spec.username `system:node:<node>`, or a request whose subject CN is exactly `system:node:<node>`, as
+ *    the kubelet's bootstrap CSR is.
+ * Idempotent (404 is success; a failed UID precondition means the object was replaced: it is left alone).
  */
-import type * as k8s from "@kubernetes/client-node";
-import { isNotFound, type Kube } from "../kube/client.js";
+import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "../kube/bootstrapToken.js";
+import { isNotFound, kubeStatus, type Kube } from "../kube/client.js";
 import { csrCommonNames } from "./csrSubject.js";
 import type { Step } from "./types.js";
 
-export const TOKEN_NAMESPACE = "kube-system";
-export const NODE_LABEL = "fleetd.io/node";
+export interface Selected {
+  name: string;
+  uid: string | undefined;
+}
 
-const b64 = (v: string | undefined) => (v === undefined ? "" : Buffer.from(v, "base64").toString("utf8"));
-
-/** Bootstrap token Secrets fleetd made for the node. */
-export async function tokenSecretsOf(kube: Kube, node: string): Promise<string[]> {
-  const labelled = await kube.core.listNamespacedSecret({ namespace: TOKEN_NAMESPACE, labelSelector: `${NODE_LABEL}=${node}` });
-  const tokens = await kube.core.listNamespacedSecret({ namespace: TOKEN_NAMESPACE, fieldSelector: "type=bootstrap.kubernetes.io/token" });
-  const word = new RegExp(`(^|[^a-z0-9.-])${node.replace(/[.]/g, "\\.")}($|[^a-z0-9.-])`);
-  const described = tokens.items.filter((s: k8s.V1Secret) => {
-    const d = b64(s.data?.["description"]);
-    return /fleetd/i.test(d) && word.test(d);
-  });
-  return [...new Set([...labelled.items, ...described].map((s) => s.metadata?.name ?? "").filter((n) => n !== ""))].sort();
+/** Bootstrap token Secrets fleetd made for the node (label and annotation compared exactly). */
+export async function tokenSecretsOf(kube: Kube, node: string): Promise<(Selected & { tokenId: string })[]> {
+  const tokens = await new KubeBootstrapTokens(kube).ofNode(node);
+  return tokens.map((t) => ({ name: `bootstrap-token-${t.tokenId}`, uid: t.uid, tokenId: t.tokenId })).sort((a, b) => a.name.localeCompare(b.name));
 }
 
 /** CSRs of the node: made by it (username system:node:<node>) or asking for its identity (CN system:node:<node>). */
-export async function csrsOf(kube: Kube, node: string): Promise<string[]> {
+export async function csrsOf(kube: Kube, node: string): Promise<Selected[]> {
   const want = `system:node:${node}`;
   const l = await kube.certificates.listCertificateSigningRequest();
-  return l.items.filter((c) => {
-    if (c.spec.username === want) return true;
-    try {
-      return csrCommonNames(Buffer.from(c.spec.request, "base64").toString("latin1")).includes(want);
-    } catch {
-      return false; // an unreadable request names no node
-    }
-  }).map((c) => c.metadata?.name ?? "").filter((n) => n !== "").sort();
+  return l.items
+    .filter((c) => {
+      if (c.spec.username === want) return true;
+      try {
+        return csrCommonNames(Buffer.from(c.spec.request, "base64").toString("latin1")).includes(want);
+      } catch {
+        return false; // an unreadable request names no node
+      }
+    })
+    .map((c) => ({ name: c.metadata?.name ?? "", uid: c.metadata?.uid }))
+    .filter((c) => c.name !== "")
+    .sort((a, b) => a.name.localeCompare(b.name));
 }
+
+/** 404 (gone) and 409 (the UID precondition failed: another object of that name now) leave nothing to do. */
+const gone = (e: unknown): boolean => isNotFound(e) || kubeStatus(e) === 409;
 
 export const deleteClusterRecordsStep: Step = {
   name: "delete-cluster-records",
   summary: "delete the node's bootstrap token Secrets (kube-system) and CertificateSigningRequests",
   async run({ node, deps }) {
     const kube = deps.workload;
+    const tokens = new KubeBootstrapTokens(kube);
     const secrets = await tokenSecretsOf(kube, node);
     const csrs = await csrsOf(kube, node);
-    for (const name of secrets) {
-      try {
-        await kube.core.deleteNamespacedSecret({ name, namespace: TOKEN_NAMESPACE });
-      } catch (e) {
-        if (!isNotFound(e)) throw e;
-      }
+    const deletedSecrets: string[] = [];
+    for (const s of secrets) {
+      if (await tokens.delete(s.tokenId, { ...(s.uid ? { uid: s.uid } : {}), node })) deletedSecrets.push(s.name);
     }
-    for (const name of csrs) {
+    const deletedCsrs: string[] = [];
+    for (const c of csrs) {
       try {
-        await kube.certificates.deleteCertificateSigningRequest({ name });
+        await kube.certificates.deleteCertificateSigningRequest({ name: c.name, ...(c.uid ? { body: { preconditions: { uid: c.uid } } } : {}) });
+        deletedCsrs.push(c.name);
       } catch (e) {
-        if (!isNotFound(e)) throw e;
+        if (!gone(e)) throw e;
       }
     }
     return {
       done: true,
-      detail: `deleted ${secrets.length} bootstrap token Secret(s) in ${TOKEN_NAMESPACE}${secrets.length ? ` (${secrets.join(", ")})` : ""} and ${csrs.length} CSR(s)${csrs.length ? ` (${csrs.join(", ")})` : ""}`,
+      detail: `deleted ${deletedSecrets.length} bootstrap token Secret(s) in ${TOKEN_NAMESPACE}${deletedSecrets.length ? ` (${deletedSecrets.join(", ")})` : ""} and ${deletedCsrs.length} CSR(s)${deletedCsrs.length ? ` (${deletedCsrs.join(", ")})` : ""}`,
     };
   },
 };

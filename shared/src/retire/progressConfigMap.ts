@@ -73,10 +73,14 @@ export function configMapProgress(kube: Kube, namespace: string): RetirementProg
       }
     },
     async remove(node) {
+      // Only fleetd's record of this node (label and recorded node checked by parse), with its UID as read.
       try {
-        await kube.core.deleteNamespacedConfigMap({ name: progressConfigMapName(node), namespace });
+        const cm = await kube.core.readNamespacedConfigMap({ name: progressConfigMapName(node), namespace });
+        parse(cm, node);
+        const uid = cm.metadata?.uid;
+        await kube.core.deleteNamespacedConfigMap({ name: progressConfigMapName(node), namespace, ...(uid ? { body: { preconditions: { uid } } } : {}) });
       } catch (e) {
-        if (!isNotFound(e)) throw e;
+        if (!isNotFound(e) && !isConflict(e)) throw e;
       }
     },
     async list() {

@@ -4,13 +4,37 @@
  * every proven MAC, the boot one first. Admission never fails the confirm: the LDevID is issued by then, so a
  * refusal or an API error is journalled (danger, with the reason) and the operator can request provision in
  * NetBox instead. Every outcome is journalled.
+ *
+ * The node record comes from NetBox, whose `bmc` and `install_disk` fields any device editor can write through
+ * the API. They are used only when `fields` (the change log: netbox/platformFields.ts) attributes the values to
+ * the inventory apply account; otherwise admission is refused (`bmc_unattributed`, `install_disk_unattributed`)
+ * and journalled, before any object is written. The credentials reference must also be the node's own Secret
+ * (credentials.ts), whoever wrote it.
  */
 import type { Admission, Journal, NodeRecord } from "../protocol/server/deps.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
 import { intakeAgentMac } from "./intakeAgent.js";
 import { canonicalMac } from "./mac.js";
-import type { TinkNode } from "./node.js";
+import type { BmcInfo, TinkNode } from "./node.js";
+import { NetBoxError } from "../netbox/client.js";
+import { mdCode } from "../text/untrusted.js";
+
+/** The NetBox fields admission would hand to the platform. */
+export interface PlatformFields {
+  bmc?: BmcInfo;
+  installDisk?: string;
+}
+
+export interface PlatformFieldRefusal {
+  code: "bmc_unattributed" | "install_disk_unattributed";
+  reason: string;
+}
+
+/** Who wrote the platform fields: a refusal per field the apply account did not write (empty: all attributed). */
+export interface PlatformFieldCheck {
+  check(node: string, fields: PlatformFields): Promise<PlatformFieldRefusal[]>;
+}
 
 export interface AdmissionLog {
   info(o: object, msg: string): void;
@@ -21,6 +45,7 @@ export class TinkerbellAdmission implements Admission {
   constructor(
     private readonly fx: TinkerbellEffects,
     private readonly journal: Journal,
+    private readonly fields: PlatformFieldCheck,
     private readonly log?: AdmissionLog,
     private readonly now: () => Date = () => new Date(),
   ) {}
@@ -32,6 +57,9 @@ export class TinkerbellAdmission implements Admission {
       if (!boot) {
         throw new TinkerbellError("no_proven_mac", `cannot tell which of the ${macs.length} proven MACs (${macs.join(", ")}) boots: no intake Workflow names one`);
       }
+      const refused = await this.fields.check(node.name, { ...(node.bmc ? { bmc: node.bmc } : {}), ...(node.installDisk !== undefined ? { installDisk: node.installDisk } : {}) });
+      const first = refused[0];
+      if (first) throw new TinkerbellError(first.code, refused.map((r) => `${r.reason} [${r.code}]`).join("; "));
       const tn: TinkNode = {
         name: node.name,
         macs: [boot, ...macs.filter((m) => m !== boot)],
@@ -45,9 +73,12 @@ export class TinkerbellAdmission implements Admission {
       this.log?.info({ node: node.name, workflow: s.name, bootMac: boot }, "admitted: Hardware and provision Workflow");
       await this.journal.record(node.name, { kind: "success", summary: `admission: Hardware ${node.name} (boot MAC ${boot}) and provision Workflow ${s.name} ${s.created ? "created" : "exist"}${deleted}` });
     } catch (e) {
-      const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `Kubernetes API: ${(e as Error).message.split("\n")[0]}`;
-      this.log?.warn({ node: node.name, reason }, "admission failed");
-      await this.journal.record(node.name, { kind: "danger", summary: `admission failed: ${reason}; set desired_action to provision in NetBox to retry` });
+      const api = e instanceof NetBoxError ? "NetBox" : "Kubernetes API";
+      const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `${api}: ${(e as Error).message.split("\n")[0]}`;
+      const check = e instanceof TinkerbellError ? e.code : e instanceof NetBoxError ? "netbox_api" : "kubernetes_api";
+      this.log?.warn({ node: node.name, check, reason }, "admission failed");
+      // The reason names NetBox users, values and API messages: untrusted text, as a code span.
+      await this.journal.record(node.name, { kind: "danger", summary: `admission failed (${check}): ${mdCode(reason, 800)}; set desired_action to provision in NetBox to retry` });
     }
   }
 }

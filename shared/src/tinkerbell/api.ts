@@ -113,3 +113,12 @@ export const JobObject = AnyObject.extend({
   status: z.object({ conditions: z.array(Condition).optional(), startTime: z.string().optional(), completionTime: z.string().optional() }).passthrough().optional(),
 });
 export type JobObject = z.infer<typeof JobObject>;
+
+/** Hardware as read back: only the interfaces' MACs are judged (any owner's Hardware is read to keep MACs unique). */
+export const HardwareRead = AnyObject.extend({
+  spec: z
+    .object({ interfaces: z.array(z.object({ dhcp: z.object({ mac: z.string().optional() }).passthrough().optional() }).passthrough()).optional() })
+    .passthrough()
+    .default({}),
+});
+export type HardwareRead = z.infer<typeof HardwareRead>;

@@ -1,10 +1,7 @@
 import { strict as assert } from "node:assert";
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { test } from "node:test";
 import fc from "fast-check";
-import { resolveCredentials } from "./credentials.js";
+import { ownCredentialsRef, resolveCredentials } from "./credentials.js";
 import { TinkerbellError } from "./errors.js";
 import { buildHardware } from "./hardware.js";
 import { jobStateOf } from "./job.js";
@@ -113,31 +110,14 @@ test("Machines per BMC type and Job states from conditions", () => {
   assert.deepEqual(job([{ type: "Completed", status: "True" }, { type: "Failed", status: "True", message: "m" }]), { state: "failed", message: "m" });
 });
 
-test("credentials references: env:, file: (directory or JSON), secret:, vault: refused; errors never carry the secret", () => {
-  assert.deepEqual(resolveCredentials("env:BMC", { BMC_USERNAME: "u", BMC_PASSWORD: "p@ss" }), { kind: "inline", username: "u", password: "p@ss" });
-  assert.equal(code(() => resolveCredentials("env:BMC", { BMC_USERNAME: "u" })), "credentials_unavailable");
-  assert.deepEqual(resolveCredentials("secret:fleetd/amt-edge-1"), { kind: "secret", namespace: "fleetd", name: "amt-edge-1" });
-  for (const bad of ["secret:fleetd", "secret:a/b/c", "secret:UP/x", "env:1X", "file:relative", "ldap:x", "nothing"]) assert.equal(code(() => resolveCredentials(bad, {})), "invalid_input", bad);
-  assert.equal(code(() => resolveCredentials("vault:kv/bmc/a")), "credentials_unsupported");
-  const dir = mkdtempSync(join(tmpdir(), "fleetd-creds-"));
-  try {
-    mkdirSync(join(dir, "d"));
-    writeFileSync(join(dir, "d/username"), "root\n");
-    writeFileSync(join(dir, "d/password"), "hunter2\n");
-    assert.deepEqual(resolveCredentials(`file:${join(dir, "d")}`), { kind: "inline", username: "root", password: "hunter2" });
-    writeFileSync(join(dir, "c.yaml"), "username: a\npassword: b\n");
-    assert.deepEqual(resolveCredentials(`file:${join(dir, "c.yaml")}`), { kind: "inline", username: "a", password: "b" });
-    writeFileSync(join(dir, "bad.json"), JSON.stringify({ username: "a", password: "hunter2", extra: 1 }));
-    try {
-      resolveCredentials(`file:${join(dir, "bad.json")}`);
-      assert.fail("accepted");
-    } catch (e) {
-      assert.ok(e instanceof TinkerbellError && e.code === "credentials_unavailable" && !e.message.includes("hunter2"));
-    }
-    writeFileSync(join(dir, "d/password"), "two\nlines\n");
-    assert.equal(code(() => resolveCredentials(`file:${join(dir, "d")}`)), "credentials_unavailable");
-    assert.equal(code(() => resolveCredentials(`file:${join(dir, "missing")}`)), "credentials_unavailable");
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+test("credentials references: only the node's own Secret in the Tinkerbell namespace; env:, file:, vault: refused", () => {
+  assert.deepEqual(resolveCredentials("secret:tinkerbell/fleetd-bmc-node-a", "node-a", "tinkerbell"), { namespace: "tinkerbell", name: "fleetd-bmc-node-a" });
+  assert.equal(ownCredentialsRef("node-a", "tinkerbell"), "secret:tinkerbell/fleetd-bmc-node-a");
+  // Another node's Secret, another namespace, a prefix or suffix trick, path tricks: refused.
+  for (const bad of [
+    "secret:tinkerbell/fleetd-bmc-node-b", "secret:other/fleetd-bmc-node-a", "secret:kube-system/fleetd-bmc-node-a", "secret:tinkerbell/fleetd-bmc-node-a-x",
+    "secret:tinkerbell/fleetd-bmc-node", "secret:tinkerbell/fleetd-bmc-node-a/x", "secret:tinkerbell/../fleetd-bmc-node-a", "secret:TINKERBELL/fleetd-bmc-node-a", "secret:tinkerbell/bmc-shared",
+  ]) assert.equal(code(() => resolveCredentials(bad, "node-a", "tinkerbell")), "credentials_not_own", bad);
+  for (const bad of ["env:BMC_A", "env:FLEETD_BMC_NODE_A", "file:/etc/fleetd/bmc/node-a", "file:relative", "vault:kv/bmc/node-a"]) assert.equal(code(() => resolveCredentials(bad, "node-a", "tinkerbell")), "credentials_unsupported", bad);
+  for (const bad of ["ldap:x", "nothing", ":x"]) assert.equal(code(() => resolveCredentials(bad, "node-a", "tinkerbell")), "invalid_input", bad);
 });

@@ -22,8 +22,6 @@ export interface TinkerbellEffectsOptions {
   namespace: string;
   site: TinkerbellSiteConfig;
   serverCaPem?: string;
-  /** env: credential references are looked up here (default process.env). */
-  env?: NodeJS.ProcessEnv;
 }
 
 export class TinkerbellEffects {
@@ -55,7 +53,6 @@ export class TinkerbellEffects {
       amtScheme: amt.scheme,
       ...(redfish.port !== undefined ? { redfishPort: redfish.port } : {}),
       ...(redfish.systemName !== undefined ? { redfishSystemName: redfish.systemName } : {}),
-      ...(this.o.env ? { env: this.o.env } : {}),
     };
   }
 
@@ -69,7 +66,7 @@ export class TinkerbellEffects {
   /** Everything a Workflow needs, then the Workflow (see startWorkflow.ts for the one-per-machine rules). */
   async start(node: TinkNode, req: WorkflowRequest): Promise<StartedWorkflow & { machine?: string }> {
     if (!this.templatesChecked) await this.syncTemplates();
-    const machine = node.bmc ? (await ensureBmcMachine(this.o.kube, this.objects, node, this.bmcOptions)).machine : undefined;
+    const machine = node.bmc ? (await ensureBmcMachine(this.objects, node, this.bmcOptions)).machine : undefined;
     const started = await startWorkflow(this.objects, node, req);
     return { ...started, ...(machine ? { machine } : {}) };
   }
@@ -80,7 +77,7 @@ export class TinkerbellEffects {
   }
 
   async ensureBmcMachine(node: TinkNode): ReturnType<typeof ensureBmcMachine> {
-    return ensureBmcMachine(this.o.kube, this.objects, node, this.bmcOptions);
+    return ensureBmcMachine(this.objects, node, this.bmcOptions);
   }
 
   workflowState(name: string): Promise<WorkflowState | undefined> {

@@ -8,7 +8,10 @@ export type TinkerbellErrorCode =
   | "not_ours"
   | "workflow_in_progress"
   | "credentials_unsupported"
-  | "credentials_unavailable"
+  | "credentials_not_own"
+  | "bmc_unattributed"
+  | "install_disk_unattributed"
+  | "mac_in_use"
   | "no_bmc"
   | "bad_response";
 

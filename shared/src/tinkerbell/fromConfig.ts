@@ -9,7 +9,7 @@ import { TinkerbellEffects } from "./effects.js";
 
 export type EffectsFromConfig = { effects: TinkerbellEffects; reason?: undefined } | { effects?: undefined; reason: string };
 
-export function tinkerbellEffectsFromConfig(site: NetBoxSiteConfig, opts: { kube?: Kube; env?: NodeJS.ProcessEnv } = {}): EffectsFromConfig {
+export function tinkerbellEffectsFromConfig(site: NetBoxSiteConfig, opts: { kube?: Kube } = {}): EffectsFromConfig {
   const m = site.kubernetes?.management;
   if (!m) return { reason: "no kubernetes.management section in the site configuration" };
   if (!m.tinkerbell) return { reason: "no kubernetes.management.tinkerbell section (images, server URL and CA) in the site configuration" };
@@ -23,5 +23,5 @@ export function tinkerbellEffectsFromConfig(site: NetBoxSiteConfig, opts: { kube
     if (!ca.includes("-----BEGIN CERTIFICATE-----")) throw new ConfigError(`kubernetes.management.tinkerbell.server.caFile: ${m.tinkerbell.server.caFile} holds no PEM certificate`);
   }
   const kube = opts.kube ?? loadKube(m.kubeconfig);
-  return { effects: new TinkerbellEffects({ kube, namespace: m.namespace, site: m.tinkerbell, ...(ca ? { serverCaPem: ca } : {}), ...(opts.env ? { env: opts.env } : {}) }) };
+  return { effects: new TinkerbellEffects({ kube, namespace: m.namespace, site: m.tinkerbell, ...(ca ? { serverCaPem: ca } : {}) }) };
 }

@@ -26,7 +26,7 @@ import { AttestationRefused, call } from "@fleetd/shared/protocol/client/attest"
 import type { Claims } from "@fleetd/shared/protocol/messages";
 import { LABEL_MODE, ownedLabels, WORKFLOW } from "@fleetd/shared/tinkerbell/api";
 import { Objects } from "@fleetd/shared/tinkerbell/objects";
-import { challenge, confirmBody, ekFromTemplate, evidence, runHonest, sendConfirm, sendEvidence, unwrap, withMachine, type Machine } from "./machine.js";
+import { challenge, confirmBody, ekFromTemplate, evidence, refusal, runHonest, sendConfirm, sendEvidence, unwrap, withMachine, type Machine } from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
@@ -51,15 +51,7 @@ after(async () => {
 const machine = (name = NODE): WorldMachine => w.machines[name] as WorldMachine;
 const run = <T>(fn: (m: Machine) => Promise<T>, name = NODE, server = w.transport): Promise<T> => withMachine(machine(name), server, fn);
 const journal = async (id: number) => (await readJournal(w.admin, id)).map((j) => j.comments);
-async function refused(p: Promise<unknown>): Promise<AttestationRefused> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof AttestationRefused) return e;
-    throw e;
-  }
-  assert.fail("accepted, but it must be refused");
-}
+const refused = refusal;
 
 test("wipe mode: the TPM evidence passes and nothing is released — no LDevID, no LAK, no CA signature", async () => {
   const id = await w.deviceId(NODE);

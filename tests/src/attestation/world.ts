@@ -275,7 +275,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       serial: `${String(w1["serial"])}-${n}`,
       switch: { ...(w1["switch"] as object), port: `ethernet1/1/${n}` },
       address: { cidr: `10.20.0.${n}/24`, gateway: "10.20.0.1" },
-      bmc: { type: "redfish", address: `10.20.1.${n}`, credentials: `vault:kv/fleetd/bmc/${name}` },
+      bmc: { type: "redfish", address: `10.20.1.${n}`, credentials: `secret:tinkerbell/fleetd-bmc-${name}` },
     };
   });
   const specOf = (name: string): MachineSpec => (name === NODE ? {} : (opts.machines?.[name] ?? {}));

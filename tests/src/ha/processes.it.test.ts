@@ -20,6 +20,8 @@ import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { ManagedProcess } from "../harness/managedProcess.js";
 import { freePort, waitFor } from "../harness/ports.js";
+import { idleConnections } from "../harness/idleConnections.js";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
 import { GROUP, repoRoot } from "../netbox/fixture.js";
 import { runHonest } from "../attestation/machine.js";
 import { startWorld, type World } from "../attestation/world.js";
@@ -141,4 +143,12 @@ test("the leader killed with SIGKILL: the other takes the Lease, opens the token
   const cfg = await fetch(`${survivor.url}/talos/config?uuid=${w.claims().uuid}&code=${r.installCode}`);
   assert.equal(cfg.status, 200);
   procs = procs.filter((p) => p !== leader);
+});
+
+test("the attestation listener closes idle connections beyond the per-source cap at once (not Node's unlimited default)", async () => {
+  const cap = DEFAULT_LISTENER_LIMITS.maxConnectionsPerSource;
+  const live = procs[0]!; // the survivor (the killed leader was dropped from procs)
+  // This process may hold a kept-alive connection of its own to the server (fetch's pool): at most `cap` stay open.
+  const r = await idleConnections(live.url, cap + 8);
+  assert.ok(r.open <= cap && r.open >= cap - 2 && r.closed >= 8, JSON.stringify(r));
 });

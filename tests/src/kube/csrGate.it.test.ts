@@ -27,7 +27,7 @@ import { sleep } from "../harness/process.js";
 import { pollValue } from "../harness/ports.js";
 
 const CLI = fileURLToPath(new URL("../../../shared/dist/cli/main.js", import.meta.url));
-const POLICY_MESSAGE = /fleetd: kubelet bootstrap CSRs are approved only by the fleetd CSR gate \(system:serviceaccount:fleetd:talos-config-server\)/;
+const POLICY_MESSAGE = /fleetd: kubelet client CSRs not requested by the node itself are approved only by the fleetd CSR gate \(system:serviceaccount:fleetd:talos-config-server\)/;
 
 class MemoryJournal implements Journal {
   readonly entries: { node: string | undefined; entry: JournalEntry }[] = [];
@@ -295,6 +295,50 @@ test("another node's name, extra usages, SANs, a wrong O, a foreign token: each 
   for (const c of cases) assert.ok(!again.denied.includes(c.name) && !again.approved.includes(c.name));
 });
 
+test("creation order, not the name: a leaked token's CSR named to sort first, created after the kubelet's, is denied; the kubelet's is approved", async () => {
+  const t = await fleetdToken("worker-17");
+  const kubelet = await submit(t.bearer, "node-csr-zz-worker-17", makeCsr("/O=system:nodes/CN=system:node:worker-17").pem);
+  await sleep(1100); // a later creationTimestamp (one-second resolution)
+  const squatter = await submit(t.bearer, "aaa-squatter-worker-17", makeCsr("/O=system:nodes/CN=system:node:worker-17").pem);
+  assert.ok(new Date(squatter.metadata!.creationTimestamp!).getTime() > new Date(kubelet.metadata!.creationTimestamp!).getTime());
+  const r = await gate.sync();
+  assert.ok(r.approved.includes("node-csr-zz-worker-17"), JSON.stringify(r));
+  assert.ok(r.denied.includes("aaa-squatter-worker-17"), JSON.stringify(r));
+  assert.match(cond(await read("aaa-squatter-worker-17"), "Denied")?.message ?? "", /csr\.token\.unknown/, "the token was spent by the kubelet's CSR");
+});
+
+test("two CSRs of one token created in the same second: neither is approved (contested), the token is not spent", async () => {
+  const t = await fleetdToken("worker-18");
+  let pair: k8s.V1CertificateSigningRequest[] = [];
+  for (let attempt = 0; attempt < 5; attempt++) {
+    while (Date.now() % 1000 > 300) await sleep(20); // early in a second, so both land in it
+    pair = await Promise.all(["a", "b"].map((x) => submit(t.bearer, `same-second-${attempt}-${x}`, makeCsr("/O=system:nodes/CN=system:node:worker-18").pem)));
+    if (String(pair[0]!.metadata!.creationTimestamp) === String(pair[1]!.metadata!.creationTimestamp)) break;
+    await gate.sync(); // straddled a second: the earlier is approved — start over with a new token
+    pair = [];
+    Object.assign(t, await fleetdToken("worker-18"));
+  }
+  assert.equal(pair.length, 2, "two CSRs in one second");
+  const r = await gate.sync();
+  for (const c of pair) {
+    assert.ok(r.denied.includes(c.metadata!.name!), JSON.stringify(r));
+    assert.match(cond(await read(c.metadata!.name!), "Denied")?.message ?? "", /csr\.token\.contested/);
+  }
+  assert.equal(await store.nodeForBootstrapToken(t.id), "worker-18", "the token is not spent");
+});
+
+test("a token holder flooding the gate with bad CSRs: each is denied, only the first five are journalled, the fifth says so", async () => {
+  const t = await fleetdToken("worker-20");
+  const names = Array.from({ length: 8 }, (_, i) => `flood-${i}`);
+  for (const n of names) await submit(t.bearer, n, makeCsr("/O=system:nodes/CN=system:node:worker-21").pem);
+  const r = await gate.sync();
+  for (const n of names) assert.ok(r.denied.includes(n), n);
+  const entries = journal.entries.filter((e) => /kubelet bootstrap CSR flood-\d /.test(e.entry.summary));
+  assert.equal(entries.length, 5, entries.map((e) => e.entry.summary).join("\n"));
+  assert.match(entries[4]!.entry.summary, new RegExp(`further denials for bootstrap token ${t.id} are not journalled for 60 min`));
+  for (const n of names) assert.equal(cond(await read(n), "Denied")?.reason, DENIED_REASON, `${n} is denied on the CSR even when not journalled`);
+});
+
 test("a renewal by system:node:x and a CSR for another signer are left alone (kcm approves the renewal)", async () => {
   const certPem = readFileSync(join(work, "worker-1.crt"), "utf8");
   const keyPem = readFileSync(readFileSync(join(work, "worker-1.key.path"), "utf8"), "utf8");
@@ -305,7 +349,7 @@ test("a renewal by system:node:x and a CSR for another signer are left alone (kc
   assert.ok(other.spec.username);
   const r = await gate.sync();
   for (const n of ["renewal", "other-signer"]) assert.ok(!r.approved.includes(n) && !r.denied.includes(n), n);
-  // kube-controller-manager's approver handles the renewal (the policy does not cover system:node:* requesters)
+  // kube-controller-manager's approver handles the renewal (the policy lets a node's own request pass)
   const approved = await poll("kcm to approve the renewal", async () => cond(await read("renewal"), "Approved"));
   assert.equal(approved.reason, "AutoApproved");
   const o = await read("other-signer");
@@ -355,6 +399,34 @@ test("an approval by anyone but fleetd's service account is refused by the admis
   const r = await gate.sync();
   assert.ok(r.approved.includes("victim"), JSON.stringify(r));
   assert.equal(cond(await read("victim"), "Approved")?.reason, APPROVED_REASON);
+});
+
+test("a kubelet client CSR from a requester that is neither a bootstrap token nor the node itself is never approved: kcm's approver and admins are refused", async () => {
+  // An identity allowed to create nodeclient CSRs (a controller's service account, say): kcm's approver would
+  // approve its system:node:<any> CSR under `nodeclient`.
+  await admin.core.createNamespace({ body: { metadata: { name: "svc" } } });
+  await admin.core.createNamespacedServiceAccount({ namespace: "svc", body: { metadata: { name: "requester" } } });
+  await admin.rbac.createClusterRoleBinding({
+    body: { metadata: { name: "svc-requester-nodeclient" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient" }, subjects: [{ kind: "ServiceAccount", namespace: "svc", name: "requester" }] },
+  });
+  await admin.rbac.createClusterRoleBinding({
+    body: { metadata: { name: "svc-requester-bootstrapper" }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "system:node-bootstrapper" }, subjects: [{ kind: "ServiceAccount", namespace: "svc", name: "requester" }] },
+  });
+  const requester = await asServiceAccount("svc", "requester");
+  const csr = await submit(requester, "svc-for-worker-19", makeCsr("/O=system:nodes/CN=system:node:worker-19").pem);
+  assert.equal(csr.spec.username, "system:serviceaccount:svc:requester");
+  // kcm's approver tries (its sync loop runs every few seconds) and is refused; the CSR stays unapproved.
+  await poll("kcm's approver to be refused for svc-for-worker-19", async () => (new RegExp(`${POLICY_MESSAGE.source}; system:serviceaccount:kube-system:certificate-controller may not approve svc-for-worker-19`).test(cp.logs()) ? true : undefined), 60_000);
+  assert.equal(cond(await read("svc-for-worker-19"), "Approved"), undefined, "kcm did not approve it");
+  // ... and the cluster admin is refused too.
+  await assert.rejects(
+    admin.certificates.replaceCertificateSigningRequestApproval({ name: "svc-for-worker-19", body: approvalBody(await read("svc-for-worker-19"), "Admin") }),
+    (e: unknown) => kubeStatus(e) === 403 && POLICY_MESSAGE.test(String((e as { body?: unknown }).body ?? (e as Error).message)),
+  );
+  // The gate does not approve it either: its requester holds no fleetd token.
+  const r = await gate.sync();
+  assert.ok(!r.approved.includes("svc-for-worker-19"), JSON.stringify(r));
+  assert.equal(cond(await read("svc-for-worker-19"), "Approved"), undefined);
 });
 
 test("kube-controller-manager's approver approved no bootstrap CSR (every approval of one is fleetd's), though it tried", async () => {

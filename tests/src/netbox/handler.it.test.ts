@@ -15,6 +15,8 @@ import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { signHookBody } from "@fleetd/shared/netbox/webhook";
 import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
+import { idleConnections } from "../harness/idleConnections.js";
 import { changeCount, fleetd, startFleet, type Fleet } from "./fixture.js";
 import { device, handlerRig, requestAction, type HandlerRig } from "./handlerFixture.js";
 import { startNetBoxProxy } from "./netboxProxy.js";
@@ -424,4 +426,14 @@ test("with the handler stopped, a desired_action set meanwhile is picked up by t
   // Nothing left: a second reconcile queues nothing.
   assert.deepEqual(await h.reconcile(), []);
   void createNetBox;
+});
+
+test("the webhook listener closes idle connections beyond the per-source cap at once (not Node's unlimited default)", async () => {
+  const cap = DEFAULT_LISTENER_LIMITS.maxConnectionsPerSource;
+  const r = await idleConnections(h!.url, cap + 8);
+  // this process may hold a kept-alive connection of its own to the handler (fetch's pool): at most `cap` stay open
+  assert.ok(r.open <= cap && r.open >= cap - 2 && r.closed >= 8, JSON.stringify(r));
+  // and serves again once the server has seen those connections close
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal((await fetch(`${h!.url}/healthz`)).status < 500, true);
 });

@@ -186,7 +186,7 @@ test("malformed nodes files: a clear error with the line, nothing changed in Net
     ["duplicate EK binding", good.replace("c3e8a1f05b9d2e7c4a6f8b1d3e5c7a9f0b2d4e6c8a1f3b5d7e9c0a2f4b6d8e1c", "5d1b3e0c8f7a4b2d9e6c1a0f3b8d7e2c4a9f6b1d0e3c8a7f2b5d4e9c1a6f3b08"), /EK binding 5d1b.* is also used by nodes\.worker-1/],
     ["uppercase EK binding", good.replace("5d1b3e0c", "5D1B3E0C"), /bad\.yaml:\d+: nodes\.worker-1\.ek\.0\.sha256: must be 64 lowercase hex/],
     ["gateway outside subnet", good.replace("gateway: 10.20.0.1 }\n    installDisk: /dev/sda", "gateway: 10.30.0.1 }\n    installDisk: /dev/sda"), /nodes\.edge-1\.address\.gateway: 10\.30\.0\.1 is not in 10\.20\.0\.31\/24/],
-    ["credentials inline", good.replace('credentials: "secret:fleetd/amt-edge-1"', "credentials: hunter2"), /never the credentials themselves/],
+    ["credentials inline", good.replace('credentials: "secret:tinkerbell/fleetd-bmc-edge-1"', "credentials: hunter2"), /never the credentials themselves/],
     ["unknown field", good.replace("    role: worker\n    switch: { device: tor-a1, port: ethernet1/1/3 }", "    role: worker\n    colour: blue\n    switch: { device: tor-a1, port: ethernet1/1/3 }"), /bad\.yaml:\d+: nodes\.edge-1: Unrecognized key: "colour"/],
     ["bad node name", good.replace("  edge-1:", "  Edge_1:"), /Edge_1 is not a valid name/],
     ["TPM 2.0 without binding", good.replace(/    ek:\n      - \{ alg: ecc[^\n]*\n/, ""), /nodes\.edge-1\.ek: a TPM 2\.0 node needs at least one approved EK binding/],

@@ -16,8 +16,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
+import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
 import { patchDevice } from "@fleetd/shared/netbox/device";
 import { netboxJournal } from "@fleetd/shared/netbox/journal";
+import { deleteClusterRecordsStep } from "@fleetd/shared/retire/deleteClusterRecords";
 import { configMapProgress, netboxRetirementInventory, progressConfigMapName, retireNode, runRetirementPass,
   STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/shared/retire/index";
 import { openssl } from "../harness/openssl.js";
@@ -49,9 +51,15 @@ function depsFor(owner: string, options: RetirementDeps["options"] = {}, workflo
   };
 }
 
-async function tokenSecret(id: string, node: string | undefined, description = "fleetd test token"): Promise<void> {
+/** A bootstrap token Secret as the attestation server creates it for `node` (kube/bootstrapToken.ts). */
+async function tokenSecret(id: string, node: string): Promise<void> {
+  await new KubeBootstrapTokens(w.kube).create(node, { id, secret: "0123456789abcdef" }, new Date(Date.now() + 3_600_000));
+}
+
+/** A bootstrap token Secret that is not fleetd's (no managed-by label), with whatever labels and description. */
+async function foreignTokenSecret(id: string, labels: Record<string, string>, description: string): Promise<void> {
   await w.kube.core.createNamespacedSecret({ namespace: "kube-system", body: {
-    metadata: { name: `bootstrap-token-${id}`, namespace: "kube-system", labels: node ? { "fleetd.io/node": node } : {} },
+    metadata: { name: `bootstrap-token-${id}`, namespace: "kube-system", labels },
     type: "bootstrap.kubernetes.io/token",
     stringData: { "token-id": id, "token-secret": "0123456789abcdef", "usage-bootstrap-authentication": "true", description },
   } });
@@ -88,8 +96,10 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
     spec: { nodeName: node, containers: [{ name: "c", image: "registry.invalid/static:1" }] },
   } });
   await tokenSecret("w1aaaa", node);
-  await tokenSecret("w1bbbb", undefined, "fleetd bootstrap token for node worker-1");
+  await tokenSecret("w1bbbb", node);
   await tokenSecret("otherz", "spare-1");
+  // Not fleetd's, though it names the node in its label and description: left alone.
+  await foreignTokenSecret("w1ccc0", { "fleetd.io/node": node }, "fleetd bootstrap token for node worker-1");
   await csr("csr-worker-1", "system:node:worker-1");
   await csr("csr-spare-1", "system:node:spare-1");
   const dev = await netboxDevice(w, node);
@@ -124,6 +134,7 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   const secrets = await secretNames();
   assert.ok(!secrets.includes("bootstrap-token-w1aaaa") && !secrets.includes("bootstrap-token-w1bbbb"), secrets.join(","));
   assert.ok(secrets.includes("bootstrap-token-otherz"));
+  assert.ok(secrets.includes("bootstrap-token-w1ccc0"), "a token Secret that is not fleetd's is never deleted");
   const csrs = await csrNames();
   assert.ok(!csrs.includes("csr-worker-1") && csrs.includes("csr-spare-1"), csrs.join(","));
   // progress ConfigMap: labelled as fleetd's; every step done exactly once
@@ -361,4 +372,28 @@ test("SIGKILL in the middle of a step (evict, held by a PDB), then a restart: th
   assert.deepEqual(report.completedNow, STEP_NAMES.slice(1));
   const journal = await journalOf(w, node);
   for (const s of STEP_NAMES) assert.equal(journal.filter((j) => j.comments.startsWith(`retirement step ${s} done:`)).length, 1, s);
+});
+
+test("delete-cluster-records for nodes named like the words of a token's description (node, token, for, fleetd, kubelet, bootstrap) deletes only that node's tokens and CSRs, each with a UID precondition", async () => {
+  const words = ["node", "token", "for", "fleetd", "kubelet", "bootstrap"];
+  const ids = ["wdnode", "wdtokn", "wdfor0", "wdflee", "wdkube", "wdboot"];
+  for (const [i, n] of words.entries()) await tokenSecret(ids[i]!, n);
+  await tokenSecret("wdwk02", "worker-2");
+  await csr("csr-word-node", "system:node:node");
+  await csr("csr-word-worker-2", "system:node:worker-2");
+  const deps = depsFor("replica-words");
+  const fleetdTokens = async () => (await new KubeBootstrapTokens(w.kube).list()).map((t) => t.tokenId).filter((id) => id.startsWith("wd")).sort();
+  for (const [i, n] of words.entries()) {
+    const r = await deleteClusterRecordsStep.run({ node: n, deps, earlier: {}, own: {} });
+    assert.equal(r.done, true);
+    assert.match(r.done ? r.detail ?? "" : "", new RegExp(`deleted 1 bootstrap token Secret\\(s\\) in kube-system \\(bootstrap-token-${ids[i]}\\)`), n);
+    assert.deepEqual(await fleetdTokens(), [...ids.slice(i + 1), "wdwk02"].sort(), `retiring ${n} deleted only its own token`);
+  }
+  const csrs = await csrNames();
+  assert.ok(!csrs.includes("csr-word-node") && csrs.includes("csr-word-worker-2"), csrs.join(","));
+  // A delete carries the selected object's UID: another object of that name now is left alone.
+  const tokens = new KubeBootstrapTokens(w.kube);
+  assert.equal(await tokens.delete("wdwk02", { uid: "00000000-0000-0000-0000-000000000000" }), false);
+  assert.equal(await tokens.delete("wdwk02", { node: "worker" }), false, "the node annotation must match exactly");
+  assert.deepEqual(await fleetdTokens(), ["wdwk02"]);
 });

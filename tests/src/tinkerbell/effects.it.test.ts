@@ -22,7 +22,7 @@ import { TinkerbellError } from "@fleetd/shared/tinkerbell/errors";
 import { checkTemplateData } from "@fleetd/shared/tinkerbell/templates";
 import { INTAKE_RULE_SET } from "@fleetd/shared/tinkerbell/ruleSet";
 import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
-import { TinkerbellAdmission } from "@fleetd/shared/tinkerbell/admission";
+import { TinkerbellAdmission, type PlatformFieldCheck } from "@fleetd/shared/tinkerbell/admission";
 import { followWorkflows } from "@fleetd/shared/tinkerbell/outcome";
 import { tinkerbellRetirementPlatform } from "@fleetd/shared/tinkerbell/retirementPlatform";
 import type { Journal, JournalEntry, NodeRecord, NodeRef } from "@fleetd/shared/protocol/server/deps";
@@ -51,7 +51,11 @@ function site(overrides: Record<string, unknown> = {}): TinkerbellSiteConfig {
   });
 }
 
-const env = { BMC_A_USERNAME: "admin", BMC_A_PASSWORD: "s3cret-pa55" };
+/** The only credentials reference accepted for a node: its own Secret in the Tinkerbell namespace (credentials.ts). */
+const own = (name: string) => `secret:${NS}/fleetd-bmc-${name}`;
+
+/** Admission's change-log check, as NetBox answers when the apply account wrote bmc and install_disk (tests/src/netbox covers the real one). */
+const attributed: PlatformFieldCheck = { check: async () => [] };
 
 function node(name: string, mac: string, bmc?: TinkNode["bmc"]): TinkNode {
   return { name, macs: [mac], address: "10.20.0.11/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}) };
@@ -102,7 +106,7 @@ before(async () => {
   process.stdout.write(`# Kubernetes ${cp.version}; Tinkerbell ${TINKERBELL_VERSION} CRDs: ${crds.join(", ")}\n`);
   admin = loadKube(cp.kubeconfig);
   for (const name of [NS, "fleetd", "other"]) await admin.core.createNamespace({ body: { metadata: { name } } });
-  effects = new TinkerbellEffects({ kube: admin, namespace: NS, site: site(), serverCaPem: cp.caPem, env });
+  effects = new TinkerbellEffects({ kube: admin, namespace: NS, site: site(), serverCaPem: cp.caPem });
 }, { timeout: 60 * 60_000 });
 
 after(async () => {
@@ -127,8 +131,8 @@ test("MACs: the CRD refuses an uppercase MAC; fleetd's builder refuses it too, a
   await custom().deleteNamespacedCustomObject({ ...tink("hardware"), name: "mac-sloppy" });
 });
 
-test("provision creates Hardware, Templates, Machine, Secret and Workflow that the real CRDs accept, in the shapes the controllers read", async () => {
-  const n = node("node-a", "0c:c4:7a:00:00:01", { type: "redfish", address: "10.30.0.11", credentials: "env:BMC_A" });
+test("provision creates Hardware, Templates, Machine and Workflow that the real CRDs accept, in the shapes the controllers read", async () => {
+  const n = node("node-a", "0c:c4:7a:00:00:01", { type: "redfish", address: "10.30.0.11", credentials: own("node-a") });
   const started = await effects.start(n, { mode: "provision", requestId: "desired_action:1:100" });
   assert.equal(started.created, true);
   assert.match(started.name, /^fleetd-node-a-provision-[0-9a-f]{10}$/);
@@ -172,10 +176,7 @@ test("provision creates Hardware, Templates, Machine, Secret and Workflow that t
     host: "10.30.0.11", port: 623, insecureTLS: true, authSecretRef: { name: "fleetd-bmc-node-a", namespace: NS },
     providerOptions: { preferredOrder: ["gofish"], redfish: { useBasicAuth: false } },
   }, "port 623 is the CRD default (Rufio never reads it)");
-  const secret = await admin.core.readNamespacedSecret({ name: "fleetd-bmc-node-a", namespace: NS });
-  assert.deepEqual(Object.keys(secret.data ?? {}).sort(), ["password", "username"]);
-  assert.equal(Buffer.from(secret.data!["username"]!, "base64").toString(), "admin");
-  assert.equal(Buffer.from(secret.data!["password"]!, "base64").toString(), "s3cret-pa55");
+  assert.equal(await apiStatus(admin.core.readNamespacedSecret({ name: "fleetd-bmc-node-a", namespace: NS })), 404, "the Secret is the operator's: fleetd references it and never writes one");
 
   const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
   assert.deepEqual(rs.spec["workflow"], { namespace: NS, addAttributes: true, disabled: false, template: { ref: "fleetd-intake", agentValue: "device_1", kvs: { fleetd_mode: "intake" } } });
@@ -259,7 +260,63 @@ test("admission supersedes the machine's intake Workflow (from fleetd's rule set
   assert.equal(await apiStatus(get(tink("hardware"), "node-e")), 404, "nothing created for the refused start");
 });
 
-test("objects not labelled as fleetd's are never changed: Hardware, Template, Machine, Secret of the same name", async () => {
+test("one MAC, one machine: a MAC in another node's (or anyone's) Hardware refuses the start; only the node's own Workflows and intakes for its boot MAC are touched", async () => {
+  // mac-a has its Hardware and a running provision Workflow.
+  const a = node("mac-a", "0c:c4:7a:00:0b:01");
+  const wfA = await effects.start(a, { mode: "provision", requestId: "mac-a:1" });
+  await setWorkflowState(wfA.name, "RUNNING", "0c:c4:7a:00:0b:01");
+  const hwA = await get(tink("hardware"), "mac-a");
+  // mac-b claims mac-a's MAC (a wrong boot MAC in the inventory): refused for every mode, wipe above all.
+  for (const mode of ["provision", "wipe"] as const) {
+    const e = await refusal(effects.start(node("mac-b", "0c:c4:7a:00:0b:01"), { mode, requestId: `mac-b:${mode}` }));
+    assert.equal(e.code, "mac_in_use", mode);
+    assert.match(e.message, /MAC 0c:c4:7a:00:0b:01 is already in Hardware tinkerbell\/mac-a/);
+  }
+  // ... also as a second MAC of its own.
+  assert.equal((await refusal(effects.start({ ...node("mac-b", "0c:c4:7a:00:0b:02"), macs: ["0c:c4:7a:00:0b:02", "0c:c4:7a:00:0b:01"] }, { mode: "provision", requestId: "mac-b:2" }))).code, "mac_in_use");
+  assert.equal(at(await get(tink("workflows"), wfA.name), "status.state"), "RUNNING", "mac-a's running provision is untouched");
+  assert.equal((await get(tink("hardware"), "mac-a")).metadata.resourceVersion, hwA.metadata.resourceVersion, "mac-a's Hardware is untouched");
+  assert.equal(await apiStatus(get(tink("hardware"), "mac-b")), 404, "no Hardware for mac-b");
+  assert.equal(await apiStatus(get(bmcApi("machines"), "mac-b")), 404);
+  // Hardware that is not fleetd's holds a MAC: refused the same way.
+  await custom().createNamespacedCustomObject({ ...tink("hardware"), body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Hardware", metadata: { name: "theirs-c" }, spec: { interfaces: [{ dhcp: { mac: "0c:c4:7a:00:0b:03" } }] } } });
+  assert.equal((await refusal(effects.start(node("mac-c", "0c:c4:7a:00:0b:03"), { mode: "provision", requestId: "mac-c" }))).code, "mac_in_use");
+
+  // A fleetd Workflow of another node that names this node's MAC (its Hardware changed since; no Hardware holds
+  // the MAC now): a wipe of mac-d does not supersede it — it refuses and leaves it.
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "fleetd-other-provision-0000000001", labels: { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/node": "other", "fleetd.io/mode": "provision" } },
+    spec: { templateRef: "fleetd-provision", hardwareRef: "other", hardwareMap: { device_1: "0c:c4:7a:00:0b:04", fleetd_workflow: "fleetd-other-provision-0000000001" } },
+  } });
+  for (const state of ["RUNNING", "SUCCESS"]) {
+    await setWorkflowState("fleetd-other-provision-0000000001", state, "0c:c4:7a:00:0b:04");
+    const e = await refusal(effects.start(node("mac-d", "0c:c4:7a:00:0b:04"), { mode: "wipe", requestId: `mac-d:${state}` }));
+    assert.equal(e.code, "mac_in_use", state);
+    assert.equal(at(await get(tink("workflows"), "fleetd-other-provision-0000000001"), "status.state"), state, "another node's Workflow is never deleted");
+  }
+  assert.equal(await apiStatus(get(tink("hardware"), "mac-d")), 404);
+  await custom().deleteNamespacedCustomObject({ ...tink("workflows"), name: "fleetd-other-provision-0000000001" }); // not left for the outcome tests below
+
+  // An intake Workflow of fleetd's rule set for a MAC of the node that is not its boot MAC: left alone, refused.
+  await effects.syncTemplates();
+  const rs = await get(tink("workflowrulesets"), INTAKE_RULE_SET);
+  await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
+    apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
+    metadata: { name: "enrollment-0c-c4-7a-00-0b-06", labels: { "tinkerbell.org/auto-enrollment": "true" },
+      ownerReferences: [{ apiVersion: "tinkerbell.org/v1alpha1", kind: "WorkflowRuleSet", name: INTAKE_RULE_SET, uid: rs.metadata.uid! }] },
+    spec: { templateRef: "fleetd-intake", hardwareMap: { device_1: "0c:c4:7a:00:0b:06", fleetd_mode: "intake" } },
+  } });
+  await setWorkflowState("enrollment-0c-c4-7a-00-0b-06", "RUNNING", "0c:c4:7a:00:0b:06");
+  const e = await refusal(effects.start({ ...node("mac-e", "0c:c4:7a:00:0b:05"), macs: ["0c:c4:7a:00:0b:05", "0c:c4:7a:00:0b:06"] }, { mode: "provision", requestId: "mac-e" }));
+  assert.equal(e.code, "mac_in_use");
+  assert.equal(at(await get(tink("workflows"), "enrollment-0c-c4-7a-00-0b-06"), "status.state"), "RUNNING", "the other interface's intake is left alone");
+  // With that MAC as the boot MAC, the intake is this node's and is superseded.
+  const ok = await effects.start({ ...node("mac-e", "0c:c4:7a:00:0b:06"), macs: ["0c:c4:7a:00:0b:06", "0c:c4:7a:00:0b:05"] }, { mode: "provision", requestId: "mac-e:2" });
+  assert.deepEqual(ok.deleted, [{ name: "enrollment-0c-c4-7a-00-0b-06", state: "RUNNING", why: "intake superseded" }]);
+});
+
+test("objects not labelled as fleetd's are never changed: Hardware, Template, Machine of the same name", async () => {
   const theirs = { apiVersion: "tinkerbell.org/v1alpha1", kind: "Hardware", metadata: { name: "node-f" },
     spec: { interfaces: [{ dhcp: { mac: "0c:c4:7a:00:00:0f" } }] } };
   await custom().createNamespacedCustomObject({ ...tink("hardware"), body: theirs });
@@ -272,19 +329,16 @@ test("objects not labelled as fleetd's are never changed: Hardware, Template, Ma
   assert.equal((await list(tink("workflows"), "fleetd.io/node=node-f")).length, 0);
 
   // A Template of fleetd's name in another namespace's copy of fleetd: counted as refused, left as it was.
-  const other = new TinkerbellEffects({ kube: admin, namespace: "other", site: site(), serverCaPem: cp.caPem, env });
+  const other = new TinkerbellEffects({ kube: admin, namespace: "other", site: site(), serverCaPem: cp.caPem });
   await custom().createNamespacedCustomObject({ ...tink("templates"), namespace: "other", body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Template", metadata: { name: "fleetd-attest" }, spec: { data: "mine" } } });
   const c = await other.syncTemplates();
   assert.deepEqual(c.templates.refused.map((r) => r.name), ["fleetd-attest"]);
   assert.equal(c.templates.created.length, 3, "intake, provision, wipe (fleetd-attest refused)");
   assert.equal(((await custom().getNamespacedCustomObject({ ...tink("templates"), namespace: "other", name: "fleetd-attest" })) as Obj).spec["data"], "mine");
 
-  // Machine and Secret.
+  // Machine.
   await custom().createNamespacedCustomObject({ ...bmcApi("machines"), namespace: "other", body: { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "node-g" }, spec: { connection: { host: "x", insecureTLS: false } } } });
-  assert.equal((await refusal(other.ensureBmcMachine(node("node-g", "0c:c4:7a:00:00:07", { type: "ipmi", address: "10.30.0.7", credentials: "secret:other/x" })))).code, "not_ours");
-  await admin.core.createNamespacedSecret({ namespace: "other", body: { metadata: { name: "fleetd-bmc-node-h" }, stringData: { username: "u", password: "p" } } });
-  assert.equal((await refusal(other.ensureBmcMachine(node("node-h", "0c:c4:7a:00:00:08", { type: "ipmi", address: "10.30.0.8", credentials: "env:BMC_A" })))).code, "not_ours");
-  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: "other", name: "fleetd-bmc-node-h" })).data!["password"]!, "base64").toString(), "p");
+  assert.equal((await refusal(other.ensureBmcMachine(node("node-g", "0c:c4:7a:00:00:07", { type: "ipmi", address: "10.30.0.7", credentials: "secret:other/fleetd-bmc-node-g" })))).code, "not_ours");
 });
 
 test("Template sync writes nothing when nothing changed, updates a changed image, refuses an unpinned one", async () => {
@@ -323,14 +377,14 @@ test("Rufio Machines for amt, ipmi and redfish are accepted by the real CRD; a w
   ];
   for (const c of cases) {
     const name = `bmc-${c.type}`;
-    const r = await effects.ensureBmcMachine(node(name, "0c:c4:7a:00:01:00", { type: c.type, address: `${c.type}.bmc.example`, credentials: "secret:vault-sync/bmc-shared" }));
-    assert.deepEqual(r.secret, { name: "bmc-shared", namespace: "vault-sync" }, "a secret: reference is used as it is");
+    const r = await effects.ensureBmcMachine(node(name, "0c:c4:7a:00:01:00", { type: c.type, address: `${c.type}.bmc.example`, credentials: own(name) }));
+    assert.deepEqual(r.secret, { name: `fleetd-bmc-${name}`, namespace: NS }, "the node's own Secret is referenced");
     const m = await get(bmcApi("machines"), name);
     assert.deepEqual(at(m, "spec.connection.providerOptions"), c.want, c.type);
-    assert.deepEqual(at(m, "spec.connection.authSecretRef"), { name: "bmc-shared", namespace: "vault-sync" });
-    assert.equal((await effects.ensureBmcMachine(node(name, "0c:c4:7a:00:01:00", { type: c.type, address: `${c.type}.bmc.example`, credentials: "secret:vault-sync/bmc-shared" }))).result, "unchanged");
+    assert.deepEqual(at(m, "spec.connection.authSecretRef"), { name: `fleetd-bmc-${name}`, namespace: NS });
+    assert.equal((await effects.ensureBmcMachine(node(name, "0c:c4:7a:00:01:00", { type: c.type, address: `${c.type}.bmc.example`, credentials: own(name) }))).result, "unchanged");
   }
-  assert.equal(await apiStatus(admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-bmc-amt" })), 404, "no Secret of fleetd's for a secret: reference");
+  assert.equal(await apiStatus(admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-bmc-amt" })), 404, "fleetd never writes the Secret a secret: reference names");
   // The CRD's provider pattern: "redfish" is not a bmclib provider name ("gofish" is).
   const bad = { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "bad-provider" },
     spec: { connection: { host: "x", insecureTLS: true, providerOptions: { preferredOrder: ["redfish"] } } } };
@@ -342,33 +396,45 @@ test("Rufio Machines for amt, ipmi and redfish are accepted by the real CRD; a w
   assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...bmcApi("machines"), body: amtHttps })), 422, "AMT hostScheme is http|https");
 });
 
-test("BMC credentials: env: and file: become fleetd's Secret (updated when they change); vault: is refused with the reason", async () => {
+test("BMC credentials: only the node's own Secret in the Tinkerbell namespace; another node's or namespace's Secret, env:, file: and vault: refused, nothing written", async () => {
+  const n = node("cred-a", "0c:c4:7a:00:02:00", { type: "ipmi", address: "10.30.0.20", credentials: own("cred-a") });
+  // Another node's Secret, another namespace (even with the node's own Secret name), a lookalike name.
+  for (const ref of [own("cred-b"), "secret:kube-system/fleetd-bmc-cred-a", "secret:other/fleetd-bmc-cred-a", `secret:${NS}/bmc-shared`, `${own("cred-a")}-x`]) {
+    const e = await refusal(effects.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, credentials: ref } }));
+    assert.equal(e.code, "credentials_not_own", ref);
+    assert.match(e.message, new RegExp(`only secret:${NS}/fleetd-bmc-cred-a is accepted`));
+  }
+  // env: and file: would have fleetd read a password from its own environment or file system: refused.
   const dir = join(work, "bmc-creds");
   const { mkdirSync } = await import("node:fs");
   mkdirSync(dir);
   writeFileSync(join(dir, "username"), "root\n");
   writeFileSync(join(dir, "password"), "calvin\n");
-  const n = node("cred-f", "0c:c4:7a:00:02:00", { type: "ipmi", address: "10.30.0.20", credentials: `file:${dir}` });
-  await effects.ensureBmcMachine(n);
-  const s = await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-cred-f" });
-  assert.equal(Buffer.from(s.data!["password"]!, "base64").toString(), "calvin");
-  assert.equal(s.metadata?.labels?.["app.kubernetes.io/managed-by"], "fleetd");
-  writeFileSync(join(dir, "password"), "changed\n");
-  await effects.ensureBmcMachine(n);
-  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-cred-f" })).data!["password"]!, "base64").toString(), "changed");
-  const json = join(work, "bmc.json");
-  writeFileSync(json, JSON.stringify({ username: "u", password: "p" }));
-  await effects.ensureBmcMachine({ ...n, name: "cred-j", bmc: { ...n.bmc!, credentials: `file:${json}` } });
-  const v = await refusal(effects.ensureBmcMachine({ ...n, name: "cred-v", bmc: { ...n.bmc!, credentials: "vault:kv/bmc/cred-v" } }));
+  const envRef = "env:FLEETD_IT_CRED";
+  process.env["FLEETD_IT_CRED_USERNAME"] = "root";
+  process.env["FLEETD_IT_CRED_PASSWORD"] = "calvin";
+  try {
+    for (const ref of [envRef, `file:${dir}`]) {
+      const e = await refusal(effects.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, credentials: ref } }));
+      assert.equal(e.code, "credentials_unsupported", ref);
+      assert.doesNotMatch(e.message, /calvin/);
+    }
+  } finally {
+    delete process.env["FLEETD_IT_CRED_USERNAME"];
+    delete process.env["FLEETD_IT_CRED_PASSWORD"];
+  }
+  const v = await refusal(effects.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, credentials: "vault:kv/bmc/cred-a" } }));
   assert.equal(v.code, "credentials_unsupported");
   assert.match(v.message, /not supported by this deployment/);
-  const missing = await refusal(effects.ensureBmcMachine({ ...n, name: "cred-m", bmc: { ...n.bmc!, credentials: "env:NOPE" } }));
-  assert.equal(missing.code, "credentials_unavailable");
-  assert.doesNotMatch(missing.message + v.message, /calvin|changed|s3cret/);
+  assert.equal(await apiStatus(get(bmcApi("machines"), "cred-a")), 404, "no Machine for a refused reference");
+  assert.equal(await apiStatus(admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-cred-a" })), 404, "no Secret written");
+  // The node's own Secret: the Machine references it.
+  assert.equal((await effects.ensureBmcMachine(n)).result, "created");
+  assert.deepEqual(at(await get(bmcApi("machines"), "cred-a"), "spec.connection.authSecretRef"), { name: "fleetd-bmc-cred-a", namespace: NS });
 });
 
 test("power off: a Rufio Job the CRD accepts, one per request, its state read from the conditions", async () => {
-  const n = node("node-p", "0c:c4:7a:00:03:00", { type: "amt", address: "10.30.0.30", credentials: "env:BMC_A" });
+  const n = node("node-p", "0c:c4:7a:00:03:00", { type: "amt", address: "10.30.0.30", credentials: own("node-p") });
   const job = await effects.powerOff(n, "retire:node-p:1");
   assert.equal(await effects.powerOff(n, "retire:node-p:1"), job);
   const j = await get(bmcApi("jobs"), job);
@@ -407,10 +473,10 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
   const review = await asSa.config.makeApiClient(k8s.AuthenticationV1Api).createSelfSubjectReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" } });
   assert.equal(review.status?.userInfo?.username, `system:serviceaccount:${sa.namespace}:${sa.name}`);
 
-  const eff = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site({ images: { ...site().images, image2disk: `quay.io/tinkerbell/actions/image2disk@${D("9")}` } }), serverCaPem: cp.caPem, env });
+  const eff = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site({ images: { ...site().images, image2disk: `quay.io/tinkerbell/actions/image2disk@${D("9")}` } }), serverCaPem: cp.caPem });
   const synced = await eff.syncTemplates(); // list, get, patch (provision changed), create/delete as needed
   assert.deepEqual(synced.templates.updated, ["fleetd-provision"]);
-  const n = node("rbac-1", "0c:c4:7a:00:04:00", { type: "redfish", address: "10.30.0.40", credentials: "env:BMC_A" });
+  const n = node("rbac-1", "0c:c4:7a:00:04:00", { type: "redfish", address: "10.30.0.40", credentials: own("rbac-1") });
   const a = await eff.start(n, { mode: "provision", requestId: "rbac-1" });
   assert.equal(a.created, true);
   await setWorkflowState(a.name, "SUCCESS");
@@ -431,14 +497,14 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
   const platform = tinkerbellRetirementPlatform({ effects: eff, node: async () => n, requestId: "rbac-off" });
   assert.equal(await platform.startPowerOff("rbac-1"), job);
   assert.equal(await platform.jobState(job), "running", "the new Job, not yet run");
-  await eff.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, address: "10.30.0.41" } }); // Machine patch, Secret get
-  const rotated = new TinkerbellEffects({ kube: asSa, namespace: NS, site: site(), serverCaPem: cp.caPem, env: { ...env, BMC_A_PASSWORD: "rotated" } });
-  await rotated.ensureBmcMachine(n); // Secret update
-  assert.equal(Buffer.from((await admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-rbac-1" })).data!["password"]!, "base64").toString(), "rotated");
+  await eff.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, address: "10.30.0.41" } }); // Machine patch
   await eff.syncTemplates();
 
-  // ... and no more than that: no Secret listing, nothing outside the namespace, no Workflow status writes.
+  // ... and no more than that: no Secrets at all (fleetd never reads or writes BMC credentials), nothing outside
+  // the namespace, no Workflow status writes.
   assert.equal(await apiStatus(asSa.core.listNamespacedSecret({ namespace: NS })), 403);
+  assert.equal(await apiStatus(asSa.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-rbac-1" })), 403);
+  assert.equal(await apiStatus(asSa.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: "fleetd-bmc-rbac-2" }, stringData: { username: "u", password: "p" } } })), 403);
   assert.equal(await apiStatus(asSa.custom.listNamespacedCustomObject({ ...tink("hardware"), namespace: "other" })), 403);
   assert.equal(await apiStatus(asSa.custom.patchNamespacedCustomObjectStatus({ ...tink("workflows"), name: b.name, body: { status: { state: "SUCCESS" } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch))), 403);
 });
@@ -468,8 +534,8 @@ test("admission (talos-config-server): Hardware with the intake's boot MAC first
   } });
   await setWorkflowState("enrollment-0c-c4-7a-00-05-02", "RUNNING", "0c:c4:7a:00:05:02");
   const journal = new Entries();
-  const adm = new TinkerbellAdmission(effects, journal);
-  await adm.admit(record("adm-1", { type: "ipmi", address: "10.30.0.51", credentials: "env:BMC_A" }), { macs: ["0C:C4:7A:00:05:01", "0c:c4:7a:00:05:02"], uuid: "4c4c4544-0000-0000-0000-000000000001" });
+  const adm = new TinkerbellAdmission(effects, journal, attributed);
+  await adm.admit(record("adm-1", { type: "ipmi", address: "10.30.0.51", credentials: own("adm-1") }), { macs: ["0C:C4:7A:00:05:01", "0c:c4:7a:00:05:02"], uuid: "4c4c4544-0000-0000-0000-000000000001" });
   const hw = await get(tink("hardware"), "adm-1");
   assert.deepEqual((hw.spec["interfaces"] as { dhcp: { mac: string }; netboot: { allowPXE: boolean } }[]).map((i) => [i.dhcp.mac, i.netboot.allowPXE]), [["0c:c4:7a:00:05:02", true], ["0c:c4:7a:00:05:01", false]]);
   const wfs = await list(tink("workflows"), "fleetd.io/node=adm-1");
@@ -493,10 +559,10 @@ test("admission (talos-config-server): Hardware with the intake's boot MAC first
   await adm.admit(record("adm-4"), { macs: ["0c:c4:7a:00:08:01"], uuid: "u4" });
   assert.equal(journal.entries[3]!.entry.kind, "success");
   // An API error (a namespace that does not exist) is journalled too, not thrown.
-  const broken = new TinkerbellAdmission(new TinkerbellEffects({ kube: admin, namespace: "no-such-namespace", site: site(), serverCaPem: cp.caPem }), journal);
+  const broken = new TinkerbellAdmission(new TinkerbellEffects({ kube: admin, namespace: "no-such-namespace", site: site(), serverCaPem: cp.caPem }), journal, attributed);
   await broken.admit(record("adm-5"), { macs: ["0c:c4:7a:00:09:01"], uuid: "u5" });
   assert.equal(journal.entries[4]!.entry.kind, "danger");
-  assert.match(journal.entries[4]!.entry.summary, /admission failed: Kubernetes API/);
+  assert.match(journal.entries[4]!.entry.summary, /admission failed \(kubernetes_api\): `Kubernetes API/);
 });
 
 /** What tink-controller writes when the netboot Job fails (and the Job and Task it made, owned as it owns them). */
@@ -522,7 +588,7 @@ async function failBootJob(wf: string, message: string): Promise<void> {
 test("Workflow outcomes: a boot-Job failure starts the same Workflow again after the garbage collector removed the old Job and Task, within the budget; then every end is journalled once", async () => {
   const journal = new Entries();
   const follow = () => followWorkflows({ objects: effects.objects, journal, bootRetries: 2 });
-  const n = node("out-1", "0c:c4:7a:00:0a:01", { type: "redfish", address: "10.30.0.61", credentials: "env:BMC_A" });
+  const n = node("out-1", "0c:c4:7a:00:0a:01", { type: "redfish", address: "10.30.0.61", credentials: own("out-1") });
   const a = await effects.start(n, { mode: "provision", requestId: "out-1" });
   const first = await get(tink("workflows"), a.name);
   assert.deepEqual(await follow(), { journalled: [], restarted: [], errors: [] }, "an unfinished Workflow is left alone");

@@ -46,7 +46,11 @@ before(async () => {
   const adminCfg = f.configFile(f.nb.authorization.replace(/^Bearer /, ""));
   assert.equal(fleetd(["netbox", "setup", "--config", adminCfg]).code, 0);
   const nodesFile = join(f.dir, "tink-nodes.yaml");
-  writeFileSync(nodesFile, handlerNodesText());
+  // worker-1's BMC is referenced through vault: here (the example uses its own Secret): the refusal test below
+  const vaultRef = 'credentials: "vault:kv/fleetd/bmc/worker-1"';
+  const text = handlerNodesText().replace('credentials: "secret:tinkerbell/fleetd-bmc-worker-1"', vaultRef);
+  assert.ok(text.includes(vaultRef), "the example names worker-1's own BMC Secret");
+  writeFileSync(nodesFile, text);
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
   // What a passing attestation records: the proven MAC on the cabled interface (NetBox keeps it uppercase).
@@ -92,7 +96,7 @@ test("desired_action provision in NetBox yields Hardware, Templates, Machine and
   assert.deepEqual((hw.spec["interfaces"] as { dhcp: unknown }[])[0]!.dhcp, { mac: "0c:c4:7a:aa:00:31", hostname: "edge-1", arch: "x86_64", uefi: true, ip: { address: "10.20.0.31", netmask: "255.255.255.0", gateway: "10.20.0.1" } });
   assert.deepEqual(hw.spec["disks"], [{ device: "/dev/sda" }]);
   const m = (await kube.custom.getNamespacedCustomObject({ group: "bmc.tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "machines", name: "edge-1" })) as Obj;
-  assert.deepEqual(m.spec["connection"], { host: "10.20.1.31", port: 623, insecureTLS: true, authSecretRef: { name: "amt-edge-1", namespace: "fleetd" },
+  assert.deepEqual(m.spec["connection"], { host: "10.20.1.31", port: 623, insecureTLS: true, authSecretRef: { name: "fleetd-bmc-edge-1", namespace: NS },
     providerOptions: { preferredOrder: ["IntelAMT"], intelAMT: { port: 16992, hostScheme: "http" } } });
   assert.deepEqual((await list("templates", "app.kubernetes.io/managed-by=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-provision", "fleetd-wipe"], "intake off; no unattested wipe");
 

@@ -39,7 +39,7 @@ const nodeText = () => `
     switch: { device: tor-a1, port: ethernet1/1/5 }
     address: { cidr: 10.20.0.51/24, gateway: 10.20.0.1 }
     installDisk: /dev/nvme0n1
-    bmc: { type: redfish, address: 127.0.0.1, credentials: "env:FLEETD_IT_BMC" }
+    bmc: { type: redfish, address: 127.0.0.1, credentials: "secret:${NS}/fleetd-bmc-${NODE}" }
     tpm: "2.0"
     ek:
       - { alg: rsa, sha256: ${"e2".repeat(32)} }
@@ -83,8 +83,6 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     await handler?.stop();
     agent.close();
     await Promise.all([f.nb.stop(), env.stop(), bmc.stop()]);
-    delete process.env["FLEETD_IT_BMC_USERNAME"];
-    delete process.env["FLEETD_IT_BMC_PASSWORD"];
   };
   try {
     await env.core.createNamespace({ body: { metadata: { name: "fleetd" } } });
@@ -98,8 +96,8 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
     await inv.recordAttestation(await nodeRef(f.admin, NODE), { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
 
-    process.env["FLEETD_IT_BMC_USERNAME"] = bmc.username;
-    process.env["FLEETD_IT_BMC_PASSWORD"] = bmc.password;
+    // The node's own BMC Secret, kept by the operator (fleetd only references it; credentials.ts).
+    await env.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: `fleetd-bmc-${NODE}` }, stringData: { username: bmc.username, password: bmc.password } } });
     const caFile = join(f.dir, "platform-server-ca.pem");
     writeFileSync(caFile, env.cp.caPem);
     const cfg = toHandlerConfig(f.config(f.handler.token, {
