@@ -57,7 +57,7 @@ export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: str
   if (!entry) return { effect: "refused", code: "not_in_inventory", reason: `${intent.node} is not in the nodes file` };
   try {
     const node = tinkNodeOf(intent.node, entry, await d.bootMac(intent.deviceId));
-    const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey, ...(intent.leaveInHookOS ? { unattested: true } : {}) });
+    const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey });
     return { effect: "workflow", workflow: s.name, created: s.created, deleted: s.deleted.map((x) => `${x.name} (${x.state}, ${x.why})`) };
   } catch (e) {
     if (e instanceof TinkerbellError && e.code !== "bad_response") return { effect: "refused", code: e.code, reason: e.message };

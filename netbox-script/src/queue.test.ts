@@ -1,5 +1,5 @@
 import { strict as assert } from "node:assert";
-import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -36,4 +36,29 @@ test("jobs survive a restart; delivery ids are remembered on disk for their wind
   writeFileSync(join(dir, "pending", "junk.json"), "{");
   assert.equal(q2.pending().length, 0);
   assert.equal(readdirSync(join(dir, "failed")).length, 2);
+});
+
+test("deliveries.log stays bounded: ids past their window are dropped from the file while the handler runs", () => {
+  const dir = mkdtempSync(join(tmpdir(), "fleetd-queue-"));
+  const q = new FileQueue(dir);
+  const log = join(dir, "deliveries.log");
+  const lines = (): number => readFileSync(log, "utf8").split("\n").filter(Boolean).length;
+  for (let i = 0; i < 5000; i++) assert.equal(q.rememberDelivery(i.toString(16).padStart(64, "0"), Date.now() - 1), true);
+  assert.ok(lines() <= 1001 && q.deliveryLogLines === lines(), `expired ids compacted away: ${lines()} lines`);
+  // live ids are kept, through compactions and a restart
+  const live = "f".repeat(64);
+  assert.equal(q.rememberDelivery(live, Date.now() + 60_000), true);
+  for (let i = 0; i < 3000; i++) q.rememberDelivery((i + 10_000).toString(16).padStart(64, "0"), Date.now() - 1);
+  assert.equal(q.rememberDelivery(live, Date.now() + 60_000), false);
+  assert.equal(new FileQueue(dir).rememberDelivery(live, Date.now() + 60_000), false);
+  assert.equal(lines(), 1, "a restart keeps only the live id");
+});
+
+test("a reconcile pass reads the pending directory once: pendingDevices", () => {
+  const dir = mkdtempSync(join(tmpdir(), "fleetd-queue-"));
+  const q = new FileQueue(dir);
+  for (let d = 1; d <= 50; d++) q.enqueue({ id: `wh:${d}`, deviceId: d, source: "webhook", receivedAt: "2026-01-01T00:00:00Z", hintEvent: null });
+  const s = q.pendingDevices();
+  assert.equal(s.size, 50);
+  assert.ok(s.has(7) && !s.has(51));
 });

@@ -30,6 +30,9 @@ export class FileQueue {
   private readonly failedDir: string;
   private readonly seenLog: string;
   private readonly seen = new Map<string, number>();
+  /** Lines in deliveries.log now: it is rewritten with the live ids when expired ones outnumber them. */
+  private seenLines = 0;
+  private liveAtCompaction = 0;
   private seq = 0;
 
   constructor(readonly dir: string) {
@@ -50,8 +53,20 @@ export class FileQueue {
       const m = /^([0-9a-f]{64}) (\d+)$/.exec(line);
       if (m && Number(m[2]) > now) this.seen.set(m[1] as string, Number(m[2]));
     }
-    // compact: keep only live ids
+    this.compactSeen(now);
+  }
+
+  /** Rewrites deliveries.log (write, fsync, rename) with the ids still inside their window. */
+  private compactSeen(now: number): void {
+    for (const [k, v] of this.seen) if (v <= now) this.seen.delete(k);
     writeDurable(this.seenLog, [...this.seen].map(([id, exp]) => `${id} ${exp}\n`).join(""));
+    this.seenLines = this.seen.size;
+    this.liveAtCompaction = this.seen.size;
+  }
+
+  /** Lines in deliveries.log (for tests). */
+  get deliveryLogLines(): number {
+    return this.seenLines;
   }
 
   /** Records a delivery id until `expiresAt`; false if it was already seen (a redelivery). */
@@ -61,7 +76,8 @@ export class FileQueue {
     if (exp !== undefined && exp > now) return false;
     this.seen.set(id, expiresAt);
     appendDurable(this.seenLog, `${id} ${expiresAt}`);
-    if (this.seen.size > 100_000) for (const [k, v] of this.seen) if (v <= now) this.seen.delete(k);
+    this.seenLines++;
+    if (this.seenLines > 2 * this.liveAtCompaction + 1000) this.compactSeen(now);
     return true;
   }
 
@@ -91,8 +107,13 @@ export class FileQueue {
     return jobs.sort((a, b) => a.receivedAt.localeCompare(b.receivedAt) || a.id.localeCompare(b.id));
   }
 
+  /** The devices with a job pending, from one read of the directory (a reconcile pass asks once, not per device). */
+  pendingDevices(): Set<number> {
+    return new Set(this.pending().map((j) => j.deviceId));
+  }
+
   hasPendingFor(deviceId: number): boolean {
-    return this.pending().some((j) => j.deviceId === deviceId);
+    return this.pendingDevices().has(deviceId);
   }
 
   done(job: Job): void {

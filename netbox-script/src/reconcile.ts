@@ -22,8 +22,9 @@ export async function reconcileOnce(
   for (const d of await listDevices(nb, { status: ["decommissioning"] })) if (!settled(d.id, d.last_updated)) ids.add(d.id);
   const queued: number[] = [];
   const now = new Date();
+  const pending = queue.pendingDevices();
   for (const id of [...ids].sort((a, b) => a - b)) {
-    if (queue.hasPendingFor(id)) continue;
+    if (pending.has(id)) continue;
     queue.enqueue({ id: `rc:${id}:${now.getTime()}:${queue.nextSeq()}`, deviceId: id, source: "reconcile", receivedAt: now.toISOString(), hintEvent: null });
     queued.push(id);
   }

@@ -7,7 +7,7 @@
  * management one (wipe Workflow, Rufio power-off, progress records).
  */
 import type { Logger } from "pino";
-import type { NodesFile } from "@fleetd/shared/inventory/nodesFile";
+import { nodeEntry, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
 import type { Kube } from "@fleetd/shared/kube/client";
 import type { NetBox } from "@fleetd/shared/netbox/client";
 import { netboxJournal } from "@fleetd/shared/netbox/journal";
@@ -37,7 +37,7 @@ export function retirementFor(w: RetirementWiring): { retire: RetireFn; running(
   const runs = new Map<string, Promise<void>>();
   const retire: RetireFn = async (req) => {
     if (runs.has(req.node)) return; // one run per node; the running one picks up where it is
-    const entry = w.nodes.nodes[req.node];
+    const entry = nodeEntry(w.nodes, req.node);
     if (!entry) throw new Error(`${req.node} is not in the nodes file: it cannot be retired by fleetd`);
     const platform = tinkerbellRetirementPlatform({
       effects: w.tinkerbell,

@@ -2,18 +2,20 @@
  * The worker: takes a hint ("look at device N"), re-reads the device and acts on its current state.
  * Jobs of one device run one after another (a wipe never races a provision); different devices in parallel.
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import type { NodesFile } from "@fleetd/shared/inventory/nodesFile";
+import { nodeEntry, type NodeEntry, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
 import { NetBoxError, type NetBox } from "@fleetd/shared/netbox/client";
-import { checkEkAttribution, lastChangeOf, userGroups, type ObjectChangeRecord } from "@fleetd/shared/netbox/changelog";
-import { decide, type Decision, type Facts, type Trigger } from "@fleetd/shared/netbox/decide";
-import { desiredActionOf, patchDevice, readDeviceIfExists } from "@fleetd/shared/netbox/device";
+import { checkEkAttribution, lastChangeOf, requestChangeOf, userGroups, type ObjectChangeRecord } from "@fleetd/shared/netbox/changelog";
+import { decide, type Decision, type Facts, type Intent, type Trigger } from "@fleetd/shared/netbox/decide";
+import { desiredActionOf, patchDevice, readDeviceIfExists, type DeviceRecord } from "@fleetd/shared/netbox/device";
+import type { DesiredAction } from "@fleetd/shared/netbox/fields";
 import { writeJournal } from "@fleetd/shared/netbox/journal";
+import { canonicalJson } from "@fleetd/shared/netbox/sync";
+import { mdCode, safeLine } from "@fleetd/shared/text/untrusted";
 import type { HandlerConfig } from "./config.js";
 import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
-import { appendDurable } from "./durable.js";
+import { Handled } from "./handled.js";
 import type { IntentLog } from "./intents.js";
 import type { Metrics } from "./metrics.js";
 import type { FileQueue, Job } from "./queue.js";
@@ -38,22 +40,13 @@ export interface WorkerDeps {
   onDecision?: (e: DecisionEvent) => void;
 }
 
-class Handled {
-  private readonly keys = new Set<string>();
-  constructor(private readonly path: string) {
-    if (existsSync(path)) for (const l of readFileSync(path, "utf8").split("\n")) if (l) this.keys.add(l);
-  }
-  has(k: string): boolean {
-    return this.keys.has(k);
-  }
-  add(k: string): void {
-    if (this.keys.has(k)) return;
-    appendDurable(this.path, k);
-    this.keys.add(k);
-  }
-}
-
 const MAX_CONFLICT_RETRIES = 5;
+const DESIRED = "custom_fields.desired_action";
+const FIELD_LABEL: Record<string, string> = { name: "the device name", status: "the status", [DESIRED]: "desired_action", "custom_fields.ek_bindings": "the EK bindings" };
+/** A NetBox value for a journal entry (any user could have typed it). */
+const shown = (v: unknown): string => (v === null || v === undefined ? "(empty)" : mdCode(typeof v === "string" ? v : JSON.stringify(v), 200));
+/** The changelog message of the handler's take; resume() recognises its own take by it. */
+const takeMessage = (action: string, key: string): string => `fleetd: ${action} taken (request ${key})`;
 
 export class Worker {
   private readonly chains = new Map<number, Promise<void>>();
@@ -147,23 +140,27 @@ export class Worker {
     const got = await readDeviceIfExists(nb, job.deviceId);
     if (!got) return this.ignore(job, "device no longer exists");
     const { device, etag } = got;
+    const resumed = await this.resume(device);
+    if (resumed) return resumed;
     const desiredAction = desiredActionOf(device);
     let trigger: Trigger;
-    let requestChange: ObjectChangeRecord | undefined;
-    if (desiredAction !== null) {
-      trigger = "desired_action";
-      requestChange = await lastChangeOf(nb, device.id, "custom_fields.desired_action");
-    } else if (device.status === "decommissioning") {
-      trigger = "decommissioning";
-      requestChange = await lastChangeOf(nb, device.id, "status");
-      if (requestChange && this.handled.has(`decommission:${device.id}:${requestChange.id}`)) {
-        if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
-        return this.ignore(job, "decommissioning already handled");
-      }
-    } else {
-      return this.ignore(job, "nothing requested (desired_action empty, status not decommissioning)");
+    if (desiredAction !== null) trigger = "desired_action";
+    else if (device.status === "decommissioning") trigger = "decommissioning";
+    else return this.ignore(job, "nothing requested (desired_action empty, status not decommissioning)");
+    // The requester is the user whose change set exactly the value read; a newer change (a revert, another
+    // request) is nobody's authorization for it.
+    const path = trigger === "desired_action" ? DESIRED : "status";
+    const req = await requestChangeOf(nb, device.id, path, trigger === "desired_action" ? desiredAction : "decommissioning");
+    if ("changed" in req) {
+      const c = req.changed;
+      return this.requestChanged(device, trigger, desiredAction, `${FIELD_LABEL[path]} was set to ${shown(req.value)} by ${c.user_name} at ${c.time} (change #${c.id}) after fleetd read it`);
     }
-    const node = device.name ? this.d.nodes.nodes[device.name] : undefined;
+    const requestChange = req.change;
+    if (trigger === "decommissioning" && requestChange && this.handled.has(`decommission:${device.id}:${requestChange.id}`)) {
+      if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
+      return this.ignore(job, "decommissioning already handled");
+    }
+    const node = device.name !== null ? nodeEntry(this.d.nodes, device.name) : undefined;
     const facts: Facts = {
       trigger,
       device,
@@ -179,37 +176,126 @@ export class Worker {
     const name = device.name ?? `#${device.id}`;
     if (decision.outcome === "ignore") return this.ignore(job, decision.reason);
 
-    // The effect comes before desired_action is cleared: a transient failure throws, the job is retried, and the
-    // re-read device still asks for it (the same request names the same Workflow, so nothing doubles).
-    let effect: EffectOutcome | undefined;
-    if (decision.outcome === "dispatch") {
-      effect = this.d.effects
-        ? await applyIntent(this.d.effects, decision.intent, requestKey, node)
-        : { effect: "intent-only", why: "no platform effects configured" };
-      const rec = this.d.intents.record(requestKey, decision.intent, effect);
-      if (rec) log.info({ device: device.id, node: name, intent: decision.intent, effect }, "intent recorded");
-      if (effect.effect === "refused") log.warn({ device: device.id, node: name, code: effect.code, reason: effect.reason }, "effect refused");
-    }
-    if (decision.clearDesiredAction && desiredAction !== null) {
-      const msg = decision.outcome === "dispatch" ? `fleetd: ${desiredAction} taken` : `fleetd: ${desiredAction} refused (${decision.code})`;
-      await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, etag, msg);
-    }
-    if (trigger === "decommissioning" && requestChange) {
-      this.handled.add(`decommission:${device.id}:${requestChange.id}`);
-      if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
-    }
-    if (decision.outcome === "dispatch") {
-      if (effect?.effect === "refused") {
-        await writeJournal(nb, device.id, "danger", `${decision.journal.text}, but not started: ${effect.reason} [${effect.code}]`);
-      } else if (effect?.effect === "workflow") {
-        const replaced = effect.deleted.length ? `; deleted first: ${effect.deleted.join(", ")}` : "";
-        await writeJournal(nb, device.id, decision.journal.kind, `${decision.journal.text}; Tinkerbell Workflow ${effect.workflow} ${effect.created ? "created" : "already exists"}${replaced}`);
-      } else {
-        await writeJournal(nb, device.id, decision.journal.kind, decision.journal.text);
+    if (decision.outcome === "refuse") {
+      if (decision.clearDesiredAction && desiredAction !== null) {
+        await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, etag, `fleetd: ${desiredAction} refused (${decision.code})`);
       }
-    } else {
+      if (trigger === "decommissioning" && requestChange) this.settle(device, requestChange);
       await writeJournal(nb, device.id, "danger", `fleetd refused ${trigger === "decommissioning" ? "decommissioning" : desiredAction}: ${decision.reason} [${decision.code}]`);
-      log.warn({ device: device.id, node: name, code: decision.code, reason: decision.reason }, "refused");
+      log.warn({ device: device.id, node: safeLine(name), code: decision.code, reason: safeLine(decision.reason) }, "refused");
+      return decision;
+    }
+
+    // Dispatch. Right before the effect the device must still hold what was decided on, and the request is
+    // taken in the same conditional step (If-Match at that state): a change in between means nothing runs.
+    const moved = await this.take(device, etag, trigger, desiredAction, requestKey, decision.intent);
+    if (moved !== undefined) return this.requestChanged(device, trigger, desiredAction, moved);
+    const done = await this.runEffect(device, decision.intent, requestKey, node, decision);
+    if (trigger === "decommissioning" && requestChange) this.settle(device, requestChange);
+    return done;
+  }
+
+  /**
+   * The conditional step before an effect. The device is read again: unchanged (same ETag), or changed only in
+   * fields the decision did not read, it goes ahead; otherwise the reason is returned and nothing runs. A
+   * desired_action request is then claimed (durably, in the intent log) and taken in NetBox: desired_action
+   * cleared with If-Match at the state just read — a 412 (changed meanwhile) reads and compares again. A
+   * decommissioning (fleetd writes nothing to such a device) is confirmed by the read alone.
+   */
+  private async take(device: DeviceRecord, etag: string | null, trigger: Trigger, desiredAction: DesiredAction | null, key: string, intent: Intent): Promise<string | undefined> {
+    const { nb } = this.d;
+    for (let attempt = 0; ; attempt++) {
+      const fresh = await readDeviceIfExists(nb, device.id);
+      if (!fresh) return "the device was deleted";
+      const moved = fresh.etag !== null && fresh.etag === etag ? undefined : await this.movedInputs(device, fresh.device);
+      if (moved !== undefined) return moved;
+      if (trigger !== "desired_action" || desiredAction === null) return undefined;
+      // Without an ETag the write would not be conditional: fail closed (retried as an error).
+      if (fresh.etag === null) throw new NetBoxError("netbox_bad_response", `read device ${device.id}`, undefined, "no ETag: the request cannot be taken conditionally");
+      this.d.intents.claim(key, intent);
+      try {
+        await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, fresh.etag, takeMessage(desiredAction, key));
+        return undefined;
+      } catch (e) {
+        // Not taken: the claim goes (a 412 reads and compares again; anything else fails the job, retried).
+        this.d.intents.abandon(key);
+        if (e instanceof NetBoxError && e.code === "netbox_conflict" && attempt < MAX_CONFLICT_RETRIES) continue;
+        throw e;
+      }
+    }
+  }
+
+  /** Which of the decision's inputs differ between the device as decided on and as read now (with who changed it). */
+  private async movedInputs(was: DeviceRecord, now: DeviceRecord): Promise<string | undefined> {
+    for (const [path, a, b] of [
+      ["name", was.name, now.name],
+      ["status", was.status, now.status],
+      [DESIRED, was.cf["desired_action"] ?? null, now.cf["desired_action"] ?? null],
+      ["custom_fields.ek_bindings", was.cf["ek_bindings"] ?? null, now.cf["ek_bindings"] ?? null],
+    ] as const) {
+      if (canonicalJson(a) === canonicalJson(b)) continue;
+      const c = await lastChangeOf(this.d.nb, now.id, path);
+      const by = c ? ` by ${c.user_name} at ${c.time} (change #${c.id})` : "";
+      return `${FIELD_LABEL[path]} was changed from ${shown(a)} to ${shown(b)}${by} while fleetd was deciding`;
+    }
+    return undefined;
+  }
+
+  /** A request that changed under the decision: journalled, nothing run, desired_action left as it now is. */
+  private async requestChanged(device: DeviceRecord, trigger: Trigger, desiredAction: DesiredAction | null, why: string): Promise<Decision> {
+    const what = trigger === "decommissioning" ? "decommissioning" : desiredAction ?? "the request";
+    const d: Decision = { outcome: "refuse", code: "request_changed", reason: `${why}; nothing was started (a new request is decided on its own)`, clearDesiredAction: false };
+    // Journalled once per device state: a state that stays so (a change log that never matches) is re-queued by
+    // every reconcile pass, but not journalled again.
+    const once = device.last_updated ? `changed:${device.id}:${device.last_updated}` : undefined;
+    if (once !== undefined && this.handled.has(once)) return d;
+    await writeJournal(this.d.nb, device.id, "warning", `fleetd did not act on ${what}: ${d.reason} [request_changed]`);
+    if (once !== undefined) this.handled.add(once);
+    this.d.log.warn({ device: device.id, reason: safeLine(d.reason) }, "request changed while deciding; nothing started");
+    return d;
+  }
+
+  private settle(device: DeviceRecord, requestChange: ObjectChangeRecord): void {
+    this.handled.add(`decommission:${device.id}:${requestChange.id}`);
+    if (device.last_updated) this.handled.add(`settled:${device.id}:${device.last_updated}`);
+  }
+
+  /** A request claimed and taken by an earlier run whose effect did not finish (an error, a crash): run it now. */
+  private async resume(device: DeviceRecord): Promise<Decision | undefined> {
+    const claim = this.d.intents.unsettledFor(device.id);
+    if (!claim) return undefined;
+    const last = await lastChangeOf(this.d.nb, device.id, DESIRED);
+    const taken = last !== undefined && last.user_name === this.d.cfg.site.accounts.handler && last.message === takeMessage(claim.action, claim.key);
+    if (!taken) {
+      // Claimed but never taken (the write failed or the process stopped before it): nothing ran; the device
+      // is decided again from what it holds now.
+      this.d.intents.abandon(claim.key);
+      this.d.log.info({ device: device.id, request: claim.key }, "a claimed request was not taken; deciding again");
+      return undefined;
+    }
+    const node = nodeEntry(this.d.nodes, claim.node);
+    const text = `fleetd: ${claim.action} of ${claim.node} (taken earlier${claim.requestedBy ? `, requested by ${claim.requestedBy}` : ""}) resumed`;
+    return this.runEffect(device, claim, claim.key, node, { outcome: "dispatch", intent: claim, clearDesiredAction: false, journal: { kind: "info", text } });
+  }
+
+  private async runEffect(device: DeviceRecord, intent: Intent, requestKey: string, node: NodeEntry | undefined, decision: Extract<Decision, { outcome: "dispatch" }>): Promise<Decision> {
+    const { nb, log } = this.d;
+    const name = safeLine(intent.node);
+    // A transient failure throws: the job is retried and resume() runs the taken request again (the same
+    // request names the same Workflow, so nothing doubles).
+    const effect: EffectOutcome = this.d.effects
+      ? await applyIntent(this.d.effects, intent, requestKey, node)
+      : { effect: "intent-only", why: "no platform effects configured" };
+    const rec = this.d.intents.record(requestKey, intent, effect);
+    if (rec) log.info({ device: device.id, node: name, intent, effect }, "intent recorded");
+    if (effect.effect === "refused") {
+      log.warn({ device: device.id, node: name, code: effect.code, reason: safeLine(effect.reason) }, "effect refused");
+      await writeJournal(nb, device.id, "danger", `${decision.journal.text}, but not started: ${effect.reason} [${effect.code}]`);
+    } else if (effect.effect === "workflow") {
+      const replaced = effect.deleted.length ? `; deleted first: ${effect.deleted.join(", ")}` : "";
+      await writeJournal(nb, device.id, decision.journal.kind, `${decision.journal.text}; Tinkerbell Workflow ${effect.workflow} ${effect.created ? "created" : "already exists"}${replaced}`);
+    } else {
+      await writeJournal(nb, device.id, decision.journal.kind, decision.journal.text);
     }
     return decision;
   }

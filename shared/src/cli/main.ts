@@ -4,6 +4,7 @@
  *   pnpm -s fleetd <group> <command> [options]
  * Exit codes: 0 ok, 1 a check failed (the output says which), 2 usage or input error.
  */
+import { own } from "../text/own.js";
 import { type CliCommand, CliUsageError, printError } from "./common.js";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
@@ -44,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
   }
   for (const words of [2, 1]) {
     const key = argv.slice(0, words).join(" ");
-    const entry = COMMANDS[key];
+    const entry = own(COMMANDS, key);
     if (!entry) continue;
     const { command } = await entry.load();
     const args = argv.slice(words);

@@ -10,6 +10,8 @@ import { listAll, must, NetBoxError, type NetBox } from "../netbox/client.js";
 import { INVENTORY_FIELDS } from "../netbox/fields.js";
 import { missingCustomFields } from "../netbox/setup.js";
 import { diffFields, syncKind, type Change, type SyncKind } from "../netbox/sync.js";
+import { own } from "../text/own.js";
+import { safeLine } from "../text/untrusted.js";
 import type { NodesFile } from "./nodesFile.js";
 import { INTERFACE_TYPE, inventoryCustomFields, slugify } from "./netboxView.js";
 
@@ -115,7 +117,7 @@ async function reconcile(nb: NetBox, file: NodesFile, dryRun: boolean): Promise<
   );
   changes.push(...types.changes);
   const typeIdOf = (modelKey: string): number => {
-    const m = file.models[modelKey];
+    const m = own(file.models, modelKey);
     return m ? types.byKey.get(typeKey(slugify(m.manufacturer), m.model))?.id ?? 0 : 0;
   };
 
@@ -186,23 +188,26 @@ async function reconcile(nb: NetBox, file: NodesFile, dryRun: boolean): Promise<
     changes.push(...ifr.changes);
     const iface = ifr.byKey.get(`${name}/${n.interface}`);
 
-    // primary IPv4
+    // primary IPv4, looked up in the node's VRF: the global table (the nodes file names no VRF, and the
+    // address fleetd creates has none); the same address in another VRF is another address, left alone.
     const ip = n.address.cidr.split("/")[0] as string;
-    const ips = (await listAll(api.GET("/api/ipam/ip-addresses/", { params: { query: { ...q, address: [ip] } } }), "list IP addresses", nb)) as unknown as Obj[];
+    const ips = (await listAll(api.GET("/api/ipam/ip-addresses/", { params: { query: { ...q, address: [ip], vrf_id: "null" } as never } }), "list IP addresses", nb)) as unknown as Obj[];
     const ipWanted = { address: n.address.cidr, status: "active", assigned_object_type: "dcim.interface", assigned_object_id: iface?.id ?? 0, description: `fleetd ${name}` };
     let ipObj: Obj | undefined = ips[0];
-    if (ips.length > 1) conflicts.push(`${name}: ${ips.length} IP address objects for ${ip} in NetBox; remove the duplicates`);
-    if (!ipObj) {
+    if (ips.length > 1) conflicts.push(`${name}: ${ips.length} IP address objects for ${ip} in NetBox's global table; remove the duplicates`);
+    const elsewhere = ipObj ? assignedElsewhere(ipObj, device?.id) : undefined;
+    if (ipObj && elsewhere !== undefined) {
+      // Another device's, a VM's or an FHRP group's address is never re-assigned or re-described: a conflict
+      // in the plan (for a node that does not exist yet too), so a real run writes nothing at all.
+      conflicts.push(`${name}: ${ip} is already assigned to ${elsewhere} in NetBox (IP address #${ipObj.id}); fleetd does not take it over`);
+      changes.push({ kind: "unchanged", object: `ipam.ipaddress ${n.address.cidr}`, note: `assigned to ${elsewhere}: conflict` });
+    } else if (!ipObj) {
       changes.push({ kind: "create", object: `ipam.ipaddress ${n.address.cidr}`, note: `on ${name}/${n.interface}` });
       if (!dryRun) ipObj = (await must(api.POST("/api/ipam/ip-addresses/", { body: ipWanted as never }), `create IP ${n.address.cidr}`)).data as unknown as Obj;
     } else {
       const f = diffFields(ipObj, ipWanted);
       if (f.length === 0) changes.push({ kind: "unchanged", object: `ipam.ipaddress ${n.address.cidr}` });
       else {
-        const assignedElsewhere = ipObj["assigned_object_id"] != null && ipObj["assigned_object_id"] !== iface?.id;
-        if (assignedElsewhere && iface && (ipObj["assigned_object"] as { device?: { name?: string } } | null)?.device?.name !== name) {
-          conflicts.push(`${name}: ${ip} is assigned to ${JSON.stringify((ipObj["assigned_object"] as { display?: string; device?: { name?: string } } | null)?.device?.name ?? "another object")} in NetBox`);
-        }
         changes.push({ kind: "update", object: `ipam.ipaddress ${n.address.cidr}`, fields: f });
         if (!dryRun) ipObj = (await must(api.PATCH("/api/ipam/ip-addresses/{id}/", { params: { path: { id: ipObj.id } }, body: Object.fromEntries(f.map((x) => [x.field, x.to])) as never }), `update IP ${ip}`)).data as unknown as Obj;
       }
@@ -224,11 +229,26 @@ async function reconcile(nb: NetBox, file: NodesFile, dryRun: boolean): Promise<
   const nodeRoleSlugs = new Set([file.roles.worker.slug, file.roles["control-plane"].slug]);
   for (const d of siteDevices) {
     const roleSlug = (d["role"] as { slug?: string } | undefined)?.slug;
-    if (roleSlug && nodeRoleSlugs.has(roleSlug) && d.name && !file.nodes[d.name]) {
+    if (roleSlug && nodeRoleSlugs.has(roleSlug) && d.name && !own(file.nodes, d.name)) {
       changes.push({ kind: "orphan", object: `dcim.device ${d.name}`, note: "not in the nodes file; left in NetBox (fleetd never deletes devices)" });
     }
   }
   return { changes, conflicts };
+}
+
+/**
+ * What an existing IP address is assigned to, when that is not this node's device (`deviceId`, undefined for a
+ * node not yet in NetBox): another device's interface, a VM interface, an FHRP group. Undefined when it is
+ * unassigned or on one of this device's own interfaces (then fleetd moves it to the boot interface).
+ */
+function assignedElsewhere(ipObj: Obj, deviceId: number | undefined): string | undefined {
+  if (ipObj["assigned_object_id"] == null) return undefined;
+  const type = String(ipObj["assigned_object_type"] ?? "");
+  const obj = ipObj["assigned_object"] as { display?: string; name?: string; device?: { id?: number; name?: string }; virtual_machine?: { name?: string } } | null | undefined;
+  if (type === "dcim.interface" && deviceId !== undefined && obj?.device?.id === deviceId) return undefined;
+  const owner = obj?.device?.name ?? obj?.virtual_machine?.name;
+  const what = owner ? `${owner}/${obj?.name ?? obj?.display ?? "?"}` : obj?.display ?? obj?.name ?? `#${String(ipObj["assigned_object_id"])}`;
+  return `${type || "an object"} "${safeLine(what, 200)}"`;
 }
 
 interface CableArgs {

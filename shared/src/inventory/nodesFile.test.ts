@@ -5,7 +5,8 @@ import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import fc from "fast-check";
 import { stringify } from "yaml";
-import { NodesFileError, parseNodesFile } from "./nodesFile.js";
+import { INHERITED_NAMES } from "../text/own.js";
+import { MAX_NODES, MAX_NODES_FILE_ENTRIES, MAX_NODES_FILE_ISSUES, nodeEntry, NodesFileError, parseNodesFile } from "./nodesFile.js";
 
 const example = readFileSync(join(resolve(fileURLToPath(import.meta.url), "../../../.."), "tests/examples/nodes.yaml"), "utf8");
 
@@ -61,4 +62,50 @@ test("property: any YAML value or text gives a NodesFileError or a valid file, n
     }),
     { numRuns: 300 },
   );
+});
+
+test("names that every JavaScript object inherits are not nodes, models or switches", () => {
+  const f = parseNodesFile(example);
+  for (const n of INHERITED_NAMES) assert.equal(nodeEntry(f, n), undefined, n);
+  assert.equal(nodeEntry(f, "edge-1")?.serial, "G6NUC13-00417");
+  // model and switch references that only an inherited property would answer are refused
+  assert.match(issues(example.replace("model: nuc13\n", "model: constructor\n")), /nodes\.edge-1\.model: model constructor is not in models/);
+  assert.match(issues(example.replace("switch: { device: tor-a1, port: ethernet1/1/3 }", "switch: { device: constructor, port: ethernet1/1/3 }")), /nodes\.edge-1\.switch\.device: switch constructor is not in switches/);
+  assert.match(issues(example.replace("tor-a1: { model: s5248 }", "tor-a1: { model: s5248 }\n  sw-2: { model: constructor }")), /switches\.sw-2\.model: model constructor is not in models/);
+  // a node that is really called so is found as itself
+  const named = parseNodesFile(example.replace("  edge-1:\n", "  constructor:\n"));
+  assert.equal(nodeEntry(named, "constructor")?.serial, "G6NUC13-00417");
+  for (const bad of ["__proto__", "toString", "hasOwnProperty"]) assert.match(issues(example.replace("  edge-1:\n", `  ${bad}:\n`)), /is not a valid name/, bad);
+});
+
+test("caps: a 700 KB file of 60,000 keys, a list of 150,000 items and thousands of bad nodes are refused with a clear error (keys unique by a set; issues capped)", () => {
+  const refused = (text: string): NodesFileError => {
+    try {
+      parseNodesFile(text, "big.yaml");
+    } catch (e) {
+      assert.ok(e instanceof NodesFileError, String(e));
+      return e;
+    }
+    assert.fail("parsed");
+  };
+  const keys = example + Array.from({ length: 60_000 }, (_, i) => `  n${String(i).padStart(5, "0")}: {}\n`).join("");
+  assert.ok(keys.length > 700_000 && keys.length < 1024 * 1024);
+  const k = refused(keys);
+  assert.deepEqual(k.issues, [{ path: "nodes", line: 15, message: `60003 entries: at most ${MAX_NODES}` }]);
+
+  const items = "version: 1\nx: [" + Array(150_000).fill("1").join(",") + "]\n";
+  assert.equal(refused(items).message, `big.yaml: more than ${MAX_NODES_FILE_ENTRIES} entries (mapping pairs and list items): not a nodes file fleetd reads`);
+
+  const bad = refused(example + Array.from({ length: 4000 }, (_, i) => `  n${String(i).padStart(5, "0")}: { serial: x }\n`).join(""));
+  assert.equal(bad.issues.length, MAX_NODES_FILE_ISSUES + 1);
+  assert.match(bad.issues.at(-1)?.message ?? "", /^… and \d+ more problems \(the first 50 are listed\)$/);
+
+  // 60,000 unknown top-level keys: one issue, its line clipped
+  const root = refused(example + Array.from({ length: 60_000 }, (_, i) => `k${String(i).padStart(6, "0")}: 1\n`).join(""));
+  assert.ok(root.message.length < 1000 && /Unrecognized keys/.test(root.message), root.message.slice(0, 200));
+
+  // duplicates are still found, by a set per mapping, with their line
+  assert.match(issues(example.replace("  edge-1:", "  worker-1:")), /^n\.yaml:\d+: Map keys must be unique: worker-1 repeats$/m);
+  assert.match(issues("version: 1\nversion: 1\n"), /^n\.yaml:2: Map keys must be unique: version repeats$/m);
+  assert.match(issues("version: 1\n? [a]\n: 1\n"), /mapping keys must be plain names/);
 });

@@ -4,10 +4,18 @@
  * Names, serials, addresses, switch ports and EK bindings are unique across the file.
  */
 import { isIP } from "node:net";
-import { LineCounter, parseDocument, isNode, type Document } from "yaml";
+import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from "yaml";
 import { z } from "zod";
+import { own } from "../text/own.js";
+import { safeLine } from "../text/untrusted.js";
 
 export const MAX_NODES_FILE_BYTES = 1024 * 1024;
+/** Mapping pairs and sequence items in the whole document (a node takes about 25). */
+export const MAX_NODES_FILE_ENTRIES = 100_000;
+/** Nodes, switches and models each. */
+export const MAX_NODES = 5000;
+/** Problems reported for one file (the first ones by line; a count of the rest). */
+export const MAX_NODES_FILE_ISSUES = 50;
 
 /** RFC 1123 DNS label, lowercase. */
 const DnsLabel = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, "must be a DNS label (a-z, 0-9, '-', at most 63 characters)");
@@ -119,12 +127,12 @@ export const NodesFile = z
       else seen.set(key, path.slice(0, 2).join("."));
     };
     for (const [name, sw] of Object.entries(f.switches)) {
-      if (!f.models[sw.model]) ctx.addIssue({ code: "custom", path: ["switches", name, "model"], message: `model ${sw.model} is not in models` });
-      if (f.nodes[name]) ctx.addIssue({ code: "custom", path: ["switches", name], message: `${name} is both a switch and a node` });
+      if (!own(f.models, sw.model)) ctx.addIssue({ code: "custom", path: ["switches", name, "model"], message: `model ${sw.model} is not in models` });
+      if (own(f.nodes, name)) ctx.addIssue({ code: "custom", path: ["switches", name], message: `${name} is both a switch and a node` });
     }
     for (const [name, n] of Object.entries(f.nodes)) {
-      if (!f.models[n.model]) ctx.addIssue({ code: "custom", path: ["nodes", name, "model"], message: `model ${n.model} is not in models` });
-      if (!f.switches[n.switch.device]) ctx.addIssue({ code: "custom", path: ["nodes", name, "switch", "device"], message: `switch ${n.switch.device} is not in switches` });
+      if (!own(f.models, n.model)) ctx.addIssue({ code: "custom", path: ["nodes", name, "model"], message: `model ${n.model} is not in models` });
+      if (!own(f.switches, n.switch.device)) ctx.addIssue({ code: "custom", path: ["nodes", name, "switch", "device"], message: `switch ${n.switch.device} is not in switches` });
       unique("serial", n.serial, ["nodes", name, "serial"]);
       unique("address", n.address.cidr.split("/")[0] as string, ["nodes", name, "address", "cidr"]);
       unique("switch port", `${n.switch.device}/${n.switch.port}`, ["nodes", name, "switch", "port"]);
@@ -132,6 +140,15 @@ export const NodesFile = z
     }
   });
 export type NodesFile = z.infer<typeof NodesFile>;
+
+/**
+ * The entry of the node named `name`, or undefined. Own properties only: a name such as `constructor`,
+ * `__proto__` or `toString` (any NetBox user can name a device so) is not a node just because every object
+ * inherits it.
+ */
+export function nodeEntry(file: NodesFile, name: string): NodeEntry | undefined {
+  return own(file.nodes, name);
+}
 
 export interface NodesFileIssue {
   path: string;
@@ -146,7 +163,8 @@ export class NodesFileError extends Error {
     readonly file: string,
     readonly issues: NodesFileIssue[],
   ) {
-    super(issues.map((i) => `${file}${i.line !== undefined ? `:${i.line}` : ""}: ${i.path ? i.path + ": " : ""}${i.message}`).join("\n"));
+    // Paths and messages quote the file (key names, values): one clipped, escaped line each.
+    super(issues.map((i) => safeLine(`${file}${i.line !== undefined ? `:${i.line}` : ""}: ${i.path ? i.path + ": " : ""}${i.message}`, 400)).join("\n"));
   }
 }
 
@@ -159,31 +177,98 @@ function lineOf(doc: Document, lc: LineCounter, path: PropertyKey[]): number | u
   return undefined;
 }
 
+/** At most MAX_NODES_FILE_ISSUES issues, then one line saying how many more there were. */
+function capped(issues: NodesFileIssue[], total = issues.length): NodesFileIssue[] {
+  if (total <= MAX_NODES_FILE_ISSUES) return issues;
+  return [...issues.slice(0, MAX_NODES_FILE_ISSUES), { path: "", line: undefined, message: `… and ${total - MAX_NODES_FILE_ISSUES} more problems (the first ${MAX_NODES_FILE_ISSUES} are listed)` }];
+}
+
+/**
+ * One walk of the parsed document: at most MAX_NODES_FILE_ENTRIES pairs and items in all (refused at the first
+ * one over), mapping keys plain scalars, unique within their mapping (a set per mapping).
+ */
+function checkShape(doc: Document, lc: LineCounter): NodesFileIssue[] {
+  const issues: NodesFileIssue[] = [];
+  const line = (n: unknown): number | undefined => (isNode(n) && n.range ? lc.linePos(n.range[0]).line : undefined);
+  let entries = 0;
+  const stack: unknown[] = [doc.contents];
+  while (stack.length > 0 && issues.length < MAX_NODES_FILE_ISSUES) {
+    const n = stack.pop();
+    if (isSeq(n)) {
+      entries += n.items.length;
+      for (const item of n.items) stack.push(item);
+    } else if (isMap(n)) {
+      entries += n.items.length;
+      const seen = new Set<string>();
+      for (const pair of n.items) {
+        if (!isScalar(pair.key)) {
+          issues.push({ path: "", line: line(pair.key) ?? line(n), message: "mapping keys must be plain names" });
+          continue;
+        }
+        const k = String(pair.key.value);
+        if (seen.has(k)) issues.push({ path: "", line: line(pair.key), message: `Map keys must be unique: ${k} repeats` });
+        seen.add(k);
+        stack.push(pair.value);
+      }
+    }
+    if (entries > MAX_NODES_FILE_ENTRIES) return [{ path: "", line: undefined, message: `more than ${MAX_NODES_FILE_ENTRIES} entries (mapping pairs and list items): not a nodes file fleetd reads` }];
+  }
+  return issues;
+}
+
+/** Paths of every own key named `__proto__` in a parsed YAML value (the nodes file nests a few levels only). */
+function protoKeyPaths(v: unknown, path: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
+  if (path.length > 16 || out.length >= 20 || v === null || typeof v !== "object") return out;
+  if (Array.isArray(v)) {
+    v.forEach((x, i) => protoKeyPaths(x, [...path, i], out));
+    return out;
+  }
+  for (const k of Object.keys(v)) {
+    if (k === "__proto__") out.push([...path, k]);
+    else protoKeyPaths((v as Record<string, unknown>)[k], [...path, k], out);
+  }
+  return out;
+}
+
 /** Parses and validates a nodes file; throws NodesFileError listing every problem with its line. */
 export function parseNodesFile(text: string, file = "nodes.yaml"): NodesFile {
   if (Buffer.byteLength(text) > MAX_NODES_FILE_BYTES) {
     throw new NodesFileError(file, [{ path: "", line: undefined, message: `file is larger than ${MAX_NODES_FILE_BYTES} bytes` }]);
   }
   const lc = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lc, uniqueKeys: true, prettyErrors: false, strict: true });
+  // Unique keys are checked below with a set per mapping (the parser's own check scans every earlier key).
+  const doc = parseDocument(text, { lineCounter: lc, uniqueKeys: false, prettyErrors: false, strict: true });
   if (doc.errors.length > 0) {
-    throw new NodesFileError(file, doc.errors.map((e) => ({ path: "", line: lc.linePos(e.pos[0]).line, message: e.message.split("\n")[0] ?? e.message })));
+    throw new NodesFileError(file, capped(doc.errors.map((e) => ({ path: "", line: lc.linePos(e.pos[0]).line, message: e.message.split("\n")[0] ?? e.message }))));
   }
+  const shape = checkShape(doc, lc);
+  if (shape.length > 0) throw new NodesFileError(file, capped(shape));
   let raw: unknown;
   try {
     raw = doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
     throw new NodesFileError(file, [{ path: "", line: undefined, message: (e as Error).message }]);
   }
+  // zod drops a key named __proto__ without a word (the yaml parser keeps it as an own key): refuse it here.
+  const protoKeys = protoKeyPaths(raw);
+  if (protoKeys.length > 0) {
+    throw new NodesFileError(file, protoKeys.map((p) => ({ path: p.map(String).join("."), line: lineOf(doc, lc, p), message: "__proto__ is not a valid name" })));
+  }
+  for (const section of ["nodes", "switches", "models"] as const) {
+    const v = raw !== null && typeof raw === "object" ? (raw as Record<string, unknown>)[section] : undefined;
+    const n = v !== null && typeof v === "object" ? Object.keys(v).length : 0;
+    if (n > MAX_NODES) throw new NodesFileError(file, [{ path: section, line: lineOf(doc, lc, [section]), message: `${n} entries: at most ${MAX_NODES}` }]);
+  }
   const res = NodesFile.safeParse(raw);
   if (!res.success) {
-    const issues = res.error.issues.map((i) => ({
+    // Lines are looked up for the reported issues only (each lookup walks the document).
+    const issues = res.error.issues.slice(0, MAX_NODES_FILE_ISSUES).map((i) => ({
       path: i.path.map(String).join("."),
       line: lineOf(doc, lc, i.path),
       message: i.code === "invalid_key" ? `${String(i.path[i.path.length - 1])} is not a valid name (a DNS label or slug: a-z, 0-9, '-')` : i.message,
     }));
     issues.sort((a, b) => (a.line ?? 0) - (b.line ?? 0));
-    throw new NodesFileError(file, issues);
+    throw new NodesFileError(file, capped(issues, res.error.issues.length));
   }
   return res.data;
 }

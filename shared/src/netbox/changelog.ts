@@ -16,6 +16,8 @@ const Change = z
     action: z.union([z.object({ value: z.string() }).passthrough(), z.string()]).transform((v) => (typeof v === "string" ? v : v.value)),
     prechange_data: z.record(z.string(), z.unknown()).nullish(),
     postchange_data: z.record(z.string(), z.unknown()).nullish(),
+    /** The writer's changelog_message (NetBox ≥ 4.4). */
+    message: z.string().nullish(),
   })
   .passthrough();
 export type ObjectChangeRecord = z.infer<typeof Change>;
@@ -57,6 +59,33 @@ function changed(c: ObjectChangeRecord, path: string): boolean {
   const before = c.action === "create" ? null : fieldOf(c.prechange_data, path);
   const after = c.action === "delete" ? null : fieldOf(c.postchange_data, path);
   return canonicalJson(before) !== canonicalJson(after);
+}
+
+/** The value `path` held after change `c` (null when the change deleted the object). */
+function writtenBy(c: ObjectChangeRecord, path: string): unknown {
+  return c.action === "delete" ? null : fieldOf(c.postchange_data, path);
+}
+
+/** Whether change `c` set `path` to exactly `value` (canonical JSON; absent and null are the same). */
+export function setsValue(c: ObjectChangeRecord, path: string, value: unknown): boolean {
+  return canonicalJson(writtenBy(c, path)) === canonicalJson(value ?? null);
+}
+
+/**
+ * The change that asked for what fleetd read: the newest change that altered `path` must have set exactly
+ * `current`, the value the device held when fleetd read it. When it set something else, the field changed after
+ * the read (a revert, another request): that change is not an authorization for the value read, and the caller
+ * must not act (`changed`). No record at all: `{ change: undefined }` (nobody can be named as the requester).
+ */
+export async function requestChangeOf(
+  nb: NetBox,
+  deviceId: number,
+  path: string,
+  current: unknown,
+): Promise<{ change: ObjectChangeRecord | undefined } | { changed: ObjectChangeRecord; value: unknown }> {
+  const c = await lastChangeOf(nb, deviceId, path);
+  if (!c || setsValue(c, path, current)) return { change: c };
+  return { changed: c, value: writtenBy(c, path) };
 }
 
 /** The newest change that altered `path` (e.g. "custom_fields.ek_bindings", "status"), or undefined. */
@@ -109,8 +138,7 @@ export async function checkAttribution(nb: NetBox, deviceId: number, fields: rea
       out.set(f.path, { ok: false, code: f.code, reason: `no change-log record of the ${f.label} being written (retention expired, or written outside the API): re-run inventory apply` });
       continue;
     }
-    const written = c.action === "delete" ? null : fieldOf(c.postchange_data, f.path);
-    if (canonicalJson(written) !== canonicalJson(f.current ?? null)) {
+    if (!setsValue(c, f.path, f.current)) {
       out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} ${f.plural ? "differ" : "differs"} from the last recorded change (#${c.id}, ${c.time})` });
     } else if (c.user_name !== f.account) {
       out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} ${were} last changed by ${c.user_name} at ${c.time} (change #${c.id}), not by the account ${f.account}` });

@@ -28,7 +28,7 @@ const facts = (over: Partial<Facts>): Facts => ({
 });
 const outcome = (f: Facts): string => {
   const d = decide(f);
-  return d.outcome === "refuse" ? `refuse:${d.code}` : d.outcome === "dispatch" ? `dispatch:${d.intent.action}${d.intent.leaveInHookOS ? ":hookos" : ""}` : "ignore";
+  return d.outcome === "refuse" ? `refuse:${d.code}` : d.outcome === "dispatch" ? `dispatch:${d.intent.action}` : "ignore";
 };
 
 test("DeviceRecord reads 4.7 {value,label} selects and raw values alike", () => {
@@ -50,11 +50,38 @@ test("the design's rules, one case each", () => {
   assert.equal(outcome(facts({ desiredAction: "attest", requester: { username: "mallory", groups: [] } })), "dispatch:attest");
   assert.equal(outcome(facts({ ekAttribution: { ok: false, code: "ek_binding_unattributed", reason: "x" } })), "refuse:ek_binding_unattributed");
   assert.equal(outcome(facts({ ekAttribution: undefined })), "refuse:ek_binding_unchecked");
-  assert.equal(outcome(facts({ node: node({ tpm: "1.2", ek: undefined }), ekAttribution: undefined })), "dispatch:wipe:hookos");
   assert.equal(outcome(facts({ node: node({ tpm: "1.2", ek: undefined }), desiredAction: "attest", ekAttribution: undefined })), "refuse:tpm12_no_attestation");
   assert.equal(outcome(facts({ node: node({ tpm: "none", ek: undefined }) })), "refuse:no_tpm");
   assert.equal(outcome(facts({ node: node({ role: "control-plane" }) })), "refuse:control_planes_disabled");
   assert.equal(outcome(facts({ node: node({ role: "control-plane" }), features: { controlPlanes: true } })), "dispatch:provision");
+});
+
+test("authorization is judged on the action that runs; a TPM 1.2 node is never provisioned or wiped (no identity proof), by anyone", () => {
+  const legacy = node({ tpm: "1.2", ek: undefined });
+  const mallory = { username: "mallory", groups: [] };
+  for (const requester of [mallory, { username: "alice", groups: ["ops"] }]) {
+    for (const desiredAction of ["provision", "wipe"] as const) {
+      const d = decide(facts({ node: legacy, desiredAction, device: dev("planned", desiredAction), ekAttribution: undefined, requester }));
+      assert.equal(d.outcome, "refuse", `${requester.username} ${desiredAction}`);
+      assert.ok(d.outcome === "refuse" && d.code === "tpm12_no_identity_proof" && d.clearDesiredAction);
+      assert.match(d.outcome === "refuse" ? d.reason : "", /no TPM evidence can prove which machine .* fleetd will not wipe or install it\. Wipe it by hand or through its BMC/);
+    }
+    const dec = decide(facts({ node: legacy, trigger: "decommissioning", desiredAction: null, device: dev("decommissioning", null), ekAttribution: undefined, requester }));
+    assert.ok(dec.outcome === "refuse" && dec.code === "tpm12_no_identity_proof" && !dec.clearDesiredAction);
+  }
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "attest", ekAttribution: undefined, requester: mallory })), "refuse:tpm12_no_attestation");
+  // A node entry whose TPM family is none of the known ones (never from the parser) still needs attributed EK bindings.
+  assert.equal(outcome(facts({ node: { ...node(), tpm: undefined as never }, ekAttribution: undefined })), "refuse:ek_binding_unchecked");
+  // Every dispatched privileged intent passed the group check.
+  for (const desiredAction of ["provision", "attest", "wipe"] as const) {
+    const d = decide(facts({ desiredAction, device: dev("planned", desiredAction), requester: mallory }));
+    if (d.outcome === "dispatch") assert.ok(!["wipe", "decommission"].includes(d.intent.action), desiredAction);
+  }
+});
+
+test("a device name the nodes file does not vouch for reaches the journal as a code span only", () => {
+  const d = decide(facts({ node: undefined, device: DeviceRecord.parse({ id: 9, name: "[x](https://evil.example)", status: "planned", site: { id: 1 }, role: { id: 1 }, device_type: { id: 1 }, custom_fields: {} }) }));
+  assert.ok(d.outcome === "refuse" && d.reason.startsWith("`[x](https://evil.example)` is not in the nodes file"), JSON.stringify(d));
 });
 
 test("decommissioning: only for the authorized group, only while the status still says so", () => {

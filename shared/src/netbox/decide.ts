@@ -1,8 +1,20 @@
 /**
  * What the handler does with a device, decided from its *current* state (never from the webhook body):
  * the design's rules as data. No I/O here: the caller gathers the facts, this judges them.
+ *
+ * Who may start what (the input's owner, style §10: `desired_action` and `status` are editable by any NetBox user
+ * with change rights on the device; the requester is the change log's user, with live groups):
+ *  - provision, attest: any device editor — both are attested Workflows (the machine proves its EK binding
+ *    before anything is released or, for provision, before the install disk is overwritten).
+ *  - wipe, decommission (retirement wipes the whole disk): members of `authorizedGroup` only.
+ * Authorization is judged on the intent that is dispatched — the action that will run — at the one place an
+ * intent leaves this function (`dispatch`), so no rule above it can turn a request into a privileged action
+ * that escapes the group check.
+ * A TPM 1.2 node is refused every action that boots it into a Workflow (provision, attest, wipe, decommission):
+ * fleetd has no TPM 1.2 identity proof yet, so no TPM evidence could show which machine the Workflow reaches.
  */
 import type { NodeEntry } from "../inventory/nodesFile.js";
+import { mdCode } from "../text/untrusted.js";
 import type { Attribution } from "./changelog.js";
 import type { DeviceRecord } from "./device.js";
 import type { DesiredAction } from "./fields.js";
@@ -10,12 +22,10 @@ import type { DesiredAction } from "./fields.js";
 export type Trigger = "desired_action" | "decommissioning";
 
 export interface Intent {
-  /** What the platform side (Tinkerbell/Kubernetes, built elsewhere) is asked to do. */
+  /** What will run on the platform side (Tinkerbell/Kubernetes): exactly the action that was authorized. */
   action: "provision" | "attest" | "wipe" | "decommission";
   deviceId: number;
   node: string;
-  /** TPM 1.2 provision: wipe and stay in HookOS (no attestation, no install). */
-  leaveInHookOS?: boolean;
   role?: "worker" | "control-plane";
   requestedBy: string | null;
 }
@@ -46,26 +56,42 @@ export const ALLOWED_STATUS: Record<DesiredAction, readonly string[]> = {
   wipe: ["planned", "staged", "active", "failed", "offline", "inventory"],
 };
 
-/** Actions only members of the authorized group may request. */
-export const PRIVILEGED: readonly string[] = ["wipe", "decommission"];
+/** Actions only members of the authorized group may have run (judged on the dispatched intent's action). */
+export const PRIVILEGED: readonly Intent["action"][] = ["wipe", "decommission"];
+
+/** The refusal of a TPM 1.2 node's Workflow, for people: the trust decision and what to do instead. */
+function tpm12Refusal(name: string, what: string): string {
+  return (
+    `${name} has a TPM 1.2 (nodes file), and fleetd has no TPM 1.2 identity proof yet: no TPM evidence can prove ` +
+    `which machine ${what} would reach (the Workflow netboots whatever machine answers to a MAC address that NetBox ` +
+    `holds and device editors can change), so fleetd will not wipe or install it. Wipe it by hand or through its BMC.`
+  );
+}
 
 export function decide(f: Facts): Decision {
-  const name = f.device.name ?? `#${f.device.id}`;
+  const node = f.device.name ?? `#${f.device.id}`;
+  // For journals: a name the nodes file does not vouch for (any NetBox user can type one) as a code span.
+  const name = f.node ? node : mdCode(node);
   const who = f.requester?.username ?? null;
   const refuse = (code: string, reason: string): Decision => ({ outcome: "refuse", code, reason, clearDesiredAction: f.trigger === "desired_action" });
   const authorized = (): boolean => f.requester !== null && f.requester.groups.includes(f.authorizedGroup);
+  /** The one way out with an intent: the action that will run is the one authorized. */
+  const dispatch = (intent: Intent, clearDesiredAction: boolean, journal: { kind: "success" | "warning" | "info"; text: string }): Decision => {
+    if (PRIVILEGED.includes(intent.action) && !authorized()) {
+      const what = intent.action === "decommission" ? `decommissioning ${name}` : `${intent.action} of ${name}`;
+      return refuse("not_authorized", `${what} was requested by ${who ?? "an unknown user"}, who is not in the group ${f.authorizedGroup}`);
+    }
+    return { outcome: "dispatch", intent, clearDesiredAction, journal };
+  };
+  const by = who ? ` (requested by ${who})` : "";
 
   if (f.trigger === "decommissioning") {
     if (f.device.status !== "decommissioning") return { outcome: "ignore", reason: `status is ${f.device.status} now, no longer decommissioning` };
-    if (!authorized()) {
-      return refuse("not_authorized", `decommissioning ${name} was requested by ${who ?? "an unknown user"}, who is not in the group ${f.authorizedGroup}`);
-    }
-    return {
-      outcome: "dispatch",
-      intent: { action: "decommission", deviceId: f.device.id, node: name, requestedBy: who },
-      clearDesiredAction: f.desiredAction !== null,
-      journal: { kind: "info", text: `fleetd: decommission of ${name} accepted (requested by ${who}): wipe, then removal from the cluster` },
-    };
+    if (f.node?.tpm === "1.2") return refuse("tpm12_no_identity_proof", tpm12Refusal(name, "the retirement's wipe"));
+    return dispatch({ action: "decommission", deviceId: f.device.id, node, requestedBy: who }, f.desiredAction !== null, {
+      kind: "info",
+      text: `fleetd: decommission of ${name} accepted${by}: wipe, then removal from the cluster`,
+    });
   }
 
   const action = f.desiredAction;
@@ -74,33 +100,18 @@ export function decide(f: Facts): Decision {
   if (!ALLOWED_STATUS[action].includes(f.device.status)) {
     return refuse("status_not_allowed", `${action} is not allowed while the device status is ${f.device.status} (allowed: ${ALLOWED_STATUS[action].join(", ")})`);
   }
-  if (PRIVILEGED.includes(action) && !authorized()) {
-    return refuse("not_authorized", `${action} of ${name} was requested by ${who ?? "an unknown user"}, who is not in the group ${f.authorizedGroup}`);
-  }
   if (f.node.tpm === "none") return refuse("no_tpm", `${name} has no TPM (nodes file): fleetd cannot ${action} it`);
-  if (f.node.tpm === "2.0") {
-    if (!f.ekAttribution) return refuse("ek_binding_unchecked", "EK bindings were not checked");
-    if (!f.ekAttribution.ok) return refuse(f.ekAttribution.code, f.ekAttribution.reason);
-  }
-  const base = { deviceId: f.device.id, node: name, requestedBy: who, role: f.node.role };
   if (f.node.tpm === "1.2") {
-    if (action === "attest") return refuse("tpm12_no_attestation", `${name} has a TPM 1.2 (nodes file): it cannot be attested`);
-    if (action === "provision") {
-      return {
-        outcome: "dispatch",
-        intent: { ...base, action: "wipe", leaveInHookOS: true },
-        clearDesiredAction: true,
-        journal: { kind: "warning", text: `fleetd: ${name} has a TPM 1.2 (nodes file): provision cannot attest it, so it is wiped and left in HookOS` },
-      };
-    }
+    if (action === "attest") return refuse("tpm12_no_attestation", `${name} has a TPM 1.2 (nodes file): it cannot be attested (no TPM 1.2 identity proof yet)`);
+    return refuse("tpm12_no_identity_proof", tpm12Refusal(name, action === "wipe" ? "the wipe" : "the provision (which wipes the install disk first)"));
   }
+  if (!f.ekAttribution) return refuse("ek_binding_unchecked", "EK bindings were not checked");
+  if (!f.ekAttribution.ok) return refuse(f.ekAttribution.code, f.ekAttribution.reason);
   if (action === "provision" && f.node.role === "control-plane" && !f.features.controlPlanes) {
     return refuse("control_planes_disabled", `${name} is a control-plane node and control-plane installation is off (feature flag controlPlanes)`);
   }
-  return {
-    outcome: "dispatch",
-    intent: { ...base, action },
-    clearDesiredAction: true,
-    journal: { kind: "success", text: `fleetd: ${action} of ${name} accepted${who ? ` (requested by ${who})` : ""}` },
-  };
+  return dispatch({ deviceId: f.device.id, node, requestedBy: who, role: f.node.role, action }, true, {
+    kind: "success",
+    text: `fleetd: ${action} of ${name} accepted${by}`,
+  });
 }

@@ -28,11 +28,10 @@ export function normalizeRead(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(normalizeRead);
   if (v && typeof v === "object") {
     const o = v as Record<string, unknown>;
-    if ("value" in o && "label" in o && Object.keys(o).length === 2) return o["value"];
-    if (typeof o["id"] === "number" && ("url" in o || "display" in o)) return o["id"];
-    const out: Record<string, unknown> = {};
-    for (const k of Object.keys(o).sort()) out[k] = normalizeRead(o[k]);
-    return out;
+    if (Object.hasOwn(o, "value") && Object.hasOwn(o, "label") && Object.keys(o).length === 2) return o["value"];
+    if (typeof o["id"] === "number" && Object.hasOwn(o, "id") && (Object.hasOwn(o, "url") || Object.hasOwn(o, "display"))) return o["id"];
+    // fromEntries defines own properties: a key "__proto__" (JSON.parse keeps it as one) stays a key.
+    return Object.fromEntries(Object.keys(o).sort().map((k) => [k, normalizeRead(o[k])]));
   }
   return v;
 }

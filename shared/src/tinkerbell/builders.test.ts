@@ -10,7 +10,7 @@ import { buildMachine } from "./machine.js";
 import { enrollmentWorkflowName, workflowName } from "./names.js";
 import { netmaskOf } from "./node.js";
 import { PINNED_IMAGE, TinkerbellSiteConfig } from "./siteConfig.js";
-import { buildTemplateData } from "./templates.js";
+import { buildTemplateData, TEMPLATE_KINDS } from "./templates.js";
 import { buildWorkflow } from "./workflow.js";
 
 const code = (f: () => unknown): string => {
@@ -74,8 +74,8 @@ test("Hardware: only canonical MACs, netmask from the prefix, bmcRef only with a
   assert.equal(code(() => buildHardware({ ...n, macs: [] }, "tb")), "no_proven_mac");
   assert.equal(code(() => buildHardware({ ...n, macs: ["0c:c4:7a:00:00:01", "0c:c4:7a:00:00:01"] }, "tb")), "invalid_input");
   assert.equal(code(() => buildHardware({ ...n, address: "10.0.0.5" }, "tb")), "invalid_input");
-  const wf = buildWorkflow({ ...n, bmc: { type: "amt", address: "a", credentials: "env:X" } }, { mode: "wipe", requestId: "r", unattested: true }, "tb");
-  assert.equal(wf.spec.templateRef, "fleetd-wipe-unattested");
+  const wf = buildWorkflow({ ...n, bmc: { type: "amt", address: "a", credentials: "env:X" } }, { mode: "wipe", requestId: "r" }, "tb");
+  assert.equal(wf.spec.templateRef, "fleetd-wipe");
   assert.deepEqual(wf.spec.bootOptions, { toggleAllowNetboot: true, bootMode: "netboot" });
 });
 
@@ -89,8 +89,9 @@ test("site configuration and Templates: images must be pinned by digest; https n
   const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
   const lab = buildTemplateData("attest", { site: site({ server: { url: "http://127.0.0.1:8080", lab: true } }) });
   assert.equal(lab.tasks[0]?.actions[0]?.environment?.["FLEETD_ALLOW_HTTP"], "lab");
-  const wipe = buildTemplateData("wipe-unattested", { site: site(), serverCaPem: pem });
-  assert.deepEqual(wipe.tasks[0]?.actions.map((a) => a.name), ["wipe-disk"]);
+  // No Template wipes without attesting first (there is no unattested wipe).
+  for (const kind of TEMPLATE_KINDS) assert.equal(buildTemplateData(kind, { site: site(), serverCaPem: pem }).tasks[0]?.actions[0]?.name, "fleetd-attest", kind);
+  assert.deepEqual(buildTemplateData("wipe", { site: site(), serverCaPem: pem }).tasks[0]?.actions.map((a) => a.name), ["fleetd-attest", "wipe-disk"]);
   const prov = buildTemplateData("provision", { site: site(), serverCaPem: pem });
   assert.ok(prov.tasks[0]?.actions.every((a) => a.timeout > 0));
   assert.equal(prov.tasks[0]?.actions[2]?.environment?.["IMG_URL"], "https://factory.talos.dev/image/x/v1.13.9/metal-amd64.raw.zst");

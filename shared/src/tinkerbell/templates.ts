@@ -11,8 +11,9 @@ import { apiVersionOf, ownedLabels, TEMPLATE } from "./api.js";
 import { TinkerbellError } from "./errors.js";
 import { PINNED_IMAGE, type TinkerbellSiteConfig } from "./siteConfig.js";
 
-export type TemplateKind = "intake" | "provision" | "attest" | "wipe" | "wipe-unattested";
-export const TEMPLATE_KINDS: readonly TemplateKind[] = ["intake", "provision", "attest", "wipe", "wipe-unattested"];
+/** Every kind starts with fleetd-attest: no Template wipes or installs a machine that has not proven its TPM. */
+export type TemplateKind = "intake" | "provision" | "attest" | "wipe";
+export const TEMPLATE_KINDS: readonly TemplateKind[] = ["intake", "provision", "attest", "wipe"];
 export const templateName = (kind: TemplateKind): string => `fleetd-${kind}`;
 
 /** The template YAML's schema as tink-controller reads it (TB tink/controller/internal/workflow/types.go). */
@@ -123,9 +124,6 @@ function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action
       return [attestAction(i, "attest")];
     case "wipe":
       return [attestAction(i, "wipe"), wipeAction(i, true), ...(i.site.clearTpmOnRetire ? [clearTpmAction(i)] : [])];
-    case "wipe-unattested":
-      // TPM 1.2 nodes (the handler's decision): nothing can be attested; the disk is wiped and HookOS stays.
-      return [wipeAction(i)];
     case "provision":
       return [
         attestAction(i, "provision"),

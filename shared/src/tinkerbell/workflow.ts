@@ -8,7 +8,7 @@
 import { apiVersionOf, LABEL_MODE, LABEL_REQUEST, LABEL_RETIREMENT, ownedLabels, WORKFLOW } from "./api.js";
 import { hardwareName, requestTag, workflowName, type WorkflowMode } from "./names.js";
 import { checkNode, type TinkNode } from "./node.js";
-import { templateName, type TemplateKind } from "./templates.js";
+import { templateName } from "./templates.js";
 
 export interface WorkflowObject {
   apiVersion: string;
@@ -26,18 +26,11 @@ export interface WorkflowRequest {
   mode: WorkflowMode;
   /** Who/what asked (e.g. the NetBox change-log entry); the same id names the same Workflow. */
   requestId: string;
-  /** TPM 1.2 nodes: wipe without attestation (the handler's leaveInHookOS decision). */
-  unattested?: boolean;
   /** Started by retirement, which follows the Workflow itself (label fleetd.io/retirement). */
   retirement?: boolean;
 }
 
 export const ANNOTATION_REQUEST_ID = "fleetd.io/request-id";
-
-export function templateKindOf(r: WorkflowRequest): TemplateKind {
-  if (r.unattested) return r.mode === "wipe" ? "wipe-unattested" : r.mode;
-  return r.mode;
-}
 
 export function buildWorkflow(node: TinkNode, req: WorkflowRequest, namespace: string): WorkflowObject {
   const n = checkNode(node);
@@ -52,7 +45,7 @@ export function buildWorkflow(node: TinkNode, req: WorkflowRequest, namespace: s
       annotations: { [ANNOTATION_REQUEST_ID]: req.requestId.slice(0, 1000) },
     },
     spec: {
-      templateRef: templateName(templateKindOf(req)),
+      templateRef: templateName(req.mode),
       hardwareRef: hardwareName(n.name),
       hardwareMap: { device_1: n.macs[0] as string, fleetd_workflow: name },
       bootOptions: { toggleAllowNetboot: true, ...(n.bmc ? { bootMode: "netboot" as const } : {}) },

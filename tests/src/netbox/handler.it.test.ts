@@ -14,10 +14,12 @@ import { createNetBox } from "@fleetd/shared/netbox/client";
 import { patchDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { signHookBody } from "@fleetd/shared/netbox/webhook";
+import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
 import { idleConnections } from "../harness/idleConnections.js";
 import { changeCount, fleetd, startFleet, type Fleet } from "./fixture.js";
 import { device, handlerRig, requestAction, type HandlerRig } from "./handlerFixture.js";
+import { startNetBoxProxy } from "./netboxProxy.js";
 
 let f: Fleet;
 let rig: HandlerRig;
@@ -182,7 +184,7 @@ test("an EK binding edited by hand in NetBox is refused by the handler", async (
   assert.equal(ok.decision.outcome, "dispatch");
 });
 
-test("eligibility: control planes need the feature flag, a TPM 1.2 provision wipes and stays in HookOS, unknown nodes are refused", async () => {
+test("eligibility: control planes need the feature flag, a TPM 1.2 provision is refused (no identity proof), unknown nodes are refused", async () => {
   const cp = await device(f, "cp-1");
   const legacy = await device(f, "legacy-1");
   const stray = await device(f, "stray-1");
@@ -194,9 +196,8 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision wip
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "legacy-1", "provision");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "provision legacy-1");
-  assert.ok(l.decision.outcome === "dispatch");
-  assert.deepEqual(l.decision.outcome === "dispatch" && [l.decision.intent.action, l.decision.intent.leaveInHookOS], ["wipe", true]);
-  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => j.kind === "warning" && /TPM 1\.2/.test(j.comments)));
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_identity_proof", JSON.stringify(l.decision));
+  assert.ok(!(h?.intents.all().some((i) => i.deviceId === legacy.id)), "nothing started for legacy-1");
 
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "stray-1", "provision");
@@ -204,18 +205,176 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision wip
   assert.ok(s.decision.outcome === "refuse" && s.decision.code === "not_in_inventory");
 });
 
-test("status → decommissioning: dispatched for a group member, refused for anyone else", async () => {
+test("device names that every JavaScript object inherits (constructor, __proto__, toString, hasOwnProperty) are not nodes: refused, nothing started", async () => {
+  const w1 = await device(f, "worker-1");
+  for (const name of ["constructor", "__proto__", "toString", "hasOwnProperty"]) {
+    const r = await fetch(`${f.nb.url}/api/dcim/devices/`, {
+      method: "POST",
+      headers: { authorization: f.nb.authorization, "content-type": "application/json" },
+      body: JSON.stringify({ name, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "planned" }),
+    });
+    const text = await r.text();
+    assert.equal(r.status, 201, `${name}: ${text}`);
+    const d = await device(f, name);
+    const mark = rig.decisions.events.length;
+    await requestAction(f, f.alice.token, name, "provision");
+    const e = await rig.decisions.wait(mark, (x) => x.deviceId === d.id && x.decision.outcome !== "ignore", `provision ${name}`);
+    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_in_inventory", `${name}: ${JSON.stringify(e.decision)}`);
+    assert.ok(!(h?.intents.all().some((i) => i.deviceId === d.id)), `${name}: no intent`);
+    assert.ok((await readJournal(f.admin, d.id)).some((j) => j.kind === "danger" && j.comments.includes(`\`${name}\` is not in the nodes file`)), name);
+  }
+});
+
+test("an unprivileged user's provision of a TPM 1.2 node starts nothing: refused with the trust decision in the journal; a group member's wipe neither", async () => {
   const legacy = await device(f, "legacy-1");
+  for (const [who, token, action] of [["mallory", f.mallory.token, "provision"], ["alice", f.alice.token, "wipe"], ["mallory", f.mallory.token, "wipe"]] as const) {
+    const mark = rig.decisions.events.length;
+    const before = (await readJournal(f.admin, legacy.id)).length;
+    await requestAction(f, token, "legacy-1", action);
+    const e = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", `${action} legacy-1 by ${who}`);
+    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "tpm12_no_identity_proof", `${who} ${action}: ${JSON.stringify(e.decision)}`);
+    assert.equal((await device(f, "legacy-1")).cf["desired_action"], null, "the refused request is cleared");
+    const added = (await readJournal(f.admin, legacy.id)).slice(before);
+    assert.ok(
+      added.some((j) => j.kind === "danger" && j.comments.startsWith(`fleetd refused ${action}: legacy-1 has a TPM 1.2 (nodes file), and fleetd has no TPM 1.2 identity proof yet: no TPM evidence can prove which machine`)
+        && /fleetd will not wipe or install it\. Wipe it by hand or through its BMC\. \[tpm12_no_identity_proof\]$/.test(j.comments)),
+      JSON.stringify(added),
+    );
+  }
+  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id), [], "no intent, no Workflow, for legacy-1");
+});
+
+test("status → decommissioning: dispatched for a group member, refused for anyone else; a TPM 1.2 node's retirement (a wipe) is refused", async () => {
+  const legacy = await device(f, "legacy-1");
+  const cp = await device(f, "cp-1");
   const stray = await device(f, "stray-1");
   let mark = rig.decisions.events.length;
-  await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
-  const ok = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
+  await patchDevice(f.client(f.alice.token), cp.id, { status: "decommissioning" }, null, "retire");
+  const ok = await rig.decisions.wait(mark, (x) => x.deviceId === cp.id && x.decision.outcome !== "ignore", "decommission cp-1");
   assert.ok(ok.decision.outcome === "dispatch" && ok.decision.intent.action === "decommission");
+  mark = rig.decisions.events.length;
+  await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
+  const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_identity_proof");
+  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => /^fleetd refused decommissioning: legacy-1 has a TPM 1\.2 .*the retirement's wipe/.test(j.comments)));
   mark = rig.decisions.events.length;
   await patchDevice(f.client(f.mallory.token), stray.id, { status: "decommissioning" }, null, "retire");
   const no = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "decommission stray-1");
   assert.ok(no.decision.outcome === "refuse" && no.decision.code === "not_authorized");
   assert.ok((await readJournal(f.admin, stray.id)).some((j) => /refused decommissioning: .*mallory/.test(j.comments)));
+});
+
+test("authorization race: a request reverted by another user between fleetd's read and its effect runs nothing, and is journalled", async () => {
+  // The handler reaches NetBox through a pass-through proxy that lets another user's edit (straight to NetBox)
+  // land at the exact moment the handler sends a given request.
+  await h?.stop();
+  const proxy = await startNetBoxProxy(f.nb.url);
+  h = await rig.start({ netboxUrl: proxy.url });
+  try {
+    const w1 = await device(f, "worker-1");
+    const e1 = await device(f, "edge-1");
+    const intentsOf = (id: number, action: string): number => h?.intents.all().filter((i) => i.deviceId === id && i.action === action).length ?? 0;
+    const race = async (o: {
+      what: string; id: number; request: () => Promise<unknown>; when: (m: string, p: string) => boolean; revert: () => Promise<unknown>;
+      action: string; journal: RegExp;
+    }): Promise<void> => {
+      const intentsBefore = intentsOf(o.id, o.action);
+      const journalBefore = (await readJournal(f.admin, o.id)).length;
+      const mark = rig.decisions.events.length;
+      const reverted = proxy.once(o.when, async () => void (await o.revert()));
+      await o.request();
+      await reverted;
+      const e = await rig.decisions.wait(mark, (x) => x.deviceId === o.id, o.what);
+      assert.ok(e.decision.outcome === "refuse" && e.decision.code === "request_changed", `${o.what}: ${JSON.stringify(e.decision)}`);
+      assert.equal(intentsOf(o.id, o.action), intentsBefore, `${o.what}: nothing started`);
+      const added = (await readJournal(f.admin, o.id)).slice(journalBefore);
+      assert.ok(added.some((j) => o.journal.test(j.comments) && /nothing was started.*\[request_changed\]$/.test(j.comments)), `${o.what}: ${JSON.stringify(added.map((j) => j.comments))}`);
+    };
+    const changesOf = (id: number) => (m: string, p: string) => m === "GET" && p.startsWith("/api/core/object-changes/") && p.includes(`changed_object_id=${id}`);
+    const groupsLookup = (m: string, p: string) => m === "GET" && p.startsWith("/api/users/users/");
+    const theTake = (id: number) => (m: string, p: string) => m === "PATCH" && p === `/api/dcim/devices/${id}/`;
+    const revertAction = (token: string, name: string) => () => requestAction(f, token, name, null);
+
+    // Mallory asks for a wipe; fleetd reads the device; alice (an operator) reverts it before fleetd reads the
+    // change log. The revert is the newest change of desired_action, but it did not set "wipe": no authorization.
+    await race({
+      what: "wipe by mallory, reverted by alice before the change log is read", id: w1.id, action: "wipe",
+      request: () => requestAction(f, f.mallory.token, "worker-1", "wipe"), when: changesOf(w1.id), revert: revertAction(f.alice.token, "worker-1"),
+      journal: /^fleetd did not act on wipe: desired_action was set to \(empty\) by alice at .* \(change #\d+\) after fleetd read it/,
+    });
+    // Alice asks for a wipe (authorized); mallory reverts it after fleetd decided, before the effect.
+    await race({
+      what: "wipe by alice, reverted by mallory after the decision", id: w1.id, action: "wipe",
+      request: () => requestAction(f, f.alice.token, "worker-1", "wipe"), when: groupsLookup, revert: revertAction(f.mallory.token, "worker-1"),
+      journal: /^fleetd did not act on wipe: desired_action was changed from `wipe` to \(empty\) by mallory at .* while fleetd was deciding/,
+    });
+    // The revert lands between fleetd's last read and its take: the conditional write is refused (412).
+    await race({
+      what: "wipe by alice, reverted by mallory just before the take", id: w1.id, action: "wipe",
+      request: () => requestAction(f, f.alice.token, "worker-1", "wipe"), when: theTake(w1.id), revert: revertAction(f.mallory.token, "worker-1"),
+      journal: /^fleetd did not act on wipe: desired_action was changed from `wipe` to \(empty\) by mallory/,
+    });
+    // Retirement (no conditional write of its own): status set back to planned after the decision.
+    await race({
+      what: "decommissioning by alice, reverted by mallory after the decision", id: e1.id, action: "decommission",
+      request: () => patchDevice(f.client(f.alice.token), e1.id, { status: "decommissioning" }, null, "retire"), when: groupsLookup,
+      revert: () => patchDevice(f.client(f.mallory.token), e1.id, { status: "planned" }, null, "not so fast"),
+      journal: /^fleetd did not act on decommissioning: the status was changed from `decommissioning` to `planned` by mallory/,
+    });
+    assert.equal((await device(f, "worker-1")).cf["desired_action"], null);
+    assert.equal((await device(f, "edge-1")).status, "planned");
+
+    // Without a race the same requests go through the proxy as before.
+    const mark = rig.decisions.events.length;
+    await requestAction(f, f.alice.token, "worker-1", "wipe");
+    const ok = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe by alice, no race");
+    assert.ok(ok.decision.outcome === "dispatch" && ok.decision.intent.action === "wipe", JSON.stringify(ok.decision));
+    assert.equal((await device(f, "worker-1")).cf["desired_action"], null);
+  } finally {
+    await h?.stop();
+    await proxy.stop();
+    h = await rig.start();
+  }
+});
+
+test("the effect runs only after the take, and an effect that fails after the take is resumed once (claim + NetBox's record of that take)", async () => {
+  // The platform side stands in for Tinkerbell (NetBox is real): its first start fails like an API server that
+  // is down, and it records what it was asked and what NetBox held at that moment.
+  const starts: { mode: string; requestId: string; desiredAction: unknown }[] = [];
+  const w1 = await device(f, "worker-1");
+  const stand = {
+    namespace: "tinkerbell",
+    bootRetries: 0,
+    objects: undefined,
+    syncTemplates: async () => ({ templates: { created: [], updated: [], deleted: [], unchanged: [], refused: [] }, ruleSets: { created: [], updated: [], deleted: [], unchanged: [], refused: [] } }),
+    start: async (_node: unknown, req: { mode: string; requestId: string }) => {
+      starts.push({ ...req, desiredAction: (await device(f, "worker-1")).cf["desired_action"] });
+      if (starts.length === 1) throw new Error("connect ECONNREFUSED (the API server is down)");
+      return { name: `fleetd-worker-1-${req.mode}-x`, created: true, deleted: [] };
+    },
+  } as unknown as TinkerbellEffects;
+  await h?.stop();
+  h = await rig.start({ tinkerbell: stand });
+  try {
+    const mark = rig.decisions.events.length;
+    await requestAction(f, f.alice.token, "worker-1", "wipe");
+    const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe of worker-1, resumed");
+    assert.equal(e.decision.outcome, "dispatch");
+    assert.equal(starts.length, 2, JSON.stringify(starts));
+    assert.equal(starts[0]?.requestId, starts[1]?.requestId, "the same request, so the same Workflow");
+    assert.deepEqual(starts.map((x) => x.desiredAction), [null, null], "started only after the take cleared desired_action");
+    const key = starts[0]!.requestId;
+    const rec = h.intents.all().filter((i) => i.key === key);
+    assert.equal(rec.length, 1);
+    assert.deepEqual(rec[0]?.effect, { effect: "workflow", workflow: "fleetd-worker-1-wipe-x", created: true, deleted: [] });
+    const journal = await readJournal(f.admin, w1.id);
+    assert.ok(journal.some((j) => j.comments === `fleetd: wipe of worker-1 (taken earlier, requested by alice) resumed; Tinkerbell Workflow fleetd-worker-1-wipe-x created`), JSON.stringify(journal.slice(-3)));
+    const ch = (await (await fetch(`${f.nb.url}/api/core/object-changes/?changed_object_id=${w1.id}&changed_object_type=dcim.device&ordering=-time&limit=1`, { headers: { authorization: f.nb.authorization } })).json()) as { results: { user_name: string; message: string }[] };
+    assert.equal(ch.results[0]?.message, `fleetd: wipe taken (request ${key})`);
+  } finally {
+    await h?.stop();
+    h = await rig.start();
+  }
 });
 
 test("a crash after the 2xx loses nothing: the accepted job is in the durable queue and runs after restart", async () => {

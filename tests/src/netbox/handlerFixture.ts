@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type DecisionEvent, type Handler } from "@fleetd/netbox-script";
 import { listDevices, patchDevice, type DeviceRecord } from "@fleetd/shared/netbox/device";
+import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { exampleNodesText, type Fleet } from "./fixture.js";
 
 /** The example plus a TPM 1.2 machine, for the handler's rules. */
@@ -55,7 +56,9 @@ export interface HandlerRig {
   stateDir: string;
   nodesFile: string;
   decisions: Decisions;
-  start(opts?: { startWorker?: boolean; controlPlanes?: boolean }): Promise<Handler>;
+  /** `netboxUrl`: where the handler reaches NetBox (default: NetBox itself; a race test puts a proxy there). */
+  /** `tinkerbell`: the platform side to use (default: none, intents are only recorded). */
+  start(opts?: { startWorker?: boolean; controlPlanes?: boolean; netboxUrl?: string; tinkerbell?: TinkerbellEffects }): Promise<Handler>;
 }
 
 export function handlerRig(f: Fleet): HandlerRig {
@@ -69,11 +72,12 @@ export function handlerRig(f: Fleet): HandlerRig {
       startHandler(
         toHandlerConfig(
           f.config(f.handler.token, {
+            ...(opts.netboxUrl ? { netbox: { url: opts.netboxUrl, token: f.handler.token, timeoutMs: 30_000 } } : {}),
             handler: { listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir, nodesFile, reconcileIntervalSeconds: 3600 },
             features: { controlPlanes: opts.controlPlanes ?? false },
           }),
         ),
-        { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e), startWorker: opts.startWorker ?? true },
+        { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e), startWorker: opts.startWorker ?? true, ...(opts.tinkerbell ? { tinkerbell: opts.tinkerbell } : {}) },
       ),
   };
 }

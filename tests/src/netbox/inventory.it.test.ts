@@ -206,3 +206,62 @@ test("malformed nodes files: a clear error with the line, nothing changed in Net
   assert.match(r.stderr, /larger than 1048576 bytes/);
   assert.equal(await changeCount(f), before, "nothing was written");
 });
+
+test("inventory apply never takes over an IP address assigned elsewhere (another device, an FHRP group), and looks addresses up in the node's VRF only", async () => {
+  const text = exampleNodesText();
+  const node = (name: string, serial: string, port: string, cidr: string): string =>
+    `\n  ${name}:\n    serial: ${serial}\n    model: nuc13\n    class: ubuntu\n    role: worker\n    switch: { device: tor-a1, port: ${port} }\n` +
+    `    address: { cidr: ${cidr}, gateway: 10.20.0.1 }\n    installDisk: /dev/sda\n    bmc: { type: none }\n    tpm: none\n`;
+  const admin = async (path: string, body: unknown): Promise<{ id: number }> => {
+    const r = await fetch(`${f.nb.url}${path}`, { method: "POST", headers: { authorization: f.nb.authorization, "content-type": "application/json" }, body: JSON.stringify(body) });
+    const text = await r.text();
+    assert.equal(r.status, 201, `${path}: ${text}`);
+    return JSON.parse(text) as { id: number };
+  };
+  const ipById = async (id: number): Promise<Record<string, unknown>> =>
+    (await (await fetch(`${f.nb.url}/api/ipam/ip-addresses/${id}/`, { headers: { authorization: f.nb.authorization } })).json()) as Record<string, unknown>;
+  // Someone else's addresses: a non-primary IP of another device, an FHRP group's virtual IP, and one that
+  // exists only in another VRF.
+  const w1 = (await listDevices(f.admin, { name: ["worker-1"] }))[0];
+  assert.ok(w1);
+  const other = await admin("/api/dcim/devices/", { name: "other-1", device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "active" });
+  const otherIf = await admin("/api/dcim/interfaces/", { device: other.id, name: "eth1", type: "1000base-t" });
+  const taken = await admin("/api/ipam/ip-addresses/", { address: "10.20.0.51/24", assigned_object_type: "dcim.interface", assigned_object_id: otherIf.id, description: "other-1 management" });
+  const fhrp = await admin("/api/ipam/fhrp-groups/", { protocol: "vrrp2", group_id: 7 });
+  const vip = await admin("/api/ipam/ip-addresses/", { address: "10.20.0.52/24", assigned_object_type: "ipam.fhrpgroup", assigned_object_id: fhrp.id, description: "VRRP VIP" });
+  const vrf = await admin("/api/ipam/vrfs/", { name: "tenant-b" });
+  const inVrf = await admin("/api/ipam/ip-addresses/", { address: "10.20.0.53/24", vrf: vrf.id, assigned_object_type: "dcim.interface", assigned_object_id: otherIf.id, description: "tenant-b" });
+  const snapshot = async (): Promise<string> => JSON.stringify(await Promise.all([taken.id, vip.id, inVrf.id].map(async (id) => {
+    const x = await ipById(id);
+    return [x["assigned_object_type"], x["assigned_object_id"], x["description"], (x["vrf"] as { id?: number } | null)?.id ?? null];
+  })));
+  const was = await snapshot();
+
+  for (const [cidr, owner] of [["10.20.0.51/24", /dcim\.interface "other-1\/eth1"/], ["10.20.0.52/24", /ipam\.fhrpgroup/]] as const) {
+    const p = join(f.dir, "takeover.yaml");
+    writeFileSync(p, text + node("new-1", "NEW-0001", "ethernet1/1/5", cidr));
+    const before = await changeCount(f);
+    const dry = fleetd(["inventory", "apply", p, "--dry-run", "--config", applyCfg]);
+    assert.equal(dry.code, 1, `${cidr}: the plan has a conflict: ${dry.stdout}${dry.stderr}`);
+    assert.match(dry.stderr, new RegExp(`new-1: ${cidr.split("/")[0]!.replace(/\./g, "\\.")} is already assigned to .*fleetd does not take it over`));
+    assert.match(dry.stderr, owner);
+    const real = fleetd(["inventory", "apply", p, "--config", applyCfg]);
+    assert.equal(real.code, 1, real.stdout + real.stderr);
+    assert.match(real.stderr, /refused: nothing was changed in NetBox/);
+    assert.equal(await changeCount(f), before, `${cidr}: nothing written`);
+    assert.equal(await snapshot(), was, `${cidr}: the other object's address is untouched`);
+  }
+
+  // The same address in another VRF is another address: the node gets its own in the global table.
+  const p = join(f.dir, "vrf.yaml");
+  writeFileSync(p, text + node("new-2", "NEW-0002", "ethernet1/1/6", "10.20.0.53/24"));
+  const r = fleetd(["inventory", "apply", p, "--config", applyCfg]);
+  assert.equal(r.code, 0, r.stdout + r.stderr);
+  assert.equal(await snapshot(), was, "tenant-b's 10.20.0.53 is untouched");
+  const n2 = (await listDevices(f.admin, { name: ["new-2"] }))[0];
+  assert.ok(n2?.primary_ip4);
+  assert.notEqual(n2.primary_ip4.id, inVrf.id);
+  const own = await ipById(n2.primary_ip4.id);
+  assert.equal(own["vrf"], null);
+  assert.equal(own["description"], "fleetd new-2");
+});

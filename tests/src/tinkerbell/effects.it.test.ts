@@ -149,7 +149,7 @@ test("provision creates Hardware, Templates, Machine and Workflow that the real 
   assert.equal(at(hw, "spec.auto.enrollmentEnabled"), false);
 
   const templates = await list(tink("templates"), "app.kubernetes.io/managed-by=fleetd");
-  assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe", "fleetd-wipe-unattested"]);
+  assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);
   const prov = parseYaml(String((await get(tink("templates"), "fleetd-provision")).spec["data"]));
   const data = checkTemplateData(prov, "read back");
   const actions = data.tasks[0]!.actions;
@@ -333,7 +333,7 @@ test("objects not labelled as fleetd's are never changed: Hardware, Template, Ma
   await custom().createNamespacedCustomObject({ ...tink("templates"), namespace: "other", body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Template", metadata: { name: "fleetd-attest" }, spec: { data: "mine" } } });
   const c = await other.syncTemplates();
   assert.deepEqual(c.templates.refused.map((r) => r.name), ["fleetd-attest"]);
-  assert.equal(c.templates.created.length, 4);
+  assert.equal(c.templates.created.length, 3, "intake, provision, wipe (fleetd-attest refused)");
   assert.equal(((await custom().getNamespacedCustomObject({ ...tink("templates"), namespace: "other", name: "fleetd-attest" })) as Obj).spec["data"], "mine");
 
   // Machine.
@@ -343,7 +343,7 @@ test("objects not labelled as fleetd's are never changed: Hardware, Template, Ma
 
 test("Template sync writes nothing when nothing changed, updates a changed image, refuses an unpinned one", async () => {
   const c1 = await effects.syncTemplates();
-  assert.equal(c1.templates.unchanged.length, 5);
+  assert.equal(c1.templates.unchanged.length, 4);
   assert.deepEqual([c1.templates.created, c1.templates.updated, c1.templates.deleted], [[], [], []]);
   const rv = (await get(tink("templates"), "fleetd-attest")).metadata.resourceVersion;
   await effects.syncTemplates();
@@ -356,6 +356,13 @@ test("Template sync writes nothing when nothing changed, updates a changed image
   assert.deepEqual(c2.templates.deleted, ["fleetd-intake"], "intake off: its Template is pruned");
   assert.deepEqual(c2.ruleSets.deleted, [INTAKE_RULE_SET]);
   await effects.syncTemplates(); // back to the suite's configuration
+
+  // An older fleetd's unattested wipe Template (wipe-disk with no fleetd-attest) left in the namespace is removed.
+  await custom().createNamespacedCustomObject({ ...tink("templates"), namespace: NS, body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Template",
+    metadata: { name: "fleetd-wipe-unattested", labels: { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/template": "wipe-unattested" } }, spec: { data: "wipe-disk only" } } });
+  const c3 = await effects.syncTemplates();
+  assert.deepEqual(c3.templates.deleted, ["fleetd-wipe-unattested"]);
+  assert.deepEqual((await list(tink("templates"), "app.kubernetes.io/managed-by=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);
 
   assert.throws(() => site({ images: { ...site().images, wipe: "docker.io/library/debian:bookworm-slim" } }), /pinned by digest/);
   assert.throws(() => checkTemplateData({ version: "0.1", name: "t", global_timeout: 60, tasks: [{ name: "a", worker: "{{ .device_1 }}", actions: [{ name: "x", image: "quay.io/x/y:latest", timeout: 60 }] }] }, "t"),

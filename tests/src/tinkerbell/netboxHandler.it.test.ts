@@ -76,10 +76,10 @@ after(async () => {
   await Promise.all([f?.nb.stop(), cp?.stop()]);
 });
 
-async function request(name: string, action: string) {
+async function request(name: string, action: string, token = f.alice.token) {
   const d = await device(f, name);
   const mark = decisions.events.length;
-  await requestAction(f, f.alice.token, name, action);
+  await requestAction(f, token, name, action);
   const e = await decisions.wait(mark, (x) => x.deviceId === d.id && x.decision.outcome !== "ignore", `${action} ${name}`);
   return { d, e };
 }
@@ -98,7 +98,7 @@ test("desired_action provision in NetBox yields Hardware, Templates, Machine and
   const m = (await kube.custom.getNamespacedCustomObject({ group: "bmc.tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "machines", name: "edge-1" })) as Obj;
   assert.deepEqual(m.spec["connection"], { host: "10.20.1.31", port: 623, insecureTLS: true, authSecretRef: { name: "fleetd-bmc-edge-1", namespace: NS },
     providerOptions: { preferredOrder: ["IntelAMT"], intelAMT: { port: 16992, hostScheme: "http" } } });
-  assert.equal((await list("templates", "app.kubernetes.io/managed-by=fleetd")).length, 4, "provision, attest, wipe, wipe-unattested (intake off)");
+  assert.deepEqual((await list("templates", "app.kubernetes.io/managed-by=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-provision", "fleetd-wipe"], "intake off; no unattested wipe");
 
   const intent = h!.intents.all().find((i) => i.deviceId === d.id && i.action === "provision");
   assert.deepEqual(intent?.effect, { effect: "workflow", workflow: wf.metadata.name, created: true, deleted: [] });
@@ -132,9 +132,13 @@ test("refusals: vault: BMC credentials, and a node with no proven MAC — journa
   assert.ok((await readJournal(f.admin, w.d.id)).some((j) => j.kind === "danger" && /vault: is not supported by this deployment.*\[credentials_unsupported\]/.test(j.comments)));
   assert.equal((await list("workflows", "fleetd.io/node=worker-1")).length, 0);
 
-  const l = await request("legacy-1", "provision"); // TPM 1.2: an unattested wipe, but no MAC is proven
-  assert.ok((await readJournal(f.admin, l.d.id)).some((j) => j.kind === "danger" && /no proven MAC address.*\[no_proven_mac\]/.test(j.comments)));
+  const l = await request("legacy-1", "provision"); // TPM 1.2: refused before any effect (no identity proof)
+  assert.ok(l.e.decision.outcome === "refuse" && l.e.decision.code === "tpm12_no_identity_proof");
+  const m = await request("legacy-1", "provision", f.mallory.token); // the reviewer's attack: an unprivileged "provision" became a wipe
+  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "tpm12_no_identity_proof");
+  assert.ok((await readJournal(f.admin, l.d.id)).some((j) => j.kind === "danger" && /fleetd will not wipe or install it.*\[tpm12_no_identity_proof\]/.test(j.comments)));
   assert.equal((await list("hardware", "fleetd.io/node=legacy-1")).length, 0);
+  assert.equal((await list("workflows", "fleetd.io/node=legacy-1")).length, 0);
 });
 
 test("decommissioning goes to the injected retire function with the request's key", async () => {

@@ -37,8 +37,7 @@ const render = renderTemplate;
 /** What the controller renders with: hardwareMap keys, and the Hardware's disks (none for an enrollment). */
 function dataFor(kind: TemplateKind): Record<string, unknown> {
   if (kind === "intake") return { device_1: MAC, fleetd_mode: "intake" }; // the rule set's agentValue + kvs; no Hardware
-  const mode = kind === "wipe-unattested" ? "wipe" : kind;
-  const wf = buildWorkflow({ name: "worker-1", macs: [MAC] }, { mode, requestId: "r1", ...(kind === "wipe-unattested" ? { unattested: true } : {}) }, "tinkerbell");
+  const wf = buildWorkflow({ name: "worker-1", macs: [MAC] }, { mode: kind, requestId: "r1" }, "tinkerbell");
   return { ...wf.spec.hardwareMap, Hardware: { Disks: ["/dev/nvme0n1"] } };
 }
 
@@ -56,10 +55,6 @@ for (const kind of TEMPLATE_KINDS) {
       if (a.environment?.["DEST_DISK"]) assert.equal(a.environment["DEST_DISK"], "/dev/nvme0n1");
     }
     const attest = task.actions.find((a) => a.name === "fleetd-attest");
-    if (kind === "wipe-unattested") {
-      assert.equal(attest, undefined);
-      return;
-    }
     assert.ok(attest);
     const cfg = loadConfig({ ...task.environment, ...attest.environment });
     assert.equal(cfg.workflow, kind === "intake" ? enrollmentWorkflowName(MAC) : data["fleetd_workflow"]);
