@@ -91,7 +91,8 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
   const log = deps.log.child({ loop: "csr-gate" });
   const budget = new JournalBudget(deps.journalBudget?.perWindow, deps.journalBudget?.windowMs);
 
-  /** The node (device ID and name) each judged token was rendered for: state and journal go by device ID. */
+  /** The node (device ID and name) each token judged in this pass was rendered for: state and journal go by
+   * device ID. Cleared at each pass's start: tokens are single use and expire, so nothing outlives a pass. */
   const refs = new Map<string, NodeRef>();
 
   async function rendered(tokenId: string): Promise<RenderedToken | undefined> {
@@ -117,6 +118,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
 
   async function pass(): Promise<SyncResult> {
     const at = now();
+    refs.clear();
     const r: SyncResult = { approved: [], denied: [], ignored: 0, conflicts: 0, tokensDeleted: [] };
     const list = await deps.kube.certificates.listCertificateSigningRequest();
     const usedTokens = new Map<string, Date>(); // fleetd-approved tokens whose certificate is out, and when

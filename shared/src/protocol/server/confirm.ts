@@ -16,7 +16,7 @@ import type { Confirm, ConfirmResponse } from "../messages.js";
 import type { SessionRecord } from "../../state/store.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
-import { checkGates, type EvidenceSessionData } from "./evidence.js";
+import { type EvidenceSessionData, freshGates } from "./evidence.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
@@ -36,6 +36,7 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   if (!data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
     throw new Refused(409, "refused", [{ check: "confirm.state", detail: `nothing was issued in this ${session.mode} session, so there is nothing to confirm` }], session.node);
   }
+  const ldevidPublic = data.ldevidPublic;
   const ldevidCert = fromHex(data.ldevidCertificate);
   const lakCert = fromHex(data.lakCertificate);
   const message = confirmMessage(session.id, ldevidCert, lakCert);
@@ -47,7 +48,7 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
     if (!(e instanceof ParseError)) throw e;
     throw new Refused(400, "bad-request", [{ check: "confirm.signature.parse", detail: e.message }], session.node);
   }
-  const ldevid = decodeExact(TPMT_PUBLIC, fromHex(data.ldevidPublic));
+  const ldevid = decodeExact(TPMT_PUBLIC, fromHex(ldevidPublic));
   // TPM2_Sign over SHA-256(message) is a SHA-256 signature over the message; the LDevID's scheme fixes the hash.
   verifyTpmSignature(c, "confirm.signature", ldevid, message, sig);
   if (!c.ok) throw new Refused(403, "refused", c.reasons, session.node);
@@ -59,11 +60,7 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   // have moved the device (e.g. to decommissioning) or changed desired_action since the evidence. Before this,
   // only the node's existence was checked, so a device decommissioned between evidence and confirm still got
   // its install code. The session is spent either way (the stricter choice).
-  const node = await ctx.inventory.reread(session.node.deviceId);
-  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
-  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
-  const workflow = await ctx.workflows.check(node, data.claims);
-  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
+  const node = await freshGates(ctx, session, data.claims);
   const ref = session.node;
 
   if (session.mode === "intake") {
@@ -80,7 +77,7 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
       throw new Refused(409, "refused", [{ check: "confirm.concurrent", detail: "another provision confirm of this node is in progress; nothing was released" }], ref, true);
     }
     try {
-      return await releaseInstallCode(ctx, session, data, node, ldevidCert, now);
+      return await releaseInstallCode(ctx, session, data, node, ldevidCert, ldevidPublic, now);
     } finally {
       await ctx.store.refundLimit(lock, now.getTime(), 120_000);
     }
@@ -90,10 +87,8 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
 }
 
 /** provision: render the config, create its bootstrap token, store SHA-256(code) with it, wrap the code to the TPM. */
-async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, data: EvidenceSessionData, node: NodeRecord, ldevidCert: Uint8Array, now: Date): Promise<ConfirmResponse> {
+async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, data: EvidenceSessionData, node: NodeRecord, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
   const ref = session.node;
-  const ldevidPublic = data.ldevidPublic;
-  if (!ldevidPublic) throw new Refused(409, "refused", [{ check: "confirm.state", detail: "nothing was issued in this session" }], ref, true);
   const code = ctx.random(32);
   const ek = decodeExact(TPMT_PUBLIC, fromHex(data.firstEkPublic));
   const wrapped = makeCredential(ek, fromHex(session.akName), code);

@@ -15,6 +15,7 @@ import { CURVES, isCurve, TPM_ALG } from "../../tpm/constants.js";
 import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../../tpm/structures.js";
 import { certifyExtraData, quoteExtraData } from "../bindings.js";
 import type { Claims, Evidence, EvidenceResponse } from "../messages.js";
+import type { SessionRecord } from "../../state/store.js";
 import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { Issued, NodeRecord, NodeRef } from "./deps.js";
@@ -114,11 +115,7 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   }
 
   // Every gate, on a fresh read of the inventory (by device ID), before anything is signed.
-  const node = await ctx.inventory.reread(session.node.deviceId);
-  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, data.claims);
-  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
-  const workflow = await ctx.workflows.check(node, data.claims);
-  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
+  const node = await freshGates(ctx, session, data.claims);
 
   const plan = await issuancePlan(ctx, node, session.mode, now);
   let issued: { ldevid: Issued; lak: Issued; bundlePem: string } | undefined;
@@ -207,6 +204,20 @@ function checkLdevidKey(c: Checks, pub: Public): void {
     const p256 = isCurve(pub.parameters.curveID) && CURVES[pub.parameters.curveID].name === "P-256";
     c.check(p256 && s.kind === "ecdsa" && s.hashAlg === TPM_ALG.SHA256, "ldevid.scheme", "an ECC LDevID must be P-256 with ECDSA-SHA256");
   }
+}
+
+/**
+ * Every gate on a fresh read of the device by its ID (checkGates), then the Workflow gate: the node as it is now,
+ * or a journalled 403 naming the gates that failed. Evidence runs it before anything is signed, confirm before
+ * anything is released.
+ */
+export async function freshGates(ctx: ServerContext, session: Pick<SessionRecord, "node" | "mode" | "ekBindings">, claims: Claims): Promise<NodeRecord> {
+  const node = await ctx.inventory.reread(session.node.deviceId);
+  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims);
+  if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
+  const workflow = await ctx.workflows.check(node, claims);
+  if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
+  return node;
 }
 
 /**
