@@ -5,11 +5,13 @@
  * `${code}` (Talos did not substitute it: no META key) is a 4xx that counts against nothing. Wrong codes count
  * against the client address (StoreLimiter: charged before the lookup, shared by every replica). The device must
  * still be `staged` in NetBox: a node decommissioned after its confirm gets nothing, and its codes are void. The code never appears in a log line: at fetch time it is a bearer token.
+ * The stored config is sealed to the code (shared/src/crypto/seal.ts) and opened here with the code presented.
  */
 import { createHash, randomUUID } from "node:crypto";
 import type { Request, Response } from "express";
 import type { Logger } from "pino";
 import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
+import { openConfig, SealError } from "@fleetd/shared/crypto/seal";
 import { uuidEqual } from "@fleetd/shared/protocol/server/challenge";
 import type { Inventory, Journal } from "@fleetd/shared/protocol/server/deps";
 import { clientAddress, type TrustedProxies } from "./clientAddress.js";
@@ -55,7 +57,8 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     if (!UUID.test(uuid) || !CODE.test(code)) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters");
 
     // The code in the URL is the lowercase hex of the 32 bytes c the TPM unwrapped; the store holds SHA-256(c).
-    const codeHash = createHash("sha256").update(Buffer.from(code, "hex")).digest("hex");
+    const codeBytes = Buffer.from(code, "hex");
+    const codeHash = createHash("sha256").update(codeBytes).digest("hex");
     const claimer = randomUUID();
     const record = await deps.store.claimInstallCode(codeHash, claimer, now, deps.staleClaimMs);
     if (!record) return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)");
@@ -71,7 +74,17 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
       res.status(410).type("application/json").send(JSON.stringify({ error: "gone", detail: "this config was withdrawn" }));
       return;
     }
-    if (record.config.length === 0) {
+    let config: string;
+    try {
+      config = openConfig(codeBytes, record.config, { deviceId: record.node.deviceId, uuid: record.uuid });
+    } catch (e) {
+      if (!(e instanceof SealError)) throw e;
+      await deps.store.releaseInstallCode(codeHash, claimer);
+      deps.log.error({ node: record.node, reason: e.message }, "stored config does not open with its code; refusing to serve it");
+      res.status(500).type("application/json").send(JSON.stringify({ error: "sealed-config", detail: "the stored config does not open; provision the node again" }));
+      return;
+    }
+    if (config.length === 0) {
       await deps.store.releaseInstallCode(codeHash, claimer);
       deps.log.error({ node: record.node }, "stored config is empty; refusing to serve it");
       res.status(500).type("application/json").send(JSON.stringify({ error: "empty-config" }));
@@ -94,7 +107,7 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
         deps.log.warn({ node: record.node, address }, "talos config response aborted; claim released");
       }
     });
-    res.status(200).type("application/yaml").send(record.config);
+    res.status(200).type("application/yaml").send(config);
   };
 }
 

@@ -7,7 +7,7 @@
  * the journal tells the story. Then the refusals: each leaves nothing signed and names its check.
  */
 import { strict as assert } from "node:assert";
-import { X509Certificate, randomBytes } from "node:crypto";
+import { createHash, X509Certificate, randomBytes } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -99,6 +99,13 @@ test("write-meta puts the code into META key 0x0b; Talos's own reader sees it an
 
 test("the config is fetched once: a wrong code fails, the right one succeeds, the second fetch fails; the device becomes active", async () => {
   const uuid = w.claims().uuid;
+  // At rest the config is sealed to the code: the stored row names neither the node nor any of its secrets.
+  const codeHash = createHash("sha256").update(Buffer.from(provisioned.installCode ?? "", "hex")).digest("hex");
+  const row = await w.store.claimInstallCode(codeHash, "probe", Date.now(), 0);
+  assert.ok(row, "the install code's row is stored");
+  await w.store.releaseInstallCode(codeHash, "probe");
+  assert.match(row.config, /^sealed:v1:[A-Za-z0-9+/=]+$/);
+  assert.ok(!row.config.includes(NODE) && !row.config.includes("machine:"), "no plaintext config at rest");
   const wrong = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${"0".repeat(64)}`);
   assert.equal(wrong.status, 404);
   const literal = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=$%7Bcode%7D`);

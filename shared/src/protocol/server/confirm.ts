@@ -17,6 +17,7 @@ import type { SessionRecord } from "../../state/store.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
 import { type EvidenceSessionData, freshGates } from "./evidence.js";
+import { sealConfig } from "../../crypto/seal.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
@@ -119,7 +120,8 @@ async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, da
     node: ref,
     uuid: data.claims.uuid,
     sourceAddress: data.sourceAddress,
-    config: rendered.config,
+    // sealed to the code: the store never holds the config's secrets in a form it could read (crypto/seal.ts)
+    config: sealConfig(code, rendered.config, { deviceId: ref.deviceId, uuid: data.claims.uuid }, ctx.random(12)),
     expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
   });
   await ctx.inventory.markStaged(ref);
