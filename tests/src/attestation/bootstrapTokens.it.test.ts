@@ -3,10 +3,12 @@
  * swtpm, SoftHSM2, the server) with a real control plane as the workload cluster. A provision creates the
  * node's `bootstrap-token-<id>` Secret before any config can be fetched (that such a Secret authenticates the
  * token is shown in tests/src/kube/csrGate.it.test.ts); a re-provision replaces it (the old Secret is deleted);
- * when the Secret cannot be created, the provision fails closed: no install code.
+ * when the Secret cannot be created, the provision fails closed: no install code. A control plane (cp-1, rendered
+ * from the site's secrets bundle) provisions where no cluster exists yet: Talos creates its token's Secret.
  */
 import { strict as assert } from "node:assert";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
@@ -16,7 +18,9 @@ import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/shared/kube/clien
 import { listDevices } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import type { BootstrapTokens } from "@fleetd/shared/protocol/server/deps";
+import { secretsBundleFixture, siteForBundle, writeSecretsBundle } from "@fleetd/shared/talos/config/testkit";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { talosGo } from "../talos/goTools.js";
 import { runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
 
@@ -26,6 +30,8 @@ const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+
 let cp: ControlPlane;
 let admin: Kube;
 let w: World;
+let bundleDir = "";
+const CONTROL_PLANE = "cp-1";
 /** What the server creates tokens with; a test swaps it for one without rights. */
 let tokens: BootstrapTokens;
 
@@ -35,11 +41,20 @@ before(async () => {
   kc.loadFromFile(cp.kubeconfig);
   admin = kubeFromConfig(kc);
   tokens = new KubeBootstrapTokens(admin);
-  w = await startWorld({ talosVersion: TALOS_VERSION, bootstrapTokens: { create: (...a) => tokens.create(...a), delete: (id) => tokens.delete(id) } });
+  // cp-1 (the example rack's control plane) renders with the site's secrets bundle
+  bundleDir = mkdtempSync(join(tmpdir(), "fleetd-bundle-"));
+  const bundle = secretsBundleFixture();
+  w = await startWorld({
+    talosVersion: TALOS_VERSION,
+    bootstrapTokens: { create: (...a) => tokens.create(...a), delete: (id) => tokens.delete(id) },
+    machines: { [CONTROL_PLANE]: {} },
+    talosSite: siteForBundle(TALOS_VERSION, bundle, writeSecretsBundle(join(bundleDir, "secrets.yaml"), bundle)),
+  });
 }, { timeout: 60 * 60_000 });
 after(async () => {
   await w?.stop();
   await cp?.stop();
+  if (bundleDir) rmSync(bundleDir, { recursive: true, force: true });
 });
 
 async function secretFor(tokenId: string): Promise<k8s.V1Secret | undefined> {
@@ -110,4 +125,42 @@ test("when the Secret cannot be created (no rights in the cluster), the provisio
   assert.match(journal, /provision failed closed: the bootstrap token Secret could not be created \(creating bootstrap token [a-z0-9]{6} for node worker-1: API status 403\)/);
   assert.deepEqual(await w.store.getBootstrapToken(await w.deviceId(NODE)), before, "the recorded token is unchanged");
   assert.ok(before && (await secretFor(before.tokenId)), "the previous token's Secret is untouched");
+});
+
+test("a control plane provisions with no cluster to create a Secret in: Talos makes its token's Secret itself, fleetd creates none", async () => {
+  // The first control plane boots before there is a cluster: no API server answers the token client.
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "none", server: "https://127.0.0.1:9", caData: Buffer.from(cp.caPem).toString("base64") }],
+    users: [{ name: "u", token: "unused" }],
+    contexts: [{ name: "x", cluster: "none", user: "u" }],
+    currentContext: "x",
+  });
+  const m = w.machines[CONTROL_PLANE];
+  assert.ok(m);
+  tokens = new KubeBootstrapTokens(kubeFromConfig(kc));
+  let code: string | undefined;
+  try {
+    assert.equal((await runHonest(w, "intake", {}, w.transport, m)).mode, "intake");
+    const r = await runHonest(w, "provision", {}, w.transport, m);
+    assert.equal(r.mode, "provision");
+    code = r.installCode;
+  } finally {
+    tokens = new KubeBootstrapTokens(admin);
+  }
+  assert.match(code ?? "", /^[0-9a-f]{64}$/, "an install code was released");
+  const rec = await w.store.getBootstrapToken(await w.deviceId(CONTROL_PLANE));
+  assert.ok(rec, "the store records the control plane's token (the CSR gate judges its kubelet by it)");
+  assert.equal(await secretFor(rec.tokenId), undefined, "fleetd created no Secret for it");
+  const res = await fetch(`${w.baseUrl}/talos/config?uuid=${m.claims().uuid}&code=${code}`);
+  assert.equal(res.status, 200);
+  const yaml = await res.text();
+  assert.match(yaml, /type: controlplane/);
+  // Talos's own machinery accepts what the machine fetched as a control plane of that bundle (metal mode)
+  const file = join(bundleDir, "fetched-cp-1.yaml");
+  writeFileSync(file, yaml);
+  const v = talosGo("validate-config", ["--strict", "--type", "controlplane", "--secrets", join(bundleDir, "secrets.yaml"), "--dump", file], true);
+  const verdict = JSON.parse(v.stdout) as { valid: boolean; errors: string[] };
+  assert.ok(verdict.valid, verdict.errors.join("\n"));
+  assert.match(yaml, new RegExp(`token: ${rec.tokenId}\\.[a-z0-9]{16}`), "its cluster.token is the recorded token, from which Talos makes the Secret");
 });

@@ -184,11 +184,20 @@ export function flipEventDataByte(log: Uint8Array, pick: (ev: TcgEvent) => boole
   return { log: out, event: ev };
 }
 
-/** The honest machine of a world (worker-1) runs `mode` through fleetd's client, with optional claim changes. */
-export async function runHonest(w: World, mode: Claims["mode"], over: Partial<Claims> = {}, server: ServerTransport = w.transport): Promise<AttestResult> {
-  const tpm = w.client();
+/**
+ * An honest machine of a world (by default worker-1, the world's own) runs `mode` through fleetd's client, with
+ * optional claim changes.
+ */
+export async function runHonest(
+  w: World,
+  mode: Claims["mode"],
+  over: Partial<Claims> = {},
+  server: ServerTransport = w.transport,
+  machine: Pick<WorldMachine, "client" | "claims" | "eventLog"> = w,
+): Promise<AttestResult> {
+  const tpm = machine.client();
   try {
-    return await attest({ tpm, server, claims: w.claims({ mode, ...over }), eventLog: w.eventLog });
+    return await attest({ tpm, server, claims: machine.claims({ mode, ...over }), eventLog: machine.eventLog });
   } finally {
     await tpm.close();
   }

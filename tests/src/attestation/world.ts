@@ -44,6 +44,7 @@ import type { InstallCodeRecord } from "@fleetd/shared/state/store";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/shared/testing/bootScenarios";
 import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
+import type { TalosSiteConfig } from "@fleetd/shared/talos/config/schemas";
 import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
@@ -83,6 +84,8 @@ export interface WorldOptions {
   machines?: Record<string, MachineSpec>;
   /** Where the rendered configs' bootstrap token Secrets go (default: recorded in memory, no cluster). */
   bootstrapTokens?: BootstrapTokens;
+  /** The site's Talos settings (default: siteConfigFixture, which renders workers only). */
+  talosSite?: TalosSiteConfig;
 }
 
 /** A machine of the world: its TPM, what it claims and the log of its boot. */
@@ -162,6 +165,8 @@ export interface AttestationServerParts {
   /** The manufacturer store holds the world's EK CA only: foreign TPMs do not chain. */
   ekCaDir: string;
   talosVersion: string;
+  /** The site's Talos settings (default: siteConfigFixture(talosVersion)). */
+  talosSite?: TalosSiteConfig;
   log: Logger;
   metrics: ReturnType<typeof createMetrics>;
   now: () => Date;
@@ -196,7 +201,7 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
     journal: inventory,
     measuredBoot: new PolicyMeasuredBoot(parts.siteAuthoritiesDir),
     issuer: parts.issuer,
-    renderer: new TalosRenderer(siteConfigFixture(parts.talosVersion), 24 * 3600_000, now),
+    renderer: new TalosRenderer(parts.talosSite ?? siteConfigFixture(parts.talosVersion), 24 * 3600_000, now),
     bootstrapTokens: parts.bootstrapTokens,
     admission: { admit: async () => undefined },
     workflows: parts.workflows,
@@ -330,7 +335,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), {
     applyAccount: fleet.apply.username,
     attestationAccount: fleet.handler.username,
-    roleSlugs: { worker: "worker", "control-plane": "control-plane" },
+    roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" }, // the nodes file's defaults
   });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
@@ -343,6 +348,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     siteAuthoritiesDir: site,
     ekCaDir: tpm.caDir,
     talosVersion: opts.talosVersion,
+    ...(opts.talosSite ? { talosSite: opts.talosSite } : {}),
     log,
     metrics,
     now,

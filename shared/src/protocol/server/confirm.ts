@@ -102,16 +102,21 @@ async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, da
     lakPublic: fromHex(data.lakPublic ?? ""),
     lakPrivate: fromHex(data.lakPrivate ?? ""),
   });
-  // The token's Secret exists before the config can be fetched; if it cannot be created, no install code
-  // (fail closed). A re-provision retires the node's previous token.
+  // A worker's token Secret exists before the config can be fetched; if it cannot be created, no install code
+  // (fail closed). A re-provision retires the node's previous token. A control plane's Secret is Talos's own:
+  // Talos creates `bootstrap-token-<id>` from the control plane's cluster.token (research/talos.md §5), and
+  // before the first control plane boots there is no cluster to create it in, so fleetd creates and deletes
+  // none (it never owned one: the Secret Talos makes carries no fleetd label).
   const previous = await ctx.store.getBootstrapToken(ref.deviceId);
-  try {
-    await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
-  } catch (e) {
-    await ctx.journal.record(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
-    throw e;
+  if (node.role === "worker") {
+    try {
+      await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+    } catch (e) {
+      await ctx.journal.record(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
+      throw e;
+    }
+    if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
   }
-  if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
   await ctx.store.setBootstrapToken(ref, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
   // One install code per node: an earlier session's undelivered code (and its config) is void now.
   await ctx.store.voidInstallCodes(ref.deviceId);
