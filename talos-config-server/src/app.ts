@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
 import { clientAddress } from "./clientAddress.js";
 import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
-import { CaUnavailable } from "./ha/leaderIssuer.js";
+import { outageOf } from "@fleetd/shared/outage/outage";
 import type { Metrics } from "./metrics.js";
 
 export interface AppDeps extends ConfigFetchDeps {
@@ -20,6 +20,24 @@ export interface AppDeps extends ConfigFetchDeps {
   bodyLimit: string;
   /** HA: the replicas' internal API (ha/internalApi.ts), mounted before the JSON parser (its MAC is over raw bytes). */
   internal?: Router;
+  /** Readiness (`/readyz`): NetBox and the CA signer reachable; absent: always ready (tests without them). */
+  ready?: () => Promise<Readiness>;
+}
+
+/** A readiness check run at most once per `ttlMs` (probes may come every second from several kubelets). */
+export function cachedProbe<T>(ttlMs: number, probe: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at >= ttlMs) last = { at: now, value: probe() };
+    return last.value;
+  };
+}
+
+/** What `/readyz` answers: ready when every check is ok; each check names its dependency. */
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, { ok: true } | { ok: false; detail: string }>;
 }
 
 /** The API's OpenAPI 3.1 document (talos-config-server/openapi.yaml), served at GET /openapi.yaml. */
@@ -47,6 +65,7 @@ export function createApp(deps: AppDeps): Express {
         const out = await fn(req);
         deps.metrics.attestations.inc({ step: name, outcome: out.ok ? "ok" : out.body.error });
         if (!out.ok) deps.log.warn({ step: name, status: out.status, reasons: out.body.reasons }, `${name} refused`);
+        if (!out.ok && out.retryAfterSeconds !== undefined) res.set("retry-after", String(out.retryAfterSeconds));
         res.status(out.ok ? 200 : out.status).json(out.body);
       } catch (e) {
         next(e);
@@ -61,6 +80,10 @@ export function createApp(deps: AppDeps): Express {
   app.get("/talos/config", configFetchHandler(deps));
   app.get("/healthz", (_req, res) => {
     res.json({ ok: true });
+  });
+  app.get("/readyz", async (_req, res) => {
+    const r: Readiness = deps.ready ? await deps.ready() : { ready: true, checks: {} };
+    res.status(r.ready ? 200 : 503).json(r);
   });
   app.get("/metrics", async (_req, res) => {
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
@@ -89,9 +112,12 @@ export function createApp(deps: AppDeps): Express {
       res.status(400).json({ error: "bad-request", reasons: [{ check: "request.body", detail: e.type ? `the body could not be read (${e.type})` : "the body could not be read" }] });
       return;
     }
-    if (err instanceof CaUnavailable) {
-      // HA: the leader could not be reached or could not sign; nothing was issued (journalled by the issuer)
-      res.status(503).json({ error: "unavailable", reasons: [{ check: "ca.signer", detail: err.message }] });
+    const outage = outageOf(err);
+    if (outage) {
+      // A dependency outage outside the protocol steps (the config fetch's NetBox read): retry later
+      deps.log.warn({ reason: outage.reason, detail: outage.detail }, "dependency unavailable");
+      res.set("retry-after", String(outage.retryAfterSeconds));
+      res.status(503).json({ error: "unavailable", reason: outage.reason, reasons: [{ check: outage.reason, detail: `${outage.reason.replace("-", " ")}; retry later` }] });
       return;
     }
     deps.log.error({ err }, "internal error");

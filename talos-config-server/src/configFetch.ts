@@ -67,7 +67,14 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
       return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)");
     }
     await deps.limiter.refundCode(address, now);
-    const wanted = await deps.stillWanted(record.node);
+    let wanted: Awaited<ReturnType<ConfigFetchDeps["stillWanted"]>>;
+    try {
+      wanted = await deps.stillWanted(record.node);
+    } catch (e) {
+      // NetBox down: the claim goes back, so Talos's next try (it retries for hours) finds the code again
+      await deps.store.releaseInstallCode(codeHash, claimer);
+      throw e;
+    }
     if (!wanted.ok) {
       await deps.store.voidInstallCodes(record.node.deviceId);
       deps.log.warn({ node: record.node, address, reason: wanted.reason }, "talos config refused: the node no longer expects it; its install codes are void");

@@ -30,6 +30,8 @@ export function createMetrics(sources: MetricSources = {}) {
     attestations: new Counter({ name: "fleetd_attestation_steps_total", help: "Attestation protocol steps by outcome", labelNames: ["step", "outcome"], registers: [registry] }),
     stepSeconds: new Histogram({ name: "fleetd_attestation_step_seconds", help: "Server time per protocol step", labelNames: ["step"], registers: [registry] }),
     configFetches: new Counter({ name: "fleetd_talos_config_fetches_total", help: "Talos config fetches by outcome", labelNames: ["outcome"], registers: [registry] }),
+    outages: new Counter({ name: "fleetd_dependency_outages_total", help: "Requests answered 503 because a dependency was down, by step and reason", labelNames: ["step", "reason"], registers: [registry] }),
+    journalLost: new Counter({ name: "fleetd_journal_entries_lost_total", help: "Refusal journal entries not written because NetBox was down (the refusal was still answered), by step", labelNames: ["step"], registers: [registry] }),
   };
 }
 export type Metrics = ReturnType<typeof createMetrics>;

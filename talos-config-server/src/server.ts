@@ -13,7 +13,7 @@ import type { Logger } from "pino";
 import { loadCaStore } from "@fleetd/shared/ek/store";
 import { applyListenerLimits, listenerOptions } from "@fleetd/shared/http/listenerLimits";
 import { attestationAccount, ConfigError } from "@fleetd/shared/netbox/config";
-import { createNetBox } from "@fleetd/shared/netbox/client";
+import { createNetBox, netboxReachable } from "@fleetd/shared/netbox/client";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
 import { netboxPlatformFieldCheck } from "@fleetd/shared/netbox/platformFields";
 import { currentCa } from "@fleetd/shared/pki/bundle";
@@ -45,7 +45,7 @@ import { internalRouter } from "./ha/internalApi.js";
 import { LeaderIssuer } from "./ha/leaderIssuer.js";
 import { loadPeerSecret, PeerVerifier } from "./ha/peerAuth.js";
 import { SharedBundleState } from "./ha/sharedBundle.js";
-import { createApp } from "./app.js";
+import { cachedProbe, createApp, type Readiness } from "./app.js";
 import { startCsrGate, type CsrGate } from "./csrGate.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 import type { ServerConfig } from "./config.js";
@@ -154,8 +154,11 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   let internal: Router | undefined;
   const electors: LeaderElector[] = [];
   let loopsElector: LeaderElector | undefined;
+  /** The single replica's signer (HA: the leader's is behind the forwarder; readiness checks NetBox only). */
+  let singleSigner: Pick<Pkcs11Signer, "available"> | undefined;
   if (!s.ha) {
     const signer = await openPkcs11Signer(s.ca.signer);
+    singleSigner = signer;
     try {
       checkSignerIsCurrentCa(signer, bundle, s.ca.bundleStateFile);
       db = new SqliteAttestationStore(s.stateDb ?? "");
@@ -289,9 +292,23 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       lastUnauthLog = t;
       log.warn({ step, checks: reasons.map((r) => r.check) }, "attestation refused before credential activation (unauthenticated)");
     },
+    onOutage: (step, outage) => {
+      metrics.outages.inc({ step, reason: outage.reason });
+      log.warn({ step, reason: outage.reason, detail: outage.detail }, "dependency unavailable: answered 503, nothing spent");
+    },
+    onJournalLost: (step, reasons, outage) => {
+      metrics.journalLost.inc({ step });
+      log.error({ step, checks: reasons.map((r) => r.check), reason: outage.reason }, "refusal answered, but its journal entry was not written (NetBox down)");
+    },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
+  const netboxProbe = cachedProbe(5_000, () => netboxReachable(nb, 3_000));
+  const ready = async (): Promise<Readiness> => {
+    const checks: Readiness["checks"] = { netbox: await netboxProbe() };
+    if (singleSigner) checks["signer"] = await singleSigner.available();
+    return { ready: Object.values(checks).every((c) => c.ok), checks };
+  };
   const app = createApp({
     service,
     store,
@@ -309,6 +326,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
     bodyLimit: `${s.bodyLimitBytes}b`,
     ...(internal ? { internal } : {}),
+    ready,
   });
   // Connection caps and short timeouts, per source too (one policy for every fleetd listener).
   const limits = listenerOptions(s.listen.limits);

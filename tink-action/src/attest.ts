@@ -7,7 +7,8 @@
  * Exit codes (Tinkerbell stops the workflow at the first non-zero action, so a refused machine keeps its disk):
  *   0 attested; 1 unexpected failure (or the shared volume could not be written); 2 configuration or local
  *   input (environment, sysfs claims, event log); 3 refused by the server; 4 TPM or transport failure
- *   (TPM, network, TLS, a malformed answer); 5 still pending when FLEETD_TIMEOUT_SECONDS ran out.
+ *   (TPM, network, TLS, a malformed answer, or the server's dependency still down — 503 `unavailable`, retried
+ *   with the same request — when FLEETD_TIMEOUT_SECONDS ran out); 5 still pending when FLEETD_TIMEOUT_SECONDS ran out.
  */
 import pino, { type Logger } from "pino";
 import { parseOptions, str } from "@fleetd/shared/cli/common";
@@ -108,7 +109,19 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     let wait = 0;
     const tpm = openTpm(cfg.tpm);
     try {
-      result = await attest({ tpm, server, claims, eventLog });
+      result = await attest({
+        tpm,
+        server,
+        claims,
+        eventLog,
+        // a dependency outage on the server (503 unavailable: nothing spent): the same step again, within the budget
+        retryUnavailable: {
+          deadline,
+          delayMs: (n) => backoffDelayMs(n, Math.random()),
+          onRetry: (step, refusal, n, waitMs) =>
+            log.warn({ step, attempt: n, reason: refusal.reason, retryInSeconds: Math.round(waitMs / 100) / 10 }, `${step}: the server's ${refusal.reason ?? "dependency"} is down; retrying the same request`),
+        },
+      });
     } catch (e) {
       if (e instanceof AttestationRefused) {
         const reasons = e.refusal.reasons;
@@ -121,6 +134,10 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
             fail("pending", e.step, e.message, reasons, attempt);
             return EXIT.pending;
           }
+        } else if (e.refusal.error === "unavailable") {
+          log.error({ code: "unavailable", step: e.step, reason: e.refusal.reason, attempt }, `${e.step}: the server's ${e.refusal.reason ?? "dependency"} stayed down until FLEETD_TIMEOUT_SECONDS ran out; giving up`);
+          fail("error", e.step, e.message, reasons, attempt);
+          return EXIT.transport;
         } else {
           log.error({ code: "refused", step: e.step, status: e.status, error: e.refusal.error, reasons }, `refused at ${e.step}: ${reasons.map((r) => `${r.check}: ${r.detail}`).join("; ")}`);
           fail("fail", e.step, e.message, reasons, attempt);

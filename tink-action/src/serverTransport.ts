@@ -6,6 +6,7 @@
  * Every answer is checked here (zod): a 200 must have the step's shape, anything else must be a refusal
  * `{ error, reasons[] }`; a broken, oversized or unexpected answer is a ServerTransportError, not a refusal.
  */
+import { OUTAGE_REASONS, type OutageReason } from "@fleetd/shared/outage/outage";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent, request as httpsRequest } from "node:https";
 import { z } from "zod";
@@ -48,7 +49,8 @@ const ConfirmAnswer: z.ZodType<ConfirmResponse> = z.object({
   installCode: z.object({ idObject: b64, encryptedSecret: b64 }).optional(),
 });
 const RefusalAnswer: z.ZodType<Refusal> = z.object({
-  error: z.enum(["refused", "pending", "bad-request", "expired"]),
+  error: z.enum(["refused", "pending", "bad-request", "expired", "rate-limited", "unavailable"]),
+  reason: z.enum(OUTAGE_REASONS as [OutageReason, ...OutageReason[]]).optional(),
   reasons: z
     .array(z.object({ check: z.string().max(200), detail: z.string().max(4000), pcr: z.number().int().optional(), event: z.number().int().optional() }))
     .max(200),

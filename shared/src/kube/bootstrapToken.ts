@@ -12,6 +12,7 @@
  * The token secret never appears in a log line or an error message: errors carry the token id and the API's
  * status only.
  */
+import { type MaybeOutage, Unavailable } from "../outage/outage.js";
 import type * as k8s from "@kubernetes/client-node";
 import type { BootstrapTokens } from "../protocol/server/deps.js";
 import { isNotFound, kubeStatus, type Kube } from "./client.js";
@@ -32,7 +33,7 @@ const LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 
 export const tokenSecretName = (tokenId: string): string => `bootstrap-token-${tokenId}`;
 
-export class BootstrapTokenError extends Error {
+export class BootstrapTokenError extends Error implements MaybeOutage {
   override readonly name = "BootstrapTokenError";
   constructor(
     readonly code: "invalid-token" | "exists" | "api",
@@ -40,6 +41,12 @@ export class BootstrapTokenError extends Error {
     readonly status?: number,
   ) {
     super(message);
+  }
+
+  /** The API server did not answer, or answered 5xx: an outage (a 403 is not one: it stays a failure). */
+  outage(): Unavailable | undefined {
+    if (this.code === "api" && (this.status === undefined || this.status >= 500)) return new Unavailable("kubernetes-unavailable", this.message);
+    return undefined;
   }
 }
 

@@ -5,11 +5,12 @@
  * select custom fields), so the generated types shape requests and the zod schemas judge responses.
  */
 import createClient, { type Client } from "openapi-fetch";
+import { type MaybeOutage, Unavailable } from "../outage/outage.js";
 import type { paths } from "./schema.js";
 
 export type NetBoxApi = Client<paths>;
 
-export class NetBoxError extends Error {
+export class NetBoxError extends Error implements MaybeOutage {
   override readonly name = "NetBoxError";
   constructor(
     /** Stable code: netbox_http (a non-2xx answer), netbox_conflict (412), netbox_unreachable, netbox_bad_response. */
@@ -19,6 +20,13 @@ export class NetBoxError extends Error {
     readonly detail: string,
   ) {
     super(`${what}: ${status !== undefined ? `HTTP ${status}: ` : ""}${detail}`);
+  }
+
+  /** NetBox did not answer, or answered 5xx (its database or a worker is down): an outage, not an answer. */
+  outage(): Unavailable | undefined {
+    if (this.code === "netbox_unreachable") return new Unavailable("netbox-unavailable", `${this.what}: NetBox did not answer`);
+    if (this.code === "netbox_http" && this.status !== undefined && this.status >= 500) return new Unavailable("netbox-unavailable", `${this.what}: NetBox answered HTTP ${this.status}`);
+    return undefined;
   }
 }
 
@@ -57,6 +65,17 @@ export function createNetBox(opts: NetBoxClientOptions): NetBox {
     },
   });
   return { url, api, authorization };
+}
+
+/** For readiness: NetBox answers `GET /api/status/` with 200 within `timeoutMs` (no body is trusted). */
+export async function netboxReachable(nb: NetBox, timeoutMs: number): Promise<{ ok: true } | { ok: false; detail: string }> {
+  try {
+    const r = await fetch(`${nb.url}/api/status/`, { headers: { authorization: nb.authorization, accept: "application/json" }, signal: AbortSignal.timeout(timeoutMs) });
+    await r.body?.cancel();
+    return r.status === 200 ? { ok: true } : { ok: false, detail: `GET /api/status/: HTTP ${r.status}` };
+  } catch (e) {
+    return { ok: false, detail: `GET /api/status/: ${(e as Error).name === "TimeoutError" ? `no answer within ${timeoutMs} ms` : (e as Error).message}` };
+  }
 }
 
 interface FetchResult<T> {

@@ -2,6 +2,7 @@
  * One error type for the CA: a stable code for programs, a sentence naming the evidence for people.
  * Messages never contain a PIN; they name where the PIN came from (env var name or file path).
  */
+import { type MaybeOutage, Unavailable } from "../outage/outage.js";
 export type PkiErrorCode =
   // PKCS#11 signer
   | "invalid-config"
@@ -41,12 +42,17 @@ export type PkiErrorCode =
   | "ca-duplicate"
   | "activation-order";
 
-export class PkiError extends Error {
+export class PkiError extends Error implements MaybeOutage {
   override readonly name = "PkiError";
   constructor(
     readonly code: PkiErrorCode,
     message: string,
   ) {
     super(message);
+  }
+
+  /** The token is gone or its session was lost: an outage the next signature may not meet. A refused PIN is not. */
+  outage(): Unavailable | undefined {
+    return this.code === "token-unavailable" || this.code === "token-not-found" ? new Unavailable("signer-unavailable", this.message) : undefined;
   }
 }

@@ -32,6 +32,8 @@ export interface Pkcs11Signer extends CertificateSigner {
   /** "token "fleetd-ca", key label "ca" (ECC P-256)" — for logs; never contains the PIN. */
   readonly description: string;
   readonly mechanism: "CKM_ECDSA" | "CKM_SHA256_RSA_PKCS" | "CKM_RSA_PKCS";
+  /** For readiness: the token is present and the signer neither closed nor disabled (no login, no signature). */
+  available(): Promise<{ ok: true } | { ok: false; detail: string }>;
   close(): Promise<void>;
 }
 
@@ -138,6 +140,19 @@ class TokenSigner implements Pkcs11Signer {
         return await this.signNow(data);
       } finally {
         this.options.observe?.signEnd();
+      }
+    });
+  }
+
+  available(): Promise<{ ok: true } | { ok: false; detail: string }> {
+    if (this.closed) return Promise.resolve({ ok: false, detail: `${this.what}: the signer is closed` });
+    if (this.disabled) return Promise.resolve({ ok: false, detail: `${this.what}: disabled after a refused PIN` });
+    return this.mod.queue.run(async () => {
+      try {
+        findSlot(this.mod.api, this.settings.token);
+        return { ok: true } as const;
+      } catch (e) {
+        return { ok: false, detail: e instanceof Error ? e.message : String(e) } as const;
       }
     });
   }

@@ -3,6 +3,7 @@
  * boundary between a machine and the server. Binary fields are base64; every size is bounded so an
  * oversized body is refused before any work is done.
  */
+import type { OutageReason } from "../outage/outage.js";
 import { z } from "zod";
 
 const b64 = (max: number, what: string) =>
@@ -156,7 +157,10 @@ export interface ConfirmResponse {
 
 /** Every refusal the API returns: the failed checks and the evidence they concern. */
 export interface Refusal {
-  error: "refused" | "pending" | "bad-request" | "expired" | "rate-limited";
+  /** `unavailable` (HTTP 503): a dependency is down; nothing was spent, retry the same request after Retry-After. */
+  error: "refused" | "pending" | "bad-request" | "expired" | "rate-limited" | "unavailable";
+  /** With `unavailable`: which dependency (netbox-unavailable, signer-unavailable, kubernetes-unavailable). */
+  reason?: OutageReason;
   reasons: { check: string; detail: string; pcr?: number; event?: number }[];
 }
 

@@ -8,19 +8,25 @@
  * nothing is issued; the attestation gets a clear error (HTTP 503 `unavailable`, check `ca.signer`) and the
  * node's journal says why.
  */
+import { type MaybeOutage, Unavailable } from "@fleetd/shared/outage/outage";
 import type { CertificateSigner } from "@fleetd/shared/pki/signer";
 import { SerialQueue } from "@fleetd/shared/pki/serialQueue";
 import type { LeaderElector } from "@fleetd/shared/kube/leader";
 import type { Issuer, Journal } from "@fleetd/shared/protocol/server/deps";
 import type { IssueRequest, IssueResult } from "./wire.js";
 
-export class CaUnavailable extends Error {
+export class CaUnavailable extends Error implements MaybeOutage {
   override readonly name = "CaUnavailable";
   constructor(
     readonly code: "not-leader" | "no-leader" | "signer-unavailable" | "forward-failed",
     message: string,
   ) {
     super(message);
+  }
+
+  /** Every way the CA could not sign here is an outage: nothing was issued, the request may be retried. */
+  outage(): Unavailable {
+    return new Unavailable("signer-unavailable", this.message);
   }
 }
 

@@ -43,6 +43,12 @@ export interface NetBoxInstance {
   /** Stop and start only the RQ worker (webhook delivery), e.g. to let deliveries pile up. */
   stopWorker(): Promise<void>;
   startWorker(): Promise<void>;
+  /**
+   * Stop and start only NetBox's web server (same port; PostgreSQL and Redis keep running): an outage of the
+   * API as fleetd sees it. `startWeb` returns once `/api/status/` answers 200 again.
+   */
+  stopWeb(): Promise<void>;
+  startWeb(): Promise<void>;
   /** Runs `netbox <args>` (a management command) against this instance; returns stdout. */
   manage(args: string[]): string;
   stop(): Promise<void>;
@@ -132,9 +138,13 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
       FLEETD_NB_LOG_LEVEL: opts.logLevel ?? "WARNING",
     };
     const netboxBin = join(venvBin, "netbox");
-    const web = new ManagedProcess("netbox", join(runDir, "netbox.log"), netboxBin,
-      ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"], { env, cwd: runDir });
-    procs.push(web);
+    const newWeb = (): ManagedProcess => {
+      const p = new ManagedProcess("netbox", join(runDir, "netbox.log"), netboxBin,
+        ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"], { env, cwd: runDir });
+      procs.push(p);
+      return p;
+    };
+    let web = newWeb();
     let worker: ManagedProcess | undefined;
     const startWorker = async (): Promise<void> => {
       if (worker && !worker.exit) return;
@@ -145,13 +155,14 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
     const url = `http://127.0.0.1:${httpPort}`;
     const authorization = `Bearer nbt_${secrets.tokenKey}.${secrets.tokenPlaintext}`;
     let version = "";
-    await waitFor("NetBox /api/status/", 120_000, async () => {
+    const webUp = () => waitFor("NetBox /api/status/", 120_000, async () => {
       const r = await fetch(`${url}/api/status/`, { headers: { authorization, accept: "application/json" } });
       if (r.status !== 200) return false;
       const body = z.object({ "netbox-version": z.string() }).parse(await r.json());
       version = body["netbox-version"];
       return true;
     }, () => web.deadReason());
+    await webUp();
     lastStartTimings = { installMs: t1 - t0, startMs: Date.now() - t1 };
     writeFileSync(join(runDir, "instance.json"), JSON.stringify({ url, authorization, pid: process.pid }, null, 2));
     let stopped = false;
@@ -162,6 +173,14 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
       startWorker,
       async stopWorker() {
         if (worker) await worker.stop("SIGTERM", 15_000);
+      },
+      async stopWeb() {
+        await web.stop("SIGTERM", 15_000);
+      },
+      async startWeb() {
+        if (!web.exit) return;
+        web = newWeb();
+        await webUp();
       },
       manage(args: string[]): string {
         return execFileSync(netboxBin, args, { env, cwd: runDir, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });

@@ -68,6 +68,20 @@ export interface AttestInput {
   keyAlg?: KeyAlg;
   /** PCRs to quote; default PCRs 0–15 of every bank the event log carries (`quoteSelectionFor`). */
   pcrs?: PcrSelection[];
+  /**
+   * Retry a step the server answered 503 `unavailable` (a dependency outage: nothing was spent) with the same
+   * request, until `deadline` (ms since the epoch). Without it, a 503 is an AttestationRefused at once.
+   */
+  retryUnavailable?: RetryUnavailable;
+}
+
+export interface RetryUnavailable {
+  deadline: number;
+  /** The wait before retry `attempt` (1, 2, …). */
+  delayMs: (attempt: number) => number;
+  sleep?: (ms: number) => Promise<void>;
+  /** Told before each wait (for logs). */
+  onRetry?: (step: AttestStep, refusal: Refusal, attempt: number, waitMs: number) => void;
 }
 
 export interface AttestResult {
@@ -128,10 +142,16 @@ export function tpm2b(publicBytes: Uint8Array): Uint8Array {
 }
 
 /** POSTs one protocol step; a non-200 answer is an AttestationRefused carrying the server's reasons. */
-export async function call<T>(server: ServerTransport, step: AttestStep, body: unknown): Promise<T> {
-  const res = await server.post(ATTEST_PATHS[step], body);
-  if (res.status !== 200) throw new AttestationRefused(step, res.status, res.body as Refusal);
-  return res.body as T;
+export async function call<T>(server: ServerTransport, step: AttestStep, body: unknown, retry?: RetryUnavailable): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const res = await server.post(ATTEST_PATHS[step], body);
+    if (res.status === 200) return res.body as T;
+    const refusal = res.body as Refusal;
+    const wait = retry?.delayMs(attempt) ?? 0;
+    if (!retry || res.status !== 503 || refusal.error !== "unavailable" || Date.now() + wait >= retry.deadline) throw new AttestationRefused(step, res.status, refusal);
+    retry.onRetry?.(step, refusal, attempt, wait);
+    await (retry.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms))))(wait);
+  }
 }
 
 /** One EK from a profile template (recreated, read, flushed). */
@@ -254,7 +274,7 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
   // 1. EKs and a fresh AK.
   const eks = await gatherEks(tpm);
   const akBlobs = await createFreshAk(tpm, alg);
-  const ch = await call<ChallengeResponse>(server, "challenge", challengeBody(claims, eks, akBlobs));
+  const ch = await call<ChallengeResponse>(server, "challenge", challengeBody(claims, eks, akBlobs), input.retryUnavailable);
   const nonce = unb64(ch.nonce);
 
   // 2. Evidence: activation per approved EK, the quote, the certified LDevID and LAK.
@@ -267,7 +287,7 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
     const body: EvidenceWire = { sessionId: ch.sessionId, secrets, quote: q, eventLog: b64(input.eventLog), ldevid: ldevid.wire, lak: lak.wire };
     return { ldevid, lak, body };
   });
-  const ev = await call<EvidenceResponse>(server, "evidence", evidence.body);
+  const ev = await call<EvidenceResponse>(server, "evidence", evidence.body, input.retryUnavailable);
   // Nothing issued (wipe, retirement, an attest whose LDevID is not due): the verdict is all; no confirm.
   if (ev.issued === "none") return { mode: claims.mode };
   const ldevidCert = unb64(ev.ldevidCertificate);
@@ -275,7 +295,7 @@ export async function attest(input: AttestInput): Promise<AttestResult> {
 
   // 3. Confirm with the new LDevID; in provision, unwrap the install code with the same AK.
   const signature = await confirmSignature(tpm, alg, evidence.ldevid.blobs, ch.sessionId, ldevidCert, lakCert);
-  const conf = await call<ConfirmResponse>(server, "confirm", { sessionId: ch.sessionId, signature: b64(signature) } satisfies ConfirmWire);
+  const conf = await call<ConfirmResponse>(server, "confirm", { sessionId: ch.sessionId, signature: b64(signature) } satisfies ConfirmWire, input.retryUnavailable);
   let installCode: string | undefined;
   if (conf.installCode) {
     const first = eks.find((e) => e.binding === ch.credentials[0]?.ekBinding);

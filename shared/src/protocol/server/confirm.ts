@@ -18,6 +18,7 @@ import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
 import { type EvidenceSessionData, freshGates } from "./evidence.js";
 import { sealConfig } from "../../crypto/seal.js";
+import { outageOf } from "../../outage/outage.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
@@ -57,10 +58,22 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   if (!(await ctx.store.transitionSession(session.id, "evidenced", "confirmed", session.data, now.getTime()))) {
     throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired" }], session.node);
   }
+  try {
+    return await release(ctx, session, data, ldevidCert, ldevidPublic, now);
+  } catch (e) {
+    // A dependency outage: what this confirm began is undone (releaseInstallCode), and the session is
+    // evidenced again, so the machine's retry of this same confirm succeeds once the dependency is back.
+    if (outageOf(e)) await ctx.store.transitionSession(session.id, "confirmed", "evidenced", session.data, now.getTime());
+    throw e;
+  }
+}
+
+/** The confirmed session's release: the gates on a fresh read, then admission (intake) or the install code. */
+async function release(ctx: ServerContext, session: SessionRecord, data: EvidenceSessionData, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
   // The gates again, on a fresh read: the install code (and admission) is released here, and an operator may
   // have moved the device (e.g. to decommissioning) or changed desired_action since the evidence. Before this,
   // only the node's existence was checked, so a device decommissioned between evidence and confirm still got
-  // its install code. The session is spent either way (the stricter choice).
+  // its install code. A refusal spends the session (the stricter choice); an outage does not.
   const node = await freshGates(ctx, session, data.claims);
   const ref = session.node;
 
@@ -108,29 +121,44 @@ async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, da
   // before the first control plane boots there is no cluster to create it in, so fleetd creates and deletes
   // none (it never owned one: the Secret Talos makes carries no fleetd label).
   const previous = await ctx.store.getBootstrapToken(ref.deviceId);
-  if (node.role === "worker") {
-    try {
-      await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
-    } catch (e) {
-      await ctx.journal.record(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
-      throw e;
+  // What this confirm created, undone in reverse if a dependency outage stops it before the machine has its
+  // answer: no token, stored code or config outlives a confirm the machine never saw (its retry makes new ones).
+  const undo: (() => Promise<unknown>)[] = [];
+  try {
+    if (node.role === "worker") {
+      try {
+        await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+      } catch (e) {
+        if (!outageOf(e)) await ctx.journal.record(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
+        throw e;
+      }
+      undo.push(() => ctx.bootstrapTokens.delete(rendered.bootstrapTokenId));
+      if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
     }
-    if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
+    await ctx.store.setBootstrapToken(ref, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
+    undo.push(() => ctx.store.deleteBootstrapToken(ref.deviceId));
+    // One install code per node: an earlier session's undelivered code (and its config) is void now.
+    await ctx.store.voidInstallCodes(ref.deviceId);
+    undo.push(() => ctx.store.voidInstallCodes(ref.deviceId));
+    await ctx.store.putInstallCode({
+      codeHash: createHash("sha256").update(code).digest("hex"),
+      node: ref,
+      uuid: data.claims.uuid,
+      sourceAddress: data.sourceAddress,
+      // sealed to the code: the store never holds the config's secrets in a form it could read (crypto/seal.ts)
+      config: sealConfig(code, rendered.config, { deviceId: ref.deviceId, uuid: data.claims.uuid }, ctx.random(12)),
+      expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
+    });
+    await ctx.inventory.markStaged(ref);
+    await ctx.journal.record(ref, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId}); device staged` });
+  } catch (e) {
+    if (outageOf(e)) {
+      // best effort, in reverse: a token Secret an outage keeps from being deleted still expires (and is
+      // swept by the CSR gate); the store's undo is local and does not fail with NetBox
+      for (const u of undo.reverse()) await u().catch(() => undefined);
+    }
+    throw e;
   }
-  await ctx.store.setBootstrapToken(ref, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
-  // One install code per node: an earlier session's undelivered code (and its config) is void now.
-  await ctx.store.voidInstallCodes(ref.deviceId);
-  await ctx.store.putInstallCode({
-    codeHash: createHash("sha256").update(code).digest("hex"),
-    node: ref,
-    uuid: data.claims.uuid,
-    sourceAddress: data.sourceAddress,
-    // sealed to the code: the store never holds the config's secrets in a form it could read (crypto/seal.ts)
-    config: sealConfig(code, rendered.config, { deviceId: ref.deviceId, uuid: data.claims.uuid }, ctx.random(12)),
-    expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
-  });
-  await ctx.inventory.markStaged(ref);
-  await ctx.journal.record(ref, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId}); device staged` });
   return { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
 }
 

@@ -1,5 +1,6 @@
 /** The server's wiring and settings, shared by the challenge, evidence and confirm steps. */
 import type { Reason } from "../../attest/verdict.js";
+import type { Unavailable } from "../../outage/outage.js";
 import type { CaStore } from "../../ek/store.js";
 import type { AttestationStore, NodeRef } from "../../state/store.js";
 import type { WorkflowGate } from "../../tinkerbell/workflowGate.js";
@@ -40,6 +41,10 @@ export interface ServerContext {
   random: (n: number) => Uint8Array;
   /** Counts refusals before activation (a metric; the journal is rate-limited). */
   onUnauthenticatedRefusal?: (step: string, reasons: Reason[]) => void;
+  /** A step met a dependency outage and answered 503 (a metric and a log line). */
+  onOutage?: (step: string, outage: Unavailable) => void;
+  /** A refusal's journal entry could not be written (NetBox down); the refusal was still answered. */
+  onJournalLost?: (step: string, reasons: Reason[], outage: Unavailable) => void;
 }
 
 /**

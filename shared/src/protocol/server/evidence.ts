@@ -16,6 +16,7 @@ import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../../tpm/structures.js
 import { certifyExtraData, quoteExtraData } from "../bindings.js";
 import type { Claims, Evidence, EvidenceResponse } from "../messages.js";
 import type { SessionRecord } from "../../state/store.js";
+import { outageOf } from "../../outage/outage.js";
 import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { Issued, NodeRecord, NodeRef } from "./deps.js";
@@ -40,11 +41,23 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   const now = ctx.now();
   const session = await ctx.store.getSession(ev.sessionId);
   if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
-  const data = session.data as unknown as EvidenceSessionData;
-  // Claim the session: the nonce is spent whatever happens next.
+  // Claim the session: the nonce is spent whatever the checks find. Only a dependency outage gives it back
+  // (nothing was released: the issuance and its records come last), so the machine's retry of this same request
+  // succeeds once NetBox, the signer or Kubernetes is back.
   if (!(await ctx.store.transitionSession(session.id, "challenged", "evidenced", session.data, now.getTime()))) {
     throw new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }], session.node);
   }
+  try {
+    return await judge(ctx, ev, session, now);
+  } catch (e) {
+    if (outageOf(e)) await ctx.store.transitionSession(session.id, "evidenced", "challenged", session.data, now.getTime());
+    throw e;
+  }
+}
+
+/** The claimed session's evidence: every check, the gates on a fresh read, then issuance and its records. */
+async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, now: Date): Promise<EvidenceResponse> {
+  const data = session.data as unknown as EvidenceSessionData;
   const c = new Checks();
   const nonce = fromHex(session.nonce);
   const ak = decodeExact(TPMT_PUBLIC, fromHex(session.akPublic));

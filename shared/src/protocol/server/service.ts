@@ -8,8 +8,10 @@ import { challenge } from "./challenge.js";
 import { confirm } from "./confirm.js";
 import { Refused, type ServerContext } from "./context.js";
 import { evidence } from "./evidence.js";
+import { outageOf } from "../../outage/outage.js";
 
-export type Outcome<T> = { ok: true; body: T } | { ok: false; status: number; body: Refusal };
+/** A step's answer: its body, a refusal, or (503) a dependency outage with the seconds to wait before a retry. */
+export type Outcome<T> = { ok: true; body: T } | { ok: false; status: number; body: Refusal; retryAfterSeconds?: number };
 
 export class AttestationService {
   constructor(private readonly ctx: ServerContext) {}
@@ -33,8 +35,23 @@ export class AttestationService {
     try {
       return { ok: true, body: await fn() };
     } catch (e) {
+      const outage = outageOf(e);
+      if (outage) {
+        // The step undid what it had begun (the session is usable again): the same request may be retried.
+        this.ctx.onOutage?.(step, outage);
+        return { ok: false, status: 503, retryAfterSeconds: outage.retryAfterSeconds, body: { error: "unavailable", reason: outage.reason, reasons: [{ check: outage.reason, detail: `${outage.reason.replace("-", " ")}; nothing was spent: retry this request` }] } };
+      }
       if (!(e instanceof Refused)) throw e;
-      if (e.error !== "bad-request") await this.record(step, e);
+      if (e.error !== "bad-request") {
+        try {
+          await this.record(step, e);
+        } catch (j) {
+          // NetBox down: the refusal still goes to the machine (a 500 would hide it); the lost entry is counted
+          const lost = outageOf(j);
+          if (!lost) throw j;
+          this.ctx.onJournalLost?.(step, e.reasons, lost);
+        }
+      }
       // The machine gets the checks and their details, never `internal` (inventory values for the journal).
       const reasons = e.reasons.map(({ internal: _i, ...r }) => r);
       return { ok: false, status: e.status, body: { error: e.error, reasons } };

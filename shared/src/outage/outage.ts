@@ -1,0 +1,41 @@
+/**
+ * A dependency outage, as opposed to a refusal or a defect: NetBox, the CA signer or a Kubernetes API server
+ * did not answer (or answered 5xx). The step that met it changed nothing it cannot undo, so the caller may
+ * retry the same request once the dependency is back: HTTP servers answer `503` with `Retry-After` and the
+ * reason; loops retry with backoff.
+ *
+ * The adapters' own error types say when they mean an outage (`outage()`), so this module knows none of them
+ * and every layer can ask `outageOf(e)`.
+ */
+export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable";
+
+export const OUTAGE_REASONS: readonly OutageReason[] = ["netbox-unavailable", "signer-unavailable", "kubernetes-unavailable"];
+
+export class Unavailable extends Error {
+  override readonly name = "Unavailable";
+  constructor(
+    readonly reason: OutageReason,
+    /** For logs and the answer: which call failed and how; never a secret, never a response body. */
+    readonly detail: string,
+    /** What the `Retry-After` header says. */
+    readonly retryAfterSeconds = 5,
+  ) {
+    super(`${reason}: ${detail}`);
+  }
+}
+
+/** An error type that can say it means an outage. */
+export interface MaybeOutage {
+  outage(): Unavailable | undefined;
+}
+
+function canSay(e: unknown): e is MaybeOutage {
+  return typeof e === "object" && e !== null && typeof (e as { outage?: unknown }).outage === "function";
+}
+
+/** The outage `e` means, or undefined when it is anything else (a refusal, a bug, bad input). */
+export function outageOf(e: unknown): Unavailable | undefined {
+  if (e instanceof Unavailable) return e;
+  if (canSay(e)) return e.outage();
+  return undefined;
+}
