@@ -1,17 +1,22 @@
 /**
  * Throw-away X.509 PKIs on disk for tests (the openssl CLI, ECDSA P-256, two days): a CA and leaf certificates
- * it signs, as `<name>.crt`/`<name>.key` in one directory. The Kubernetes control plane's PKI and the HA
- * replicas' peer PKI are both made here.
+ * it signs, as `<name>.crt`/`<name>.key` in one directory. The test Kubernetes control plane's PKI
+ * (tests/src/harness/kube.ts) and the HA replicas' peer PKI are both made here. (certs.ts makes bare CA
+ * certificates in memory; this one writes files a server reads.)
  */
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runProcess } from "./process.js";
 
 /** openssl with `args` in `cwd`; throws with its stderr on failure. */
-export async function runOpenssl(args: string[], cwd: string): Promise<void> {
-  const r = await runProcess("openssl", args, { cwd, timeoutMs: 30_000 });
-  if (r.code !== 0) throw new Error(`openssl ${args.join(" ")} failed: ${r.stderr.toString("utf8").trim()}`);
+export function runOpenssl(args: string[], cwd: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile("openssl", args, { cwd, timeout: 30_000 }, (err, _stdout, stderr) => {
+      if (err) reject(new Error(`openssl ${args.join(" ")} failed: ${String(stderr).trim() || err.message}`));
+      else resolve();
+    });
+  });
 }
 
 /** openssl genpkey arguments for a P-256 key written to `file`. */
