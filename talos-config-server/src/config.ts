@@ -5,10 +5,10 @@
  *
  * Secrets come only from the environment or from files the configuration names: the NetBox token
  * (FLEETD_NETBOX_TOKEN or `netbox.tokenFile`), the PKCS#11 PIN (`server.ca.signer.pin: {env}|{file}`), the TLS
- * key (`server.tls.keyFile`), the Talos cluster secrets workers get (`server.talos.siteFile`) and the control
- * planes' CA keys (the Talos secrets bundle the site file names, `controlPlane.secretsBundleFile`, checked at
- * start and read again at each control-plane render). A NetBox token written into the file is refused outside
- * `mode: lab`. Nothing here is ever logged.
+ * keys (`server.tls.keyFile`; with HA also `server.ha.internal.tls.keyFile` and `clientKeyFile`), the Talos
+ * cluster secrets workers get (`server.talos.siteFile`) and the control planes' CA keys (the Talos secrets bundle
+ * the site file names, `controlPlane.secretsBundleFile`, checked at start and read again at each control-plane
+ * render). A NetBox token written into the file is refused outside `mode: lab`. Nothing here is ever logged.
  *
  * Plain HTTP only with `mode: lab`: at fetch time the install code is a bearer token.
  */

@@ -175,7 +175,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   } else {
     const ha = s.ha;
     const secret = loadPeerSecret(ha.peerSecretFile);
-    const peerTls = loadInternalTls(ha.internal.tls);
+    const peerTls = loadInternalTls(ha.internal.tls, new URL(ha.internalUrl).hostname);
     let kube;
     try {
       kube = loadKube(ha.kubeconfig);

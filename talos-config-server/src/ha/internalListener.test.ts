@@ -36,7 +36,7 @@ before(async () => {
   ]);
   writeFileSync(f("garbage.pem"), "not a certificate\n");
   files = { caFile: f("peer-ca.crt"), certFile: f("server.crt"), keyFile: f("server.key"), clientCertFile: f("client.crt"), clientKeyFile: f("client.key") };
-  tls = loadInternalTls(files);
+  tls = loadInternalTls(files, "127.0.0.1");
   const router = express.Router();
   router.post(ISSUE_PATH, (_req, res) => {
     reached++;
@@ -52,8 +52,8 @@ after(async () => {
   await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
 });
 
-function refused(over: Partial<InternalTlsFiles>, message: RegExp, now?: Date): void {
-  assert.throws(() => loadInternalTls({ ...files, ...over }, now), (e: unknown) => {
+function refused(over: Partial<InternalTlsFiles>, message: RegExp, now?: Date, host = "127.0.0.1"): void {
+  assert.throws(() => loadInternalTls({ ...files, ...over }, host, now), (e: unknown) => {
     assert.ok(e instanceof ConfigError, String(e));
     assert.match(e.message, message);
     assert.doesNotMatch(e.message, /PRIVATE KEY/, "no key material in the message");
@@ -74,6 +74,8 @@ test("the TLS files: every refusal names the field and the file", () => {
   refused({ certFile: f("client.crt"), keyFile: f("client.key") }, /certFile: .* lacks serverAuth/);
   refused({ clientCertFile: f("server.crt"), clientKeyFile: f("server.key") }, /clientCertFile: .* lacks clientAuth/);
   refused({}, /certFile: .* is not valid now/, new Date(Date.now() + 30 * 86_400_000));
+  refused({}, /certFile: .*server\.crt does not name 10\.0\.3\.17, the host of server\.ha\.internalUrl \(an IP subjectAltName\)/, undefined, "10.0.3.17");
+  refused({}, /does not name replica-0\.fleetd\.svc, the host of server\.ha\.internalUrl \(a DNS subjectAltName\)/, undefined, "replica-0.fleetd.svc");
 });
 
 interface Outcome {

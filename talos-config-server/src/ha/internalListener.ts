@@ -10,6 +10,7 @@
  * usage forbids its role — everything that would otherwise surface as a failed handshake at the first forward.
  */
 import { X509Certificate } from "node:crypto";
+import { isIP } from "node:net";
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import { createSecureContext, TLSSocket } from "node:tls";
@@ -96,17 +97,22 @@ function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFi
   return { cert, key };
 }
 
-/** Reads and checks every file of `server.ha.internal.tls` (ConfigError naming the field and file). */
-export function loadInternalTls(files: InternalTlsFiles, now: Date = new Date()): InternalTls {
+/**
+ * Reads and checks every file of `server.ha.internal.tls` (ConfigError naming the field and file). `host`: the
+ * host of `server.ha.internalUrl`, which the server certificate must name (the other replicas check it).
+ */
+export function loadInternalTls(files: InternalTlsFiles, host: string, now: Date = new Date()): InternalTls {
   const ca = readText(files.caFile, "caFile");
   const roots = certificates(ca, files.caFile, "caFile");
   const notCa = roots.find((r) => !r.ca);
   if (notCa) throw new ConfigError(`${FIELD}.caFile: ${files.caFile}: "${notCa.subject.replace(/\n/g, ", ")}" is not a CA certificate (basicConstraints cA)`);
-  return {
-    ca,
-    server: identity(files, "certFile", "keyFile", roots, SERVER_AUTH, now),
-    client: identity(files, "clientCertFile", "clientKeyFile", roots, CLIENT_AUTH, now),
-  };
+  const server = identity(files, "certFile", "keyFile", roots, SERVER_AUTH, now);
+  const leaf = certificates(server.cert, files.certFile, "certFile")[0] as X509Certificate;
+  const bare = host.replace(/^\[|\]$/g, "");
+  if ((isIP(bare) ? leaf.checkIP(bare) : leaf.checkHost(bare)) === undefined) {
+    throw new ConfigError(`${FIELD}.certFile: ${files.certFile} does not name ${bare}, the host of server.ha.internalUrl (${isIP(bare) ? "an IP" : "a DNS"} subjectAltName): the other replicas would refuse it`);
+  }
+  return { ca, server, client: identity(files, "clientCertFile", "clientKeyFile", roots, CLIENT_AUTH, now) };
 }
 
 export interface InternalListenerOptions {
