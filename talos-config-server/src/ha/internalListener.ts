@@ -124,8 +124,9 @@ export interface InternalListenerOptions {
 }
 
 /**
- * The internal HTTPS server, not yet listening. A client without a certificate, or with one the peer CA did
- * not issue, fails the handshake (TLS 1.3: the alert arrives right after it), before any byte of HTTP is read.
+ * The internal HTTPS server, not yet listening. A client without a certificate fails the handshake (alert
+ * certificate_required); one whose certificate the peer CA did not issue is disconnected as the handshake ends
+ * (Node checks the verification result then). Either way no byte of HTTP is read.
  */
 export function createInternalListener(o: InternalListenerOptions): Server {
   const app = express();
