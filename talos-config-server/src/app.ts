@@ -4,7 +4,7 @@
  * is the point of the design.
  */
 import { readFileSync } from "node:fs";
-import express, { type Express, type NextFunction, type Request, type Response, type Router } from "express";
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
 import { clientAddress } from "./clientAddress.js";
@@ -18,8 +18,6 @@ export interface AppDeps extends ConfigFetchDeps {
   log: Logger;
   /** Largest accepted JSON body; evidence carries an event log (≤ 1 MiB, base64). */
   bodyLimit: string;
-  /** HA: the replicas' internal API (ha/internalApi.ts), mounted before the JSON parser (its MAC is over raw bytes). */
-  internal?: Router;
   /** Readiness (`/readyz`): NetBox and the CA signer reachable; absent: always ready (tests without them). */
   ready?: () => Promise<Readiness>;
 }
@@ -48,7 +46,8 @@ export function createApp(deps: AppDeps): Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
-  if (deps.internal) app.use(deps.internal);
+  // Not here: the replicas' internal API (/internal/*) has a listener of its own, mutual TLS only
+  // (ha/internalListener.ts); a request for it on this listener is an unknown path (404).
   app.use(express.json({ limit: deps.bodyLimit, strict: true, type: "application/json" }));
 
   const step = (name: "challenge" | "evidence" | "confirm", fn: (req: Request) => Promise<Outcome<unknown>>) =>

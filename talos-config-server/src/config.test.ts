@@ -199,7 +199,8 @@ test("the commented example Talos site file is valid (with a real bundle's value
 });
 
 test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timings are ordered, the fields are checked", () => {
-  const ha = { namespace: "fleetd", identity: "tcs-0", internalUrl: "https://10.0.0.7:8443", peerSecretFile: "/run/secrets/peer" };
+  const tls = { caFile: "/etc/fleetd/peer/ca.crt", certFile: "/etc/fleetd/peer/tls.crt", keyFile: "/etc/fleetd/peer/tls.key", clientCertFile: "/etc/fleetd/peer/client.crt", clientKeyFile: "/etc/fleetd/peer/client.key" };
+  const ha = { namespace: "fleetd", identity: "tcs-0", internalUrl: "https://10.0.0.7:9443", peerSecretFile: "/run/secrets/peer", internal: { tls } };
   const noDb = (extra: Record<string, unknown>) => {
     const r = raw({ ha: { ...ha, ...extra } });
     delete (r["server"] as Record<string, unknown>)["stateDb"];
@@ -208,7 +209,11 @@ test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timin
   const c = toServerConfig("f.yaml", noDb({}), ENV);
   assert.deepEqual(
     { ...c.server.ha },
-    { ...ha, kubeconfig: "in-cluster", signerLease: "fleetd-ca-signer", loopsLease: "fleetd-config-server", leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2 },
+    {
+      ...ha,
+      internal: { listen: { host: "0.0.0.0", port: 9443, limits: DEFAULT_LISTENER_LIMITS }, tls },
+      kubeconfig: "in-cluster", signerLease: "fleetd-ca-signer", loopsLease: "fleetd-config-server", leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2,
+    },
   );
   assert.equal(toServerConfig("f.yaml", raw(), ENV).server.ha, undefined, "without it: single process");
   refused(() => toServerConfig("f.yaml", raw({ ha }), ENV), /server\.stateDb: not with ha/);
@@ -216,6 +221,18 @@ test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timin
   refused(() => toServerConfig("f.yaml", noDb({ namespace: "Not_A_Namespace" }), ENV), /server\.ha\.namespace/);
   refused(() => toServerConfig("f.yaml", noDb({ internalUrl: "ftp://x" }), ENV), /server\.ha\.internalUrl/);
   refused(() => toServerConfig("f.yaml", noDb({ peerSecret: "inline" }), ENV), /server\.ha/);
+  // the internal listener is mutual TLS only: https, its own port, every TLS file named
+  refused(() => toServerConfig("f.yaml", noDb({ internalUrl: "http://10.0.0.7:9443" }), ENV), /server\.ha\.internalUrl: must be an https: URL/);
+  refused(() => toServerConfig("f.yaml", noDb({ internal: undefined }), ENV), /server\.ha\.internal: /);
+  for (const k of Object.keys(tls)) {
+    const partial: Record<string, string> = { ...tls };
+    delete partial[k];
+    refused(() => toServerConfig("f.yaml", noDb({ internal: { tls: partial } }), ENV), new RegExp(`server\\.ha\\.internal\\.tls\\.${k}`));
+  }
+  refused(() => toServerConfig("f.yaml", noDb({ internal: { listen: { port: 8443 }, tls } }), ENV), /server\.ha\.internal\.listen\.port: must differ from listen\.port \(8443\)/);
+  assert.equal(toServerConfig("f.yaml", noDb({ internal: { listen: { host: "10.0.0.7", port: 8443 }, tls } }), { ...ENV, FLEETD_SERVER_HOST: "192.0.2.1" }).server.ha?.internal.listen.port, 8443, "the same port on another address");
+  refused(() => toServerConfig("f.yaml", noDb({ peerCaFile: "/etc/fleetd/peer-ca.pem" }), ENV), /server\.ha\.peerCaFile: moved to server\.ha\.internal\.tls\.caFile/);
+  refused(() => toServerConfig("f.yaml", noDb({ internal: { tls, extra: 1 } }), ENV), /server\.ha\.internal/);
   const r = raw();
   delete (r["server"] as Record<string, unknown>)["stateDb"];
   refused(() => toServerConfig("f.yaml", r, ENV), /server\.stateDb: required/);

@@ -5,10 +5,10 @@
  *
  * Secrets come only from the environment or from files the configuration names: the NetBox token
  * (FLEETD_NETBOX_TOKEN or `netbox.tokenFile`), the PKCS#11 PIN (`server.ca.signer.pin: {env}|{file}`), the TLS
- * key (`server.tls.keyFile`), the Talos cluster secrets workers get (`server.talos.siteFile`) and the control
- * planes' CA keys (the Talos secrets bundle the site file names, `controlPlane.secretsBundleFile`, checked at
- * start and read again at each control-plane render). A NetBox token written into the file is refused outside
- * `mode: lab`. Nothing here is ever logged.
+ * keys (`server.tls.keyFile`; with HA also `server.ha.internal.tls.keyFile` and `clientKeyFile`), the Talos
+ * cluster secrets workers get (`server.talos.siteFile`) and the control planes' CA keys (the Talos secrets bundle
+ * the site file names, `controlPlane.secretsBundleFile`, checked at start and read again at each control-plane
+ * render). A NetBox token written into the file is refused outside `mode: lab`. Nothing here is ever logged.
  *
  * Plain HTTP only with `mode: lab`: at fetch time the install code is a bearer token.
  */
@@ -58,12 +58,39 @@ export const ServerSection = z
         namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name (DNS-1123 label)"),
         /** This replica, unique among them (the pod name). */
         identity: z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':', '-'"),
-        /** Where the other replicas reach this one (the pod's address), published on the Lease while leading. */
-        internalUrl: z.url({ protocol: /^https?$/ }),
-        /** The replicas' shared secret (≥ 32 bytes) authenticating internal requests (HMAC-SHA256). */
+        /**
+         * Where the other replicas reach this replica's internal listener (`internal.listen`, the pod's address),
+         * published on the Lease while leading. https only: the internal listener is mutual TLS and nothing else.
+         */
+        internalUrl: z.url({ protocol: /^https$/, error: "must be an https: URL (the internal listener accepts only mutual-TLS clients)" }),
+        /** The replicas' shared secret (≥ 32 bytes) authenticating internal requests (HMAC-SHA256), on top of mutual TLS. */
         peerSecretFile: Path,
-        /** PEM CA the replicas' HTTPS certificates chain to (default: the system's). */
-        peerCaFile: Path.optional(),
+        /** Replaced by `internal.tls.caFile` (now required): named here so an old configuration says where it went. */
+        peerCaFile: z.never({ error: "moved to server.ha.internal.tls.caFile (required: the internal listener is mutual TLS only)" }).optional(),
+        /**
+         * The replicas' own listener (the internal API, POST /internal/v1/issue, openapi-internal.yaml): HTTPS that
+         * accepts only clients with a certificate from the peer CA, TLS 1.3. The public listener does not serve it.
+         */
+        internal: z.strictObject({
+          listen: z
+            .strictObject({
+              host: z.string().min(1).default("0.0.0.0"),
+              port: z.number().int().min(0).max(65535).default(9443),
+              /** The same connection policy as every fleetd listener (shared/src/http/listenerLimits.ts). */
+              limits: ListenerLimits.prefault({}),
+            })
+            .prefault({}),
+          tls: z.strictObject({
+            /** PEM CA certificate(s) of the replicas only: client certificates and the leader's server certificate must chain to it. */
+            caFile: Path,
+            /** This replica's server certificate (chain) and key; it must name the host of `internalUrl` (DNS or IP SAN). */
+            certFile: Path,
+            keyFile: Path,
+            /** The client certificate (chain) and key this replica presents when it forwards to the leader. */
+            clientCertFile: Path,
+            clientKeyFile: Path,
+          }),
+        }),
         signerLease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-ca-signer"),
         loopsLease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-config-server"),
         leaseDurationSeconds: seconds(3, 300, 15),
@@ -165,6 +192,13 @@ export const ServerSection = z
   .superRefine((s, ctx) => {
     if (!s.ha && !s.stateDb) ctx.addIssue({ code: "custom", path: ["stateDb"], message: "required (unless ha: the state is then in Kubernetes)" });
     if (s.ha && s.stateDb) ctx.addIssue({ code: "custom", path: ["stateDb"], message: "not with ha: the replicas share the Kubernetes-backed state" });
+    if (s.ha) {
+      const i = s.ha.internal.listen;
+      const wildcard = (h: string) => h === "0.0.0.0" || h === "::";
+      if (i.port !== 0 && i.port === s.listen.port && (i.host === s.listen.host || wildcard(i.host) || wildcard(s.listen.host))) {
+        ctx.addIssue({ code: "custom", path: ["ha", "internal", "listen", "port"], message: `must differ from listen.port (${s.listen.port}): the internal API has a listener of its own` });
+      }
+    }
     if (s.mode !== "lab" && !s.tls) {
       ctx.addIssue({
         code: "custom",

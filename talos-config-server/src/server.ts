@@ -1,8 +1,9 @@
 /**
  * Wiring from configuration to shared/: the PKCS#11 CA and its bundle state file, the SQLite state, NetBox as
  * inventory and journal, the policy engine, the Talos renderer, the attestation service, and the HTTPS (or, in
- * the lab, HTTP) listener. `stop()` stops accepting, lets requests in flight finish (bounded), closes the
- * PKCS#11 session and the store.
+ * the lab, HTTP) listener; with `server.ha`, also the replicas' internal listener (mutual TLS only, the
+ * internal API only: ha/internalListener.ts). `stop()` stops accepting on both, lets requests in flight finish
+ * (bounded), closes the PKCS#11 session and the store.
  */
 import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createHttpsServer } from "node:https";
@@ -39,9 +40,9 @@ import { KubeAttestationStore } from "@fleetd/shared/state/kubeStore";
 import type { AttestationStore } from "@fleetd/shared/state/store";
 import type { CertificateSigner } from "@fleetd/shared/pki/signer";
 import { INTERNAL_URL_ANNOTATION, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/shared/kube/leader";
-import type { Router } from "express";
 import { createForwarder } from "./ha/forward.js";
 import { internalRouter } from "./ha/internalApi.js";
+import { createInternalListener, loadInternalTls } from "./ha/internalListener.js";
 import { LeaderIssuer } from "./ha/leaderIssuer.js";
 import { loadPeerSecret, PeerVerifier } from "./ha/peerAuth.js";
 import { SharedBundleState } from "./ha/sharedBundle.js";
@@ -58,6 +59,8 @@ export interface RunningServer {
   /** e.g. https://127.0.0.1:8443 */
   url: string;
   server: Server;
+  /** HA: the internal listener (mutual TLS) and its URL, e.g. https://127.0.0.1:9443. */
+  internal?: { url: string; server: Server };
   stop(): Promise<void>;
 }
 
@@ -151,7 +154,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   let db: AttestationStore;
   let issuer: Issuer;
   let closeSigner: () => Promise<void>;
-  let internal: Router | undefined;
+  let internal: Server | undefined;
   const electors: LeaderElector[] = [];
   let loopsElector: LeaderElector | undefined;
   /** The single replica's signer (HA: the leader's is behind the forwarder; readiness checks NetBox only). */
@@ -175,14 +178,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   } else {
     const ha = s.ha;
     const secret = loadPeerSecret(ha.peerSecretFile);
-    let peerCa: string | undefined;
-    if (ha.peerCaFile) {
-      try {
-        peerCa = readFileSync(ha.peerCaFile, "utf8");
-      } catch (e) {
-        throw new ConfigError(`server.ha.peerCaFile: cannot read ${ha.peerCaFile}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}`);
-      }
-    }
+    const peerTls = loadInternalTls(ha.internal.tls, new URL(ha.internalUrl).hostname);
     let kube;
     try {
       kube = loadKube(ha.kubeconfig);
@@ -219,14 +215,19 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         return signer;
       },
       issuerFor: pkiOver,
-      forward: createForwarder({ elector: signerElector, secret, ...(peerCa ? { ca: peerCa } : {}) }),
+      forward: createForwarder({ elector: signerElector, secret, tls: peerTls }),
       journal: inventory,
       log,
     });
     leaderIssuer.attach();
     issuer = leaderIssuer;
     closeSigner = () => leaderIssuer.close();
-    internal = internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret, signerElector.identity, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret, log });
+    internal = createInternalListener({
+      tls: peerTls,
+      limits: ha.internal.listen.limits,
+      router: internalRouter({ issuer: leaderIssuer, verifier: new PeerVerifier(secret, signerElector.identity, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret, log }),
+      log,
+    });
     log.info({ namespace: ha.namespace, identity: ha.identity, signerLease: ha.signerLease, loopsLease: ha.loopsLease }, "HA: Kubernetes state; CA signer and loops on the lease holders");
   }
   const store = db;
@@ -325,31 +326,41 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     now: () => Date.now(),
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
     bodyLimit: `${s.bodyLimitBytes}b`,
-    ...(internal ? { internal } : {}),
     ready,
   });
   // Connection caps and short timeouts, per source too (one policy for every fleetd listener).
   const limits = listenerOptions(s.listen.limits);
   const server: Server = tls ? createHttpsServer({ ...tls, minVersion: "TLSv1.2", ...limits }, app) : createHttpServer(limits, app);
   applyListenerLimits(server, s.listen.limits);
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(s.listen.port, s.listen.host, () => {
-        server.off("error", reject);
+  const listen = (srv: Server, where: { host: string; port: number }, field: string) =>
+    new Promise<void>((resolve, reject) => {
+      srv.once("error", reject);
+      srv.listen(where.port, where.host, () => {
+        srv.off("error", reject);
         resolve();
       });
+    }).catch((e: unknown) => {
+      throw new ConfigError(`${field}cannot listen on ${where.host}:${where.port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     });
+  const urlOf = (srv: Server, where: { host: string; port: number }, scheme: string) => {
+    const addr = srv.address();
+    const port = addr && typeof addr === "object" ? addr.port : where.port;
+    return `${scheme}://${where.host.includes(":") ? `[${where.host}]` : where.host}:${port}`;
+  };
+  try {
+    await listen(server, s.listen, "");
+    // The internal listener is up before this replica campaigns (the Lease publishes internalUrl).
+    if (internal && s.ha) await listen(internal, s.ha.internal.listen, "server.ha.internal.listen: ");
   } catch (e) {
+    if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
     await closeSigner();
     await store.close();
-    throw new ConfigError(`cannot listen on ${s.listen.host}:${s.listen.port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw e;
   }
-  const addr = server.address();
-  const port = addr && typeof addr === "object" ? addr.port : s.listen.port;
-  const host = s.listen.host.includes(":") ? `[${s.listen.host}]` : s.listen.host;
-  const url = `${tls ? "https" : "http"}://${host}:${port}`;
+  const url = urlOf(server, s.listen, tls ? "https" : "http");
   log.info({ url, mode: s.mode }, "talos-config-server listening");
+  const internalUrl = internal && s.ha ? urlOf(internal, s.ha.internal.listen, "https") : undefined;
+  if (internalUrl) log.info({ url: internalUrl, published: s.ha?.internalUrl }, "internal listener (replicas only, mutual TLS) listening");
 
   // The kubelet bootstrap CSR gate (workload cluster): one of the server's loops, so with HA it runs only on
   // the loops Lease's holder and two replicas never judge the same CSR at once.
@@ -375,14 +386,19 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   for (const e of electors) e.start();
 
   let stopping: Promise<void> | undefined;
+  const listeners = internal ? [server, internal] : [server];
   return {
     url,
     server,
+    ...(internal && internalUrl ? { internal: { url: internalUrl, server: internal } } : {}),
     stop() {
       stopping ??= (async () => {
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        const force = setTimeout(() => server.closeAllConnections(), DRAIN_MS);
+        // Both listeners stop accepting; requests in flight (a forwarded issuance too) get DRAIN_MS.
+        const closed = Promise.all(listeners.map((l) => new Promise<void>((resolve) => l.close(() => resolve()))));
+        for (const l of listeners) l.closeIdleConnections();
+        const force = setTimeout(() => {
+          for (const l of listeners) l.closeAllConnections();
+        }, DRAIN_MS);
         await closed;
         clearTimeout(force);
         if (electors.length > 0) {
@@ -393,7 +409,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         }
         await closeSigner();
         await store.close();
-        log.info("talos-config-server stopped: listener closed, PKCS#11 session closed, state closed");
+        log.info(internal ? "talos-config-server stopped: listeners (public, internal) closed, PKCS#11 session closed, state closed" : "talos-config-server stopped: listener closed, PKCS#11 session closed, state closed");
       })();
       return stopping;
     },

@@ -1,8 +1,8 @@
 /**
- * One connection policy for every fleetd HTTP(S) listener (talos-config-server's attestation and config API,
- * netbox-script's webhook receiver). Node's defaults — no connection cap, 60 s to send headers, 300 s per
- * request, no idle timeout before the first request, 120 s for a TLS handshake — let one host hold thousands
- * of file descriptors for minutes with idle sockets. Here:
+ * One connection policy for every fleetd HTTP(S) listener (talos-config-server's attestation and config API and
+ * its HA replicas' internal listener, netbox-script's webhook receiver). Node's defaults — no connection cap,
+ * 60 s to send headers, 300 s per request, no idle timeout before the first request, 120 s for a TLS handshake —
+ * let one host hold thousands of file descriptors for minutes with idle sockets. Here:
  *  - at most `maxConnections` sockets in all and `maxConnectionsPerSource` per remote address (a connection
  *    beyond either is closed at once, before TLS or HTTP is read);
  *  - `headersTimeoutMs` for a request's headers, `requestTimeoutMs` for the whole request, `idleTimeoutMs` of

@@ -1,10 +1,13 @@
 /**
  * A follower's issuance: POST /internal/v1/issue to the replica whose internal URL the `fleetd-ca-signer` Lease
- * names (annotation fleetd.io/internal-url), authenticated with the peer secret; the answer's MAC and shape are
- * checked before anything in it is used. Every failure is a CaUnavailable (fail closed).
+ * names (annotation fleetd.io/internal-url) — the leader's internal listener (internalListener.ts) — over mutual
+ * TLS (this replica's client certificate; the leader's certificate verified against the peer CA and its name
+ * against the URL's host) and authenticated with the peer secret; the answer's MAC and shape are checked before
+ * anything in it is used. Every failure is a CaUnavailable (fail closed); an http: URL is never used.
  */
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import type { IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { INTERNAL_TLS_MIN_VERSION, type InternalTls } from "./internalListener.js";
 import { INTERNAL_URL_ANNOTATION, type LeaderElector } from "@fleetd/shared/kube/leader";
 import { CaUnavailable } from "./leaderIssuer.js";
 import { signPeerRequest, verifyPeerResponse, PEER_SIGNATURE, PeerAuthError } from "./peerAuth.js";
@@ -13,8 +16,8 @@ import { ISSUE_PATH, IssueErrorBody, IssueResponseBody, resultFromWire, toWire, 
 export interface ForwarderOptions {
   elector: Pick<LeaderElector, "holder" | "identity">;
   secret: Uint8Array;
-  /** PEM CA(s) the leader's HTTPS certificate chains to (default: the system's). */
-  ca?: string;
+  /** The peer CA (the leader's certificate must chain to it, and nothing else is trusted) and this replica's client identity. */
+  tls: Pick<InternalTls, "ca" | "client">;
   /** Whole request, signing included (a YubiKey may wait for a touch). */
   timeoutMs?: number;
   now?: () => number;
@@ -30,14 +33,17 @@ interface Answer {
 
 function post(url: URL, body: Uint8Array, headers: Record<string, string>, o: ForwarderOptions): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-    const req = send(
+    const req = httpsRequest(
       url,
       {
         method: "POST",
         headers: { ...headers, "content-type": "application/json", "content-length": String(body.length) },
         timeout: o.timeoutMs ?? 30_000,
-        ...(url.protocol === "https:" && o.ca ? { ca: o.ca } : {}),
+        ca: o.tls.ca,
+        cert: o.tls.client.cert,
+        key: o.tls.client.key,
+        minVersion: INTERNAL_TLS_MIN_VERSION,
+        rejectUnauthorized: true,
       },
       (res: IncomingMessage) => {
         const chunks: Buffer[] = [];
@@ -75,10 +81,10 @@ export function createForwarder(o: ForwarderOptions): (req: IssueRequest) => Pro
     let url: URL;
     try {
       url = new URL(ISSUE_PATH, base);
-      if (url.protocol !== "https:" && url.protocol !== "http:") throw new Error(url.protocol);
     } catch {
       throw new CaUnavailable("no-leader", `the leader ${holder.identity} published no usable internal URL (${INTERNAL_URL_ANNOTATION})`);
     }
+    if (url.protocol !== "https:") throw new CaUnavailable("no-leader", `the leader ${holder.identity} published ${url.protocol} as its internal URL (${INTERNAL_URL_ANNOTATION}); only https: (mutual TLS) is used`);
     const body = new Uint8Array(Buffer.from(JSON.stringify(toWire(req)), "utf8"));
     const { headers, nonce } = signPeerRequest(o.secret, "POST", ISSUE_PATH, body, now(), holder.identity);
     let answer: Answer;

@@ -1,9 +1,11 @@
 /**
- * POST /internal/v1/issue — a follower's forwarded issuance, served by every replica and answered only by the
- * CA signer's leader (others: 503 not-leader). Order: size limit, peer MAC over the raw bytes (constant time,
- * timestamp window, nonce once), JSON and zod, TPMT_PUBLIC decoding, then the leader's own issuance. The
- * answer carries a MAC bound to the request's nonce.
+ * POST /internal/v1/issue (openapi-internal.yaml) — a follower's forwarded issuance, served by every replica on
+ * its internal listener only (internalListener.ts: the TLS handshake already required a client certificate from
+ * the peer CA) and answered only by the CA signer's leader (others: 503 not-leader). Order: size limit, peer MAC
+ * over the raw bytes (constant time, timestamp window, nonce once), JSON and zod, TPMT_PUBLIC decoding, then the
+ * leader's own issuance. The answer carries a MAC bound to the request's nonce.
  */
+import { TLSSocket } from "node:tls";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
 import { ParseError } from "@fleetd/shared/codec/codec";
 import { CaUnavailable, type LeaderIssuer, type LeaderIssuerLog } from "./leaderIssuer.js";
@@ -17,6 +19,13 @@ export interface InternalApiDeps {
   secret: Uint8Array;
   log: LeaderIssuerLog;
   now?: () => number;
+}
+
+/** The client certificate's subject CN (for logs: which replica's certificate sent this). */
+function peerName(req: Request): string | undefined {
+  if (!(req.socket instanceof TLSSocket)) return undefined;
+  const cn = req.socket.getPeerCertificate().subject?.CN;
+  return cn === undefined ? undefined : String(cn);
 }
 
 export function internalRouter(d: InternalApiDeps): Router {
@@ -34,7 +43,7 @@ export function internalRouter(d: InternalApiDeps): Router {
       nonce = await d.verifier.verify("POST", ISSUE_PATH, raw, req.headers, (d.now ?? Date.now)());
     } catch (e) {
       if (e instanceof PeerAuthError) {
-        d.log.warn({ code: e.code, from: req.socket.remoteAddress }, "internal issuance refused: peer authentication");
+        d.log.warn({ code: e.code, from: req.socket.remoteAddress, peer: peerName(req) }, "internal issuance refused: peer authentication");
         return refuse(401, "peer-auth", `${e.code}: ${e.message}`);
       }
       throw e;
@@ -56,7 +65,7 @@ export function internalRouter(d: InternalApiDeps): Router {
     }
     try {
       const result = await d.issuer.issueLocal(issueReq);
-      d.log.info({ node: issueReq.node, generation: issueReq.generation, ldevid: result.ldevid.serialHex }, "forwarded issuance signed");
+      d.log.info({ node: issueReq.node, generation: issueReq.generation, ldevid: result.ldevid.serialHex, peer: peerName(req) }, "forwarded issuance signed");
       return answer(200, resultToWire(result));
     } catch (e) {
       if (e instanceof CaUnavailable) return refuse(503, e.code === "not-leader" ? "not-leader" : "signer-unavailable", e.message);

@@ -1,5 +1,5 @@
 /**
- * The internal issuance call between replicas (POST /internal/v1/issue, documented in openapi.yaml): the
+ * The internal issuance call between replicas (POST /internal/v1/issue on the internal listener, documented in openapi-internal.yaml): the
  * follower sends what the protocol's Issuer gets (node, generation, the certified LDevID and LAK public areas
  * as marshalled TPMT_PUBLIC, hex), the leader answers with the two certificates (DER, base64) and the bundle.
  */

@@ -13,6 +13,8 @@ import type { ServerTransport } from "@fleetd/shared/protocol/client/attest";
 import { repoRoot } from "../netbox/fixture.js";
 
 export const OPENAPI_FILE = join(repoRoot, "talos-config-server/openapi.yaml");
+/** The replicas' internal API (HA), served only on the internal mutual-TLS listener. */
+export const INTERNAL_OPENAPI_FILE = join(repoRoot, "talos-config-server/openapi-internal.yaml");
 
 export interface Exchange {
   method: string;

@@ -22,7 +22,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import pino, { type Logger } from "pino";
-import type { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { parse as parseYaml, stringify } from "yaml";
 import { ekBindingFromCertificate } from "@fleetd/shared/ek/binding";
 import { readCertificate } from "@fleetd/shared/ek/certificateInput";
@@ -170,8 +169,6 @@ export interface AttestationServerParts {
   log: Logger;
   metrics: ReturnType<typeof createMetrics>;
   now: () => Date;
-  /** HA: the leader's internal endpoint. */
-  internal?: ReturnType<typeof internalRouter>;
   /** The Workflow gate (the world's Tinkerbell objects). */
   workflows: TinkerbellWorkflowGate;
   /** The pending-EK cap (default 1000). */
@@ -230,7 +227,6 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
     now: () => Date.now(),
     staleClaimMs: 60_000,
     bodyLimit: "2mb",
-    ...(parts.internal ? { internal: parts.internal } : {}),
   });
   return { service, app };
 }

@@ -5,9 +5,15 @@
  * `fleetd-ca-signer` Lease and opens the token; an intake sent to the other is forwarded and signed by the
  * leader; the leader killed with SIGKILL → the other takes the Lease, opens the token and signs a provision;
  * the issuance records are shared in the `fleetd-ca-bundle-state` Secret.
+ *
+ * The internal API is on each process's own listener (`server.ha.internal`: mutual TLS with the peer CA made
+ * here, published on the Lease) and not on the public one: a correctly MACed issuance request gets the public
+ * listener's 404; the internal listener refuses a client without a certificate and one from another CA (no HTTP,
+ * nothing signed), signs for the peer CA's client certificate, keeps the connection caps; SIGTERM closes both.
  */
 import { strict as assert } from "node:assert";
-import { randomBytes } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { connect } from "node:net";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -25,6 +31,11 @@ import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
 import { GROUP, repoRoot } from "../netbox/fixture.js";
 import { runHonest } from "../attestation/machine.js";
 import { startWorld, type World } from "../attestation/world.js";
+import { signPeerRequest, verifyPeerResponse } from "@fleetd/talos-config-server/ha/peerAuth";
+import { ISSUE_PATH, toWire } from "@fleetd/talos-config-server/ha/wire";
+import { tpmPublicFromKey } from "@fleetd/shared/testing/tpmPublic";
+import { AK_ATTRIBUTES, LDEVID_ATTRIBUTES } from "@fleetd/shared/tpmclient/templates";
+import { makePeerPki, NoAnswer, peerPost, type PeerAnswer, type PeerPki } from "./peerTls.js";
 
 const MAIN = join(repoRoot, "talos-config-server/dist/main.js");
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
@@ -34,10 +45,15 @@ let cp: ControlPlane;
 let w: World;
 let kube: Kube;
 let dir: string;
+let pki: PeerPki;
+/** The peer secret as the processes read it (the file's text, trimmed, as UTF-8 bytes). */
+let peerSecret: Uint8Array;
 
 interface Proc {
   id: string;
   url: string;
+  /** The internal listener (mutual TLS), as published on the Lease. */
+  internalUrl: string;
   log: string;
   proc: ManagedProcess;
   transport: ServerTransport;
@@ -55,12 +71,18 @@ before(async () => {
   const talosSite = join(dir, "talos-site.yaml");
   writeFileSync(talosSite, stringify(siteConfigFixture(TALOS_VERSION)));
   const peerSecretFile = join(dir, "peer-secret");
-  writeFileSync(peerSecretFile, randomBytes(32).toString("hex"), { mode: 0o600 });
+  const secretText = randomBytes(32).toString("hex");
+  writeFileSync(peerSecretFile, secretText, { mode: 0o600 });
+  peerSecret = new Uint8Array(Buffer.from(secretText, "utf8"));
+  mkdirSync(join(dir, "pki"));
+  pki = await makePeerPki(join(dir, "pki"));
   // SOFTHSM2_CONF and the PIN variable are in this process's environment (the harness set them)
   const env = { ...process.env, FLEETD_NETBOX_TOKEN: w.fleet.handler.token, FLEETD_CONFIG: "" };
   for (const id of ["tcs-a", "tcs-b"]) {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
+    const internalPort = await freePort();
+    const internalUrl = `https://127.0.0.1:${internalPort}`;
     const file = join(dir, `${id}.yaml`);
     writeFileSync(
       file,
@@ -79,7 +101,10 @@ before(async () => {
           ca: { signer: w.hsm.signerConfig("fleetd-ca", "ca"), bundleStateFile: bundleFile, ldevidLifetimeDays: 7 },
           talos: { siteFile: talosSite },
           logLevel: "info",
-          ha: { kubeconfig: cp.kubeconfig, namespace: NS, identity: id, internalUrl: url, peerSecretFile, leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 1 },
+          ha: {
+            kubeconfig: cp.kubeconfig, namespace: NS, identity: id, internalUrl, peerSecretFile, leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 1,
+            internal: { listen: { host: "127.0.0.1", port: internalPort }, tls: pki.files },
+          },
         },
       }),
     );
@@ -92,7 +117,7 @@ before(async () => {
         return { status: r.status, body: await r.json() };
       },
     });
-    procs.push({ id, url, log, proc, transport });
+    procs.push({ id, url, internalUrl, log, proc, transport });
   }
 }, { timeout: 60 * 60_000 });
 
@@ -111,6 +136,12 @@ const holder = async (): Promise<string | undefined> => {
 };
 const logOf = (p: Proc) => readFileSync(p.log, "utf8");
 const OPEN = /CA signer open \(this replica leads\)/;
+const signedCount = (p: Proc) => logOf(p).split("\n").filter((l) => l.includes("forwarded issuance signed")).length;
+/** An issuance request body (only the transport is under test: software P-256 keys in the TPM's public-area shape). */
+function probeIssueBody(): Uint8Array {
+  const key = () => tpmPublicFromKey(generateKeyPairSync("ec", { namedCurve: "P-256" }).publicKey, LDEVID_ATTRIBUTES);
+  return new Uint8Array(Buffer.from(JSON.stringify(toWire({ node: "ha-transport-probe", generation: 1, ldevid: key(), lak: { ...key(), objectAttributes: AK_ATTRIBUTES } })), "utf8"));
+}
 
 test("one process holds the signer Lease and opens the token; an intake sent to the other is signed by the leader", async () => {
   await waitFor("a signer", 30_000, async () => {
@@ -129,6 +160,50 @@ test("one process holds the signer Lease and opens the token; an intake sent to 
   const kinds = new Set(secrets.items.map((s) => s.metadata?.labels?.["fleetd.io/kind"] ?? s.metadata?.name));
   for (const k of ["session", "ak-name", "issued", "generation", "fleetd-ca-bundle-state"]) assert.ok(kinds.has(k), `${k} in Kubernetes (${[...kinds].join(", ")})`);
 });
+
+/** An issuance request body, made by the first transport test. */
+let issueBody: Uint8Array | undefined;
+
+test("main.js: the public listener answers 404 to a correctly MACed /internal/v1/issue; the internal listener alone signs it", async () => {
+  const leaderId = await holder();
+  const leader = procs.find((p) => p.id === leaderId) as Proc;
+  const lease = await kube.coordination.readNamespacedLease({ name: "fleetd-ca-signer", namespace: NS });
+  assert.equal(lease.metadata?.annotations?.["fleetd.io/internal-url"], leader.internalUrl, "the Lease names the internal listener");
+  issueBody = probeIssueBody();
+  const signed = () => signPeerRequest(peerSecret, "POST", ISSUE_PATH, issueBody as Uint8Array, Date.now(), leader.id);
+  const signedBefore = signedCount(leader);
+  const pub = await fetch(leader.url + ISSUE_PATH, { method: "POST", headers: { ...signed().headers, "content-type": "application/json" }, body: issueBody });
+  assert.equal(pub.status, 404, await pub.text());
+  const s = signed();
+  const ok = await peerPost(leader.internalUrl + ISSUE_PATH, s.headers, issueBody, { ca: pki.tls.ca, cert: pki.tls.client.cert, key: pki.tls.client.key });
+  assert.equal(ok.status, 200, JSON.stringify(ok.json));
+  verifyPeerResponse(peerSecret, s.nonce, 200, ok.bytes, ok.signature);
+  await waitFor("the leader logs the signed issuance", 5000, async () => signedCount(leader) === signedBefore + 1);
+});
+
+for (const [what, tls, code] of [
+  ["without a certificate (certificate required)", () => ({ ca: pki.tls.ca }), /^ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED$/],
+  ["with a certificate from another CA", () => ({ ca: pki.tls.ca, cert: pki.other.client.cert, key: pki.other.client.key }), /^ECONNRESET$/],
+] as const) {
+  test(`main.js: the internal listener refuses a TLS client ${what}: no HTTP, nothing signed`, async () => {
+    const leaderId = await holder();
+    const leader = procs.find((p) => p.id === leaderId) as Proc;
+    assert.ok(issueBody, "the previous test made a body");
+    const signedBefore = signedCount(leader);
+    let answer: PeerAnswer | undefined;
+    let failure: NoAnswer | undefined;
+    try {
+      answer = await peerPost(leader.internalUrl + ISSUE_PATH, signPeerRequest(peerSecret, "POST", ISSUE_PATH, issueBody, Date.now(), leader.id).headers, issueBody, tls());
+    } catch (e) {
+      if (!(e instanceof NoAnswer)) throw e;
+      failure = e;
+    }
+    assert.equal(answer, undefined, `no HTTP answer (got ${answer?.status} ${JSON.stringify(answer?.json)})`);
+    assert.match(failure?.code ?? "", code, failure?.message);
+    await waitFor("the refusal in the leader's log", 5000, async () => /internal listener: TLS handshake refused/.test(logOf(leader)));
+    assert.equal(signedCount(leader), signedBefore, "nothing signed");
+  });
+}
 
 test("the leader killed with SIGKILL: the other takes the Lease, opens the token and signs a provision", async () => {
   const leaderId = await holder();
@@ -153,4 +228,28 @@ test("the attestation listener closes idle connections beyond the per-source cap
   // This process may hold a kept-alive connection of its own to the server (fetch's pool): at most `cap` stay open.
   const r = await idleConnections(live.url, cap + 8);
   assert.ok(r.open <= cap && r.open >= cap - 2 && r.closed >= 8, JSON.stringify(r));
+});
+
+test("the internal listener keeps the same connection caps: idle connections beyond the per-source cap are closed at once", async () => {
+  const cap = DEFAULT_LISTENER_LIMITS.maxConnectionsPerSource;
+  const live = procs[0]!;
+  const r = await idleConnections(live.internalUrl, cap + 8);
+  assert.ok(r.open <= cap && r.open >= cap - 2 && r.closed >= 8, JSON.stringify(r));
+});
+
+test("SIGTERM: both listeners closed, exit 0", async () => {
+  const live = procs[0]!;
+  await live.proc.stop("SIGTERM");
+  assert.deepEqual(live.proc.exit, { code: 0, signal: null }, live.proc.tail());
+  assert.match(logOf(live), /listeners \(public, internal\) closed/);
+  const refused = (url: string) =>
+    new Promise<boolean>((resolve) => {
+      const u = new URL(url);
+      const s = connect(Number(u.port), u.hostname);
+      s.once("connect", () => (s.destroy(), resolve(false)));
+      s.once("error", (e: NodeJS.ErrnoException) => resolve(e.code === "ECONNREFUSED"));
+    });
+  assert.equal(await refused(live.url), true, "the public listener is closed");
+  assert.equal(await refused(live.internalUrl), true, "the internal listener is closed");
+  procs = [];
 });

@@ -10,13 +10,19 @@
  * at once is served once; a forward with the wrong peer secret fails closed (503 `unavailable`, reason
  * `signer-unavailable`, journalled, nothing signed); the leader killed (halted without stepping down) → the other
  * takes the Lease once it lapses, opens the token and signs.
+ *
+ * The internal API is on each replica's own listener (talos-config-server's createInternalListener, mutual TLS
+ * with the peer CA made here) and not on the public one: the public listener answers 404 to a correctly MACed
+ * issuance request; the internal listener refuses a client without a certificate and one with a certificate from
+ * another CA (no HTTP, nothing signed); a follower that does not trust the leader's certificate fails closed.
  */
 import { Objects } from "@fleetd/shared/tinkerbell/objects";
 import { TinkerbellWorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import pino from "pino";
@@ -30,7 +36,9 @@ import { openPkcs11Signer } from "@fleetd/shared/pki/pkcs11Signer";
 import { AttestationRefused, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
 import { PkiIssuer } from "@fleetd/shared/protocol/server/adapters/issuer";
 import { KubeAttestationStore } from "@fleetd/shared/state/kubeStore";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
 import { createForwarder } from "@fleetd/talos-config-server/ha/forward";
+import { createInternalListener, type InternalTls } from "@fleetd/talos-config-server/ha/internalListener";
 import { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { LeaderIssuer, type OpenSigner } from "@fleetd/talos-config-server/ha/leaderIssuer";
 import { BUNDLE_SECRET, SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
@@ -39,11 +47,12 @@ import { PeerVerifier, PEER_SIGNATURE, signPeerRequest, verifyPeerResponse } fro
 import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-server/ha/wire";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
-import { waitFor } from "../harness/ports.js";
+import { freePort, waitFor } from "../harness/ports.js";
 import { repoRoot } from "../netbox/fixture.js";
 import { challenge, confirmBody, evidence, runHonest, sendConfirm, sendEvidence, unwrap, withMachine } from "../attestation/machine.js";
 import { attestationServer, NODE, startWorld, type World } from "../attestation/world.js";
-import { OpenApiValidator } from "../attestation/openapi.js";
+import { INTERNAL_OPENAPI_FILE, OpenApiValidator } from "../attestation/openapi.js";
+import { makePeerPki, NoAnswer, peerPost, type PeerAnswer, type PeerPki } from "./peerTls.js";
 
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const NS = "fleetd";
@@ -61,10 +70,18 @@ let maxOpen = 0;
 /** The last issuance a follower forwarded (for the document check at the end). */
 let lastForwarded: IssueRequest | undefined;
 const doc = OpenApiValidator.fromFile();
+const internalDoc = OpenApiValidator.fromFile(INTERNAL_OPENAPI_FILE);
+/** The peer CA and the replicas' certificates (and another CA's). */
+let pki: PeerPki;
 
 interface Replica {
   id: string;
+  /** The public listener (attestation API, config fetch). */
   url: string;
+  /** The internal listener (mutual TLS), the URL published on the Lease. */
+  internalUrl: string;
+  /** The internal API's routes (what the internal listener serves). */
+  internalRoutes: string[];
   elector: LeaderElector;
   issuer: LeaderIssuer;
   store: KubeAttestationStore;
@@ -77,14 +94,17 @@ interface Replica {
   stop(): Promise<void>;
 }
 
-async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: boolean } = {}): Promise<Replica> {
+/** `forwardTls`: what the replica trusts and presents when it forwards (default: the peer CA and its client certificate). */
+async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: boolean; forwardTls?: Pick<InternalTls, "ca" | "client"> } = {}): Promise<Replica> {
   const server: Server = createServer();
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));
   const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   const kube = loadKube(cp.kubeconfig); // clients of its own
   const store = new KubeAttestationStore({ kube, namespace: NS });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" }).child({ replica: id });
-  const elector = new LeaderElector({ kube, namespace: NS, name: LEASE, identity: id, annotations: { [INTERNAL_URL_ANNOTATION]: url }, log, ...fast });
+  const internalPort = await freePort();
+  const internalUrl = `https://127.0.0.1:${internalPort}`;
+  const elector = new LeaderElector({ kube, namespace: NS, name: LEASE, identity: id, annotations: { [INTERNAL_URL_ANNOTATION]: internalUrl }, log, ...fast });
   let signatures = 0;
   let opens = 0;
   const now = () => new Date();
@@ -125,7 +145,7 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
         now,
       }),
     forward: (() => {
-      const forward = createForwarder({ elector, secret: peerSecret });
+      const forward = createForwarder({ elector, secret: peerSecret, tls: opts.forwardTls ?? pki.tls });
       return (req: IssueRequest) => {
         lastForwarded = req;
         return forward(req);
@@ -147,10 +167,16 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
     log,
     metrics: createMetrics(),
     now,
-    internal: internalRouter({ issuer, verifier: new PeerVerifier(peerSecret, id, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret: peerSecret, log }),
     workflows: new TinkerbellWorkflowGate(new Objects(w.kube, w.tinkerbellNamespace)),
   });
   server.on("request", app);
+  // The internal API on its own listener, as server.ts wires it: mutual TLS with the peer CA, the API alone.
+  const router = internalRouter({ issuer, verifier: new PeerVerifier(peerSecret, id, (token, expiresAt, at) => store.recordOnce(token, expiresAt, at)), secret: peerSecret, log });
+  const internalServer = createInternalListener({ tls: pki.tls, limits: DEFAULT_LISTENER_LIMITS, router, log });
+  await new Promise<void>((res) => internalServer.listen(internalPort, "127.0.0.1", res));
+  const internalRoutes = (router.stack as { route?: { path: string; methods: Record<string, boolean> } }[])
+    .flatMap((l) => (l.route ? Object.keys(l.route.methods).filter((m) => l.route?.methods[m]).map((m) => `${m} ${l.route?.path}`) : []))
+    .sort();
   if (opts.campaign !== false) elector.start();
   const transport: ServerTransport = w.withWorkflows({
     async post(path, body) {
@@ -160,14 +186,21 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
   });
 
   const closeServer = () =>
-    new Promise<void>((res) => {
-      server.close(() => res());
-      server.closeAllConnections();
-    });
+    Promise.all(
+      [server, internalServer].map(
+        (srv) =>
+          new Promise<void>((res) => {
+            srv.close(() => res());
+            srv.closeAllConnections();
+          }),
+      ),
+    );
   let stopped = false;
   return {
     id,
     url,
+    internalUrl,
+    internalRoutes,
     elector,
     issuer,
     store,
@@ -201,10 +234,18 @@ const leader = (): Replica => {
 const follower = (): Replica => replicas().find((r) => r !== leader()) as Replica;
 const issued = async () => (await a.store.listIssued(await w.deviceId(NODE))).length;
 const deviceId = async () => (await listDevices(w.admin, { name: [NODE] }))[0]?.id ?? 0;
+/** The client side of a replica: trusts the peer CA, presents its client certificate. */
+const peer = { get ca() { return pki.tls.ca; }, get cert() { return pki.tls.client.cert; }, get key() { return pki.tls.client.key; } };
+/** The last forwarded issuance's body (a real node's public areas). */
+const issueBody = (): Uint8Array => {
+  assert.ok(lastForwarded, "a follower forwarded an issuance earlier");
+  return new Uint8Array(Buffer.from(JSON.stringify(toWire(lastForwarded)), "utf8"));
+};
 
 before(async () => {
   [cp, w] = await Promise.all([startControlPlane(), startWorld({ talosVersion: TALOS_VERSION })]);
   await loadKube(cp.kubeconfig).core.createNamespace({ body: { metadata: { name: NS } } });
+  pki = await makePeerPki(mkdtempSync(join(tmpdir(), "fleetd-peer-pki-")));
   fileBundle = addCa(emptyBundleState(), w.caPem, new Date(Date.now() - 3600_000));
   a = await startReplica("replica-a");
   b = await startReplica("replica-b");
@@ -225,7 +266,8 @@ test("one leader holds the CA signer Lease and the token; the follower has no se
   assert.equal(follower().issuer.signerOpen, false);
   const lease = await loadKube(cp.kubeconfig).coordination.readNamespacedLease({ name: LEASE, namespace: NS });
   assert.equal(lease.spec?.holderIdentity, l.id);
-  assert.equal(lease.metadata?.annotations?.[INTERNAL_URL_ANNOTATION], l.url);
+  assert.equal(lease.metadata?.annotations?.[INTERNAL_URL_ANNOTATION], l.internalUrl, "the internal listener's URL, not the public one");
+  assert.match(l.internalUrl, /^https:/);
   assert.equal(maxOpen, 1);
 });
 
@@ -328,23 +370,20 @@ test("the leader killed: the other takes the Lease once it lapses, opens the tok
   assert.ok(recordsAfter.lastNotAfter >= recordsBefore.lastNotAfter);
 });
 
-test("the internal endpoint: exchanges as openapi.yaml documents them; the answer's MAC verifies; a replay, no MAC, a bad body are refused", async () => {
+test("the internal endpoint: exchanges as openapi-internal.yaml documents them; the answer's MAC verifies; a replay, no MAC, a bad body are refused", async () => {
   const l = leader();
   assert.ok(lastForwarded, "a follower forwarded an issuance earlier");
-  const body = new Uint8Array(Buffer.from(JSON.stringify(toWire(lastForwarded)), "utf8"));
-  assert.deepEqual(doc.requestValueProblems("post", ISSUE_PATH, JSON.parse(Buffer.from(body).toString("utf8"))), []);
-  const send = async (headers: Record<string, string>, b: Uint8Array) => {
-    const r = await fetch(l.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: b });
-    const bytes = new Uint8Array(await r.arrayBuffer());
-    return { status: r.status, bytes, json: JSON.parse(Buffer.from(bytes).toString("utf8")) as unknown, signature: r.headers.get(PEER_SIGNATURE) ?? undefined };
-  };
+  assert.deepEqual(l.internalRoutes, internalDoc.operations().map((o) => `${o.method} ${o.path}`).sort(), "the internal listener serves exactly the internal document's operations");
+  const body = issueBody();
+  assert.deepEqual(internalDoc.requestValueProblems("post", ISSUE_PATH, JSON.parse(Buffer.from(body).toString("utf8"))), []);
+  const send = (headers: Record<string, string>, b: Uint8Array) => peerPost(l.internalUrl + ISSUE_PATH, headers, b, peer);
   const signed = signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id);
   const before = l.signatures();
   const ok = await send(signed.headers, body);
   assert.equal(ok.status, 200, JSON.stringify(ok.json));
   assert.equal(l.signatures() - before, 2);
   verifyPeerResponse(secret, signed.nonce, 200, ok.bytes, ok.signature);
-  assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: 200, contentType: "application/json", body: ok.json }), []);
+  assert.deepEqual(internalDoc.responseProblems({ method: "post", path: ISSUE_PATH, status: 200, contentType: "application/json", body: ok.json }), []);
   const refusals = [
     await send(signed.headers, body), // the same request again
     await send({}, body),
@@ -358,8 +397,8 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
   const other = await startReplica("replica-d", { campaign: false });
   try {
     const toOther = async (headers: Record<string, string>) => {
-      const r = await fetch(other.url + ISSUE_PATH, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body });
-      return { status: r.status, error: (await r.json()) as { error: string; detail: string } };
+      const r = await peerPost(other.internalUrl + ISSUE_PATH, headers, body, peer);
+      return { status: r.status, error: r.json as { error: string; detail: string } };
     };
     const replayed = await toOther(signed.headers);
     assert.equal(replayed.status, 401);
@@ -370,8 +409,79 @@ test("the internal endpoint: exchanges as openapi.yaml documents them; the answe
     await other.stop();
   }
   assert.deepEqual(refusals.map((r) => [r.status, (r.json as { error: string }).error]), [[401, "peer-auth"], [401, "peer-auth"], [400, "bad-request"]]);
-  for (const r of refusals) assert.deepEqual(doc.responseProblems({ method: "post", path: ISSUE_PATH, status: r.status, contentType: "application/json", body: r.json }), []);
+  for (const r of refusals) assert.deepEqual(internalDoc.responseProblems({ method: "post", path: ISSUE_PATH, status: r.status, contentType: "application/json", body: r.json }), []);
   assert.equal(l.signatures() - before, 2, "refusals sign nothing");
+});
+
+test("the public listener does not serve the internal API: a correctly MACed issuance request gets the normal 404, nothing signed", async () => {
+  const l = leader();
+  const before = { sig: l.signatures(), issued: await issued() };
+  const body = issueBody();
+  const r = await fetch(l.url + ISSUE_PATH, { method: "POST", headers: { ...signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers, "content-type": "application/json" }, body });
+  const unknown = await fetch(l.url + "/internal/v1/no-such-operation", { method: "POST", headers: { "content-type": "application/json" }, body });
+  assert.equal(r.status, 404);
+  assert.equal(unknown.status, 404);
+  assert.equal((await r.text()).replace(ISSUE_PATH, "<path>"), (await unknown.text()).replace("/internal/v1/no-such-operation", "<path>"), "the same 404 as any unknown path");
+  assert.equal(r.headers.get(PEER_SIGNATURE), null);
+  assert.equal(l.signatures(), before.sig, "nothing signed");
+  assert.equal(await issued(), before.issued, "nothing recorded");
+});
+
+/** A request to the leader's internal listener with a valid MAC, over a TLS client with `tls`: refused in the handshake. */
+async function refusedInHandshake(tls: { ca: string; cert?: string; key?: string }, code: RegExp): Promise<void> {
+  const l = leader();
+  const lease = await loadKube(cp.kubeconfig).coordination.readNamespacedLease({ name: LEASE, namespace: NS });
+  const published = lease.metadata?.annotations?.[INTERNAL_URL_ANNOTATION] ?? "";
+  assert.equal(published, l.internalUrl);
+  const before = { sig: l.signatures(), issued: await issued() };
+  const body = issueBody();
+  let answer: PeerAnswer | undefined;
+  let failure: NoAnswer | undefined;
+  try {
+    answer = await peerPost(published + ISSUE_PATH, signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers, body, tls);
+  } catch (e) {
+    if (!(e instanceof NoAnswer)) throw e;
+    failure = e;
+  }
+  assert.equal(answer, undefined, `no HTTP answer (got ${answer?.status} ${JSON.stringify(answer?.json)})`);
+  assert.match(failure?.code ?? "", code, failure?.message);
+  assert.equal(l.signatures(), before.sig, "nothing signed");
+  assert.equal(await issued(), before.issued, "nothing recorded");
+  // The control: the same kind of request with the peer CA's client certificate is signed.
+  const ok = await peerPost(published + ISSUE_PATH, signPeerRequest(secret, "POST", ISSUE_PATH, body, Date.now(), l.id).headers, body, peer);
+  assert.equal(ok.status, 200, JSON.stringify(ok.json));
+  assert.equal(l.signatures() - before.sig, 2);
+}
+
+test("the internal listener refuses a TLS client without a certificate: the handshake fails (certificate required), no HTTP, nothing signed", async () => {
+  await refusedInHandshake({ ca: pki.tls.ca }, /^ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED$/);
+});
+
+test("the internal listener refuses a client certificate from another CA: the connection is closed after the handshake, no HTTP, nothing signed", async () => {
+  // Node verifies the client certificate once OpenSSL's handshake is done and destroys the socket before HTTP.
+  await refusedInHandshake({ ca: pki.tls.ca, cert: pki.other.client.cert, key: pki.other.client.key }, /^ECONNRESET$/);
+});
+
+test("a follower that cannot verify the leader's certificate against its peer CA forwards nothing: 503 unavailable, nothing signed", async () => {
+  // It trusts another CA only (its own client certificate is the peer CA's, so only the server check can fail).
+  const e = await startReplica("replica-e", { campaign: false, forwardTls: { ca: pki.other.ca, client: pki.tls.client } });
+  try {
+    const before = { sig: a.signatures() + b.signatures() + e.signatures(), issued: await issued() };
+    let refusal: AttestationRefused | undefined;
+    try {
+      await runHonest(w, "provision", {}, e.transport);
+    } catch (err) {
+      if (!(err instanceof AttestationRefused)) throw err;
+      refusal = err;
+    }
+    assert.ok(refusal, "refused");
+    assert.equal(refusal.status, 503);
+    assert.ok(refusal.refusal.reasons.some((r) => r.check === "ca.signer" && /self-signed certificate in certificate chain|unable to verify/i.test(r.detail)), JSON.stringify(refusal.refusal));
+    assert.equal(a.signatures() + b.signatures() + e.signatures(), before.sig, "nothing signed");
+    assert.equal(await issued(), before.issued, "nothing recorded");
+  } finally {
+    await e.stop();
+  }
 });
 
 // The kubelet CSR gate (wt-csr's startCsrGate) runs as a leader-only loop (talos-config-server ServerHooks.loops,

@@ -4,14 +4,14 @@
  * with a fresh CA and certificates (openssl CLI), bootstrap-token authentication, Node+RBAC authorization,
  * and the controller manager signing CSRs with the cluster CA. Every process dies with the test process.
  */
-import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { runSetupScript } from "./setupScript.js";
-import { freeLoopbackPorts, registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "./process.js";
+import { CLIENT_EXT, ecKeyArgs, makeCa, makeLeaf, runOpenssl, serverExt } from "@fleetd/shared/testing/pki";
+import { freeLoopbackPorts, registerCleanup, startDaemon, waitFor, type Daemon } from "./process.js";
 
 
 export interface ControlPlane {
@@ -38,37 +38,14 @@ export function kubeBinDir(): Promise<string> {
   return runSetupScript("tests/go/k8s/build.sh", { progress: "# [k8s build] ", needs: "Go >= 1.26 and the Go module proxy" });
 }
 
-async function openssl(args: string[], cwd: string): Promise<void> {
-  const r = await runProcess("openssl", args, { cwd, timeoutMs: 30_000 });
-  if (r.code !== 0) throw new Error(`openssl ${args.join(" ")} failed: ${r.stderr.toString("utf8").trim()}`);
-}
-
-const ecKey = (file: string) => ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", file];
-
-/** A leaf certificate `<name>.crt`/`<name>.key` signed by ca.crt/ca.key in `dir`. */
-async function issue(dir: string, name: string, subject: string, ext: string[]): Promise<void> {
-  await openssl(ecKey(`${name}.key`), dir);
-  await openssl(["req", "-new", "-key", `${name}.key`, "-subj", subject, "-out", `${name}.csr`], dir);
-  writeFileSync(join(dir, `${name}.ext`), ext.join("\n") + "\n");
-  const serial = "0x" + randomBytes(16).toString("hex").replace(/^./, "1");
-  await openssl(["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-set_serial", serial,
-    "-days", "2", "-sha256", "-extfile", `${name}.ext`, "-out", `${name}.crt`], dir);
-}
-
 async function makePki(dir: string): Promise<void> {
-  await openssl(ecKey("ca.key"), dir);
-  await openssl(["req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=fleetd-test-kubernetes-ca", "-days", "2", "-sha256",
-    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-    "-out", "ca.crt"], dir);
-  const client = ["basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature", "extendedKeyUsage=clientAuth"];
-  await issue(dir, "apiserver", "/CN=kube-apiserver", [
-    "basicConstraints=critical,CA:FALSE", "keyUsage=critical,digitalSignature", "extendedKeyUsage=serverAuth",
-    "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local",
-  ]);
-  await issue(dir, "admin", "/O=system:masters/CN=fleetd-test-admin", client);
-  await issue(dir, "controller-manager", "/CN=system:kube-controller-manager", client);
-  await openssl(ecKey("sa.key"), dir); // service-account token signing key
-  await openssl(["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"], dir); // the apiserver's verification key
+  await makeCa(dir, "ca", "fleetd-test-kubernetes-ca");
+  await makeLeaf(dir, "ca", "apiserver", "/CN=kube-apiserver",
+    serverExt(["IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]));
+  await makeLeaf(dir, "ca", "admin", "/O=system:masters/CN=fleetd-test-admin", CLIENT_EXT);
+  await makeLeaf(dir, "ca", "controller-manager", "/CN=system:kube-controller-manager", CLIENT_EXT);
+  await runOpenssl(ecKeyArgs("sa.key"), dir); // service-account token signing key
+  await runOpenssl(["pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub"], dir); // the apiserver's verification key
 }
 
 function kubeconfigYaml(server: string, dir: string, user: string): string {

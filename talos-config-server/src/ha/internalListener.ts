@@ -1,0 +1,173 @@
+/**
+ * The replicas' own listener (issue 10): HTTPS that completes a handshake only with a client presenting a
+ * certificate that chains to the peer CA (`requestCert`, `rejectUnauthorized`, TLS 1.3 — both ends are fleetd),
+ * with the connection policy of every fleetd listener (shared/src/http/listenerLimits.ts), serving the internal
+ * API (internalApi.ts, openapi-internal.yaml) and nothing else. The public listener does not mount it.
+ *
+ * `loadInternalTls` reads the files `server.ha.internal.tls` names once, at start, and refuses (ConfigError,
+ * naming the field and the file) an unreadable file, a CA file without a CA certificate, a certificate and key
+ * that do not pair, a certificate the peer CA did not issue, one outside its validity, or one whose extended key
+ * usage forbids its role — everything that would otherwise surface as a failed handshake at the first forward.
+ */
+import { X509Certificate } from "node:crypto";
+import { isIP } from "node:net";
+import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:https";
+import { createSecureContext, TLSSocket } from "node:tls";
+import express, { type NextFunction, type Request, type Response, type Router } from "express";
+import { applyListenerLimits, listenerOptions, type ListenerLimits } from "@fleetd/shared/http/listenerLimits";
+import { ConfigError } from "@fleetd/shared/netbox/config";
+import { certificatesFromPem } from "@fleetd/shared/pki/pem";
+import { PkiError } from "@fleetd/shared/pki/errors";
+import type { LeaderIssuerLog } from "./leaderIssuer.js";
+
+/** Both ends are fleetd on Node 20 (OpenSSL 3): nothing older than TLS 1.3 is needed or offered. */
+export const INTERNAL_TLS_MIN_VERSION = "TLSv1.3" as const;
+
+/** What `server.ha.internal.tls` names (config.ts). */
+export interface InternalTlsFiles {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  clientCertFile: string;
+  clientKeyFile: string;
+}
+
+/** The peer CA (PEM) and this replica's two TLS identities: serving (`cert`/`key`) and forwarding (`client`). */
+export interface InternalTls {
+  ca: string;
+  server: { cert: string; key: string };
+  client: { cert: string; key: string };
+}
+
+const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+const FIELD = "server.ha.internal.tls";
+
+function readText(path: string, field: keyof InternalTlsFiles): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (e) {
+    throw new ConfigError(`${FIELD}.${field}: cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}`);
+  }
+}
+
+function certificates(text: string, path: string, field: keyof InternalTlsFiles): X509Certificate[] {
+  try {
+    return certificatesFromPem(text, path).map((der) => new X509Certificate(der));
+  } catch (e) {
+    throw new ConfigError(`${FIELD}.${field}: ${path}: ${e instanceof PkiError ? e.message : `not a PEM certificate (${(e as Error).message})`}`);
+  }
+}
+
+/** The leaf (first certificate of `chain`) chains to one of `roots` through the chain's other certificates. */
+function chainsTo(chain: X509Certificate[], roots: X509Certificate[]): boolean {
+  let cert = chain[0];
+  const pool = [...chain.slice(1)];
+  for (let depth = 0; cert && depth <= chain.length; depth++) {
+    const c: X509Certificate = cert;
+    if (roots.some((r) => c.checkIssued(r) && c.verify(r.publicKey))) return true;
+    const next = pool.find((p) => p.ca && c.checkIssued(p) && c.verify(p.publicKey));
+    if (!next) return false;
+    pool.splice(pool.indexOf(next), 1);
+    cert = next;
+  }
+  return false;
+}
+
+function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFile", keyField: "keyFile" | "clientKeyFile", roots: X509Certificate[], usage: string, now: Date): { cert: string; key: string } {
+  const certPath = files[certField];
+  const keyPath = files[keyField];
+  const cert = readText(certPath, certField);
+  const key = readText(keyPath, keyField);
+  try {
+    createSecureContext({ cert, key });
+  } catch (e) {
+    // OpenSSL's reason (e.g. "key values mismatch"), never the key
+    throw new ConfigError(`${FIELD}: ${certPath} (${certField}) and ${keyPath} (${keyField}) do not make a TLS identity: ${(e as Error).message}`);
+  }
+  const chain = certificates(cert, certPath, certField);
+  const leaf = chain[0] as X509Certificate;
+  const what = `${FIELD}.${certField}: ${certPath} ("${leaf.subject.replace(/\n/g, ", ")}")`;
+  if (!chainsTo(chain, roots)) throw new ConfigError(`${what} is not issued by the peer CA (${FIELD}.caFile ${files.caFile}): the other replicas would refuse it`);
+  if (now < new Date(leaf.validFrom) || now > new Date(leaf.validTo)) throw new ConfigError(`${what} is not valid now (${leaf.validFrom} – ${leaf.validTo})`);
+  if (leaf.keyUsage !== undefined && !leaf.keyUsage.includes(usage)) {
+    throw new ConfigError(`${what}: its extended key usage (${leaf.keyUsage.join(", ")}) lacks ${usage === SERVER_AUTH ? "serverAuth" : "clientAuth"}`);
+  }
+  return { cert, key };
+}
+
+/**
+ * Reads and checks every file of `server.ha.internal.tls` (ConfigError naming the field and file). `host`: the
+ * host of `server.ha.internalUrl`, which the server certificate must name (the other replicas check it).
+ */
+export function loadInternalTls(files: InternalTlsFiles, host: string, now: Date = new Date()): InternalTls {
+  const ca = readText(files.caFile, "caFile");
+  const roots = certificates(ca, files.caFile, "caFile");
+  const notCa = roots.find((r) => !r.ca);
+  if (notCa) throw new ConfigError(`${FIELD}.caFile: ${files.caFile}: "${notCa.subject.replace(/\n/g, ", ")}" is not a CA certificate (basicConstraints cA)`);
+  const server = identity(files, "certFile", "keyFile", roots, SERVER_AUTH, now);
+  const leaf = certificates(server.cert, files.certFile, "certFile")[0] as X509Certificate;
+  const bare = host.replace(/^\[|\]$/g, "");
+  if ((isIP(bare) ? leaf.checkIP(bare) : leaf.checkHost(bare)) === undefined) {
+    throw new ConfigError(`${FIELD}.certFile: ${files.certFile} does not name ${bare}, the host of server.ha.internalUrl (${isIP(bare) ? "an IP" : "a DNS"} subjectAltName): the other replicas would refuse it`);
+  }
+  return { ca, server, client: identity(files, "clientCertFile", "clientKeyFile", roots, CLIENT_AUTH, now) };
+}
+
+export interface InternalListenerOptions {
+  tls: Pick<InternalTls, "ca" | "server">;
+  limits: ListenerLimits;
+  /** The internal API (internalApi.ts): the only thing served. */
+  router: Router;
+  log: LeaderIssuerLog;
+}
+
+/**
+ * The internal HTTPS server, not yet listening. A client without a certificate fails the handshake (alert
+ * certificate_required); one whose certificate the peer CA did not issue is disconnected as the handshake ends
+ * (Node checks the verification result then). Either way no byte of HTTP is read.
+ */
+export function createInternalListener(o: InternalListenerOptions): Server {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  // Unreachable with rejectUnauthorized (the handshake already failed); kept so that a listener built wrongly
+  // still serves nothing to an unauthenticated peer.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (req.socket instanceof TLSSocket && req.socket.authorized) return next();
+    o.log.warn({ from: req.socket.remoteAddress }, "internal listener: a request without a verified client certificate was refused");
+    res.status(401).json({ error: "peer-auth", detail: "peer-certificate-missing: the internal API needs a client certificate from the peer CA" });
+  });
+  app.use(o.router);
+  // Errors the router did not answer: JSON, never a stack trace.
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    o.log.error({ err: (err as Error).message }, "internal listener: request failed");
+    res.status(500).json({ error: "internal", detail: "the request failed on this replica" });
+  });
+  const server = createServer(
+    {
+      ...o.tls.server,
+      ca: o.tls.ca,
+      requestCert: true,
+      rejectUnauthorized: true,
+      minVersion: INTERNAL_TLS_MIN_VERSION,
+      ...listenerOptions(o.limits),
+    },
+    app,
+  );
+  applyListenerLimits(server, o.limits);
+  // One log line per 10 s at most (a scanner would otherwise write one per connection); the count says the rest.
+  let refused = 0;
+  let lastLog = 0;
+  server.on("tlsClientError", (err: NodeJS.ErrnoException, socket: TLSSocket) => {
+    refused++;
+    const t = Date.now();
+    if (t - lastLog < 10_000) return;
+    lastLog = t;
+    // authorizationError: the client certificate's verification against the peer CA (e.g. UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+    const certificate = socket.authorizationError ? `client certificate refused: ${String(socket.authorizationError)}` : undefined;
+    o.log.warn({ from: socket.remoteAddress, code: err.code, reason: certificate ?? err.message, refusedSoFar: refused }, "internal listener: TLS handshake refused");
+  });
+  return server;
+}
