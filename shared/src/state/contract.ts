@@ -141,6 +141,11 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       await s.recordIssued({ serial: "01", node: N1, kind: "ldevid", generation: 2, notAfter: 9, issuedAt: 1, der: "30", keyPublic: "00" });
       assert.deepEqual((await s.listIssued(1)).map((r) => [r.serial, r.node, r.der]), [["01", N1, "30"]]);
       assert.deepEqual(await s.listIssued(2), []);
+      // a certificate whose step did not complete is void, and stays listed with why; voiding is idempotent
+      await s.recordIssued({ serial: "02", node: N1, kind: "lak", generation: 2, notAfter: 9, issuedAt: 2, der: "31", keyPublic: "01" });
+      await s.voidIssued(["02", "ff"], 5, "evidence did not complete: netbox-unavailable");
+      await s.voidIssued(["02"], 6, "again");
+      assert.deepEqual((await s.listIssued(1)).map((r) => [r.serial, r.voided]), [["01", undefined], ["02", { at: 5, why: "evidence did not complete: netbox-unavailable" }]]);
       await s.setBootstrapToken(N1, "abc123", 99);
       assert.deepEqual(await s.nodeForBootstrapToken("abc123"), N1);
       await s.deleteBootstrapToken(1);

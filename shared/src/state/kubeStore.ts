@@ -99,6 +99,7 @@ const Issued = z.object({
   issuedAt: z.number(),
   der: z.string(),
   keyPublic: z.string(),
+  voided: z.object({ at: z.number(), why: z.string() }).optional(),
 });
 const Generation = z.object({ deviceId: z.number(), last: z.number().int().min(1) });
 const Token = z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() });
@@ -367,6 +368,16 @@ export class KubeAttestationStore implements AttestationStore {
       const last = cur.record.last + 1;
       return (await this.replace("generation", key, { deviceId, last }, cur.resourceVersion, labels)) ? { done: last } : "retry";
     });
+  }
+  async voidIssued(serials: string[], at: number, why: string): Promise<void> {
+    for (const serial of serials) {
+      await this.casLoop(`voiding serial ${serial}`, async () => {
+        const cur = await this.read("issued", serial, Issued);
+        if (!cur || cur.record.voided) return { done: undefined };
+        const labels = { [NODE_LABEL]: nodeLabel(cur.record.node.deviceId) };
+        return (await this.replace("issued", serial, { ...cur.record, voided: { at, why } }, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
+      });
+    }
   }
   async listIssued(deviceId: number): Promise<IssuedRecord[]> {
     return (await this.list("issued", Issued, { [NODE_LABEL]: nodeLabel(deviceId) }))

@@ -11,8 +11,11 @@ import Database from "better-sqlite3";
 import { privateDirOf } from "./privateFiles.js";
 import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, PendingEk, SessionRecord, SessionState } from "./store.js";
 
-/** The schema this code writes (PRAGMA user_version). Version 1 keyed nodes by name; it is refused, not migrated. */
-const SCHEMA_VERSION = 2;
+/**
+ * The schema this code writes (PRAGMA user_version). Version 1 keyed nodes by name; it is refused, not migrated.
+ * Version 3 added `issued.voided_at`/`voided_why` (a version 2 file is migrated in place).
+ */
+const SCHEMA_VERSION = 3;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -26,7 +29,8 @@ CREATE TABLE IF NOT EXISTS install_codes (code_hash TEXT PRIMARY KEY, device_id 
   uuid TEXT NOT NULL, source_address TEXT NOT NULL, config TEXT NOT NULL, expires_at INTEGER NOT NULL, claimed_by TEXT, claimed_at INTEGER);
 CREATE INDEX IF NOT EXISTS install_codes_device ON install_codes (device_id);
 CREATE TABLE IF NOT EXISTS issued (serial TEXT PRIMARY KEY, device_id INTEGER NOT NULL, node TEXT NOT NULL, kind TEXT NOT NULL,
-  generation INTEGER NOT NULL, not_after INTEGER NOT NULL, issued_at INTEGER NOT NULL, der TEXT NOT NULL, key_public TEXT NOT NULL);
+  generation INTEGER NOT NULL, not_after INTEGER NOT NULL, issued_at INTEGER NOT NULL, der TEXT NOT NULL, key_public TEXT NOT NULL,
+  voided_at INTEGER, voided_why TEXT);
 CREATE INDEX IF NOT EXISTS issued_device ON issued (device_id);
 CREATE TABLE IF NOT EXISTS generations (device_id INTEGER PRIMARY KEY, last INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS bootstrap_tokens (device_id INTEGER PRIMARY KEY, node TEXT NOT NULL, token_id TEXT NOT NULL UNIQUE, expires_at INTEGER NOT NULL);
@@ -76,6 +80,8 @@ interface IssuedRow {
   issued_at: number;
   der: string;
   key_public: string;
+  voided_at: number | null;
+  voided_why: string | null;
 }
 
 const ref = (r: { device_id: number; node: string }): NodeRef => ({ deviceId: r.device_id, name: r.node });
@@ -114,6 +120,7 @@ const toIssued = (r: IssuedRow): IssuedRecord => ({
   issuedAt: r.issued_at,
   der: r.der,
   keyPublic: r.key_public,
+  ...(r.voided_at !== null ? { voided: { at: r.voided_at, why: r.voided_why ?? "" } } : {}),
 });
 
 export class SqliteAttestationStore implements AttestationStore {
@@ -138,7 +145,10 @@ export class SqliteAttestationStore implements AttestationStore {
     this.db.pragma("secure_delete = ON");
     const version = this.db.pragma("user_version", { simple: true }) as number;
     const hasTables = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
-    if (hasTables && version !== SCHEMA_VERSION) {
+    if (hasTables && version === 2) {
+      this.db.exec(`ALTER TABLE issued ADD COLUMN voided_at INTEGER; ALTER TABLE issued ADD COLUMN voided_why TEXT;`);
+      this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    } else if (hasTables && version !== SCHEMA_VERSION) {
       this.db.close();
       throw new StateFileError(
         `${path}: the state database has schema version ${version}, this fleetd needs ${SCHEMA_VERSION} (state is now keyed by NetBox device ID). ` +
@@ -279,6 +289,12 @@ export class SqliteAttestationStore implements AttestationStore {
   }
   async listIssued(deviceId: number): Promise<IssuedRecord[]> {
     return (this.db.prepare(`SELECT * FROM issued WHERE device_id = ? ORDER BY issued_at, generation`).all(deviceId) as IssuedRow[]).map(toIssued);
+  }
+  async voidIssued(serials: string[], at: number, why: string): Promise<void> {
+    const mark = this.db.prepare(`UPDATE issued SET voided_at = ?, voided_why = ? WHERE serial = ? AND voided_at IS NULL`);
+    this.db.transaction(() => {
+      for (const serial of serials) mark.run(at, why, serial);
+    })();
   }
 
   async setBootstrapToken(node: NodeRef, tokenId: string, expiresAt: number): Promise<void> {

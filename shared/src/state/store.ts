@@ -77,6 +77,12 @@ export interface IssuedRecord {
   der: string;
   /** The certified key's TPMT_PUBLIC, hex. */
   keyPublic: string;
+  /**
+   * Set when the step that issued it did not complete (a dependency outage after the signature, before the
+   * machine had its answer): the certificate was never delivered and counts for nothing (renewal, SPIRE). It
+   * stays listed, with why.
+   */
+  voided?: { at: number; why: string };
 }
 
 /** A per-key failure budget kept in the store (shared by every replica): fixed windows. */
@@ -127,6 +133,8 @@ export interface AttestationStore {
   /** The next LDevID generation for a node (1 for the first). Atomic. */
   nextGeneration(deviceId: number): Promise<number>;
   listIssued(deviceId: number): Promise<IssuedRecord[]>;
+  /** Mark issued certificates void (IssuedRecord.voided); a serial not recorded, or already void, is left as it is. */
+  voidIssued(serials: string[], at: number, why: string): Promise<void>;
 
   /** Bootstrap token id rendered for a node (for the CSR gate). */
   setBootstrapToken(node: NodeRef, tokenId: string, expiresAt: number): Promise<void>;

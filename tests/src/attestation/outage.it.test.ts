@@ -6,10 +6,13 @@
  * `retryUnavailable`) must complete: one verdict, one install code, each journal entry once, never a 500.
  * A refusal while NetBox is down is still the refusal (4xx), not a 500.
  *
- * Not here yet (the outbox): an outage after the certificates are signed, after the install code is stored,
- * and after the config is delivered.
+ * Right after the signature and right after the install code is stored (hooks inside the server's steps): what
+ * the step had made is void (certificates, listed) or undone (code, token), and the retry releases one of each.
+ *
+ * Not here yet (the outbox): an outage after the config is delivered.
  */
 import { strict as assert } from "node:assert";
+import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,7 +33,7 @@ before(async () => {
   w = await startWorld({ talosVersion: TALOS_VERSION });
 }, { timeout: 60 * 60_000 });
 after(async () => {
-  await w?.fleet.nb.startWeb().catch(() => undefined);
+  await w?.fleet.nb.startWeb().catch(() => undefined); // a failed test may leave it stopped
   await w?.stop();
 });
 
@@ -51,10 +54,9 @@ function outageTransport(outageAt: AttestStep | undefined, answers: Answer[]): S
   const http: ServerTransport = {
     async post(path, body) {
       const step = path.split("/").pop() ?? path;
-      const outage = armed !== undefined && step === armed;
-      if (outage) {
+      if (armed !== undefined && step === armed) {
         armed = undefined;
-        await w.fleet.nb.stopWeb();
+        await stopNetBox();
       }
       try {
         const r = await fetch(w.baseUrl + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
@@ -62,11 +64,22 @@ function outageTransport(outageAt: AttestStep | undefined, answers: Answer[]): S
         answers.push(answer);
         return { status: answer.status, body: answer.body };
       } finally {
-        if (outage) await w.fleet.nb.startWeb();
+        // NetBox comes back once the server has answered the request that met the outage
+        if (netboxDown) await startNetBox();
       }
     },
   };
   return w.withWorkflows(http);
+}
+
+let netboxDown = false;
+async function stopNetBox(): Promise<void> {
+  netboxDown = true;
+  await w.fleet.nb.stopWeb();
+}
+async function startNetBox(): Promise<void> {
+  await w.fleet.nb.startWeb();
+  netboxDown = false;
 }
 
 async function run(mode: Claims["mode"], outageAt: AttestStep | undefined): Promise<{ result: AttestResult; answers: Answer[] }> {
@@ -157,4 +170,39 @@ test("a refusal while NetBox is down is still the refusal (403), never a 500; re
     }
     assert.deepEqual(await netboxReachable(w.admin, 2_000), { ok: true });
   });
+});
+
+test("NetBox down right after the certificates are signed: that pair is void and listed, the retry gets a new one; NetBox and the machine hold the same", async () => {
+  const id = await w.deviceId(NODE);
+  const before = count(await journal(), /provision: TPM evidence passed/);
+  w.hooks.afterIssue = stopNetBox; // inside the evidence step: signed, nothing recorded yet
+  const { result, answers } = await run("provision", undefined);
+  assertOutageAnswered(answers, "evidence");
+  const issued = await w.store.listIssued(id);
+  const voided = issued.filter((r) => r.voided);
+  assert.equal(voided.length, 2, "the LDevID and LAK of the step that did not complete");
+  for (const r of voided) assert.match(r.voided?.why ?? "", /provision evidence did not complete \(netbox-unavailable\); never delivered/);
+  const valid = issued.filter((r) => !r.voided && r.kind === "ldevid").sort((a, b) => b.generation - a.generation)[0];
+  assert.ok(valid && voided.every((v) => v.generation < valid.generation), "the delivered pair is newer than the void one");
+  const delivered = new X509Certificate(Buffer.from(result.issued?.ldevid.certificate ?? new Uint8Array()));
+  assert.equal(delivered.serialNumber.toLowerCase().replace(/^0+/, ""), valid.serial.replace(/^0+/, ""), "the machine holds the valid pair");
+  const { device: d } = await readDevice(w.admin, id);
+  assert.equal(String(d.cf["ldevid_serial"]).replace(/^0+/, ""), valid.serial.replace(/^0+/, ""), "NetBox names the delivered LDevID");
+  assert.equal(count(await journal(), /provision: TPM evidence passed/), before + 1, "journalled once");
+});
+
+test("NetBox down right after the confirm stored its install code: code and token are undone, the retry releases one of each", async () => {
+  const id = await w.deviceId(NODE);
+  const before = count(await journal(), /provision confirmed/);
+  w.hooks.afterPutInstallCode = stopNetBox; // inside the confirm: code stored, device not yet staged
+  const { result, answers } = await run("provision", undefined);
+  assertOutageAnswered(answers, "confirm");
+  const token = await w.store.getBootstrapToken(id);
+  const live = [...w.liveTokens()].filter(([, node]) => node === NODE).map(([t]) => t);
+  assert.deepEqual(live, [token?.tokenId], "one token Secret, the recorded one (the undone confirm's is deleted)");
+  assert.equal(count(await journal(), /provision confirmed/), before + 1, "journalled once");
+  const res = await fetch(`${w.baseUrl}/talos/config?uuid=${w.claims().uuid}&code=${result.installCode}`);
+  assert.equal(res.status, 200, "the code the machine holds fetches the config");
+  assert.match(await res.text(), new RegExp(`token: ${token?.tokenId}\\.`), "and that config carries the recorded token");
+  assert.equal(await w.store.hasInstallCodeFor(id, Date.now()), false, "no other code is left");
 });

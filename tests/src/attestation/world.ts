@@ -135,6 +135,8 @@ export interface World {
   signatures: () => number;
   /** Install codes the server has stored since the world started. */
   installCodesIssued: () => number;
+  /** Fault injection at exact points of the server's steps (each hook runs once). */
+  hooks: FaultHooks;
   lab: LabKeys;
   /** The CA certificate (PEM) whose key is on the SoftHSM token "fleetd-ca", key "ca". */
   caPem: string;
@@ -143,12 +145,34 @@ export interface World {
   stop(): Promise<void>;
 }
 
+/** Points in the server's steps where a test injects a fault (e.g. stops NetBox); each runs once when set. */
+export interface FaultHooks {
+  /** After the CA signed a step's certificates, before anything records them. */
+  afterIssue?: () => Promise<void>;
+  /** After a confirm stored its install code, before the device is marked staged. */
+  afterPutInstallCode?: () => Promise<void>;
+}
+
+/** Runs the hook `name` once (it is cleared first). */
+async function fire(hooks: FaultHooks, name: keyof FaultHooks): Promise<void> {
+  const h = hooks[name];
+  delete hooks[name];
+  await h?.();
+}
+
 /** The SQLite store, counting the install codes put into it. */
 class CountingStore extends SqliteAttestationStore {
   installCodes = 0;
+  constructor(
+    path: string,
+    private readonly hooks: FaultHooks,
+  ) {
+    super(path);
+  }
   override async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
     this.installCodes++;
-    return super.putInstallCode(r);
+    await super.putInstallCode(r);
+    await fire(this.hooks, "afterPutInstallCode");
   }
 }
 
@@ -326,7 +350,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   };
   let bundle: BundleState = addCa(emptyBundleState(), ca.pem, new Date(Date.now() - 3600_000));
 
-  const store = new CountingStore(join(dir, "state.db"));
+  const hooks: FaultHooks = {};
+  const store = new CountingStore(join(dir, "state.db"), hooks);
   const bootstrapTokens = new Map<string, string>();
   const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), {
     applyAccount: fleet.apply.username,
@@ -338,7 +363,13 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const parts: AttestationServerParts = {
     store,
     inventory,
-    issuer: new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now }),
+    issuer: ((pki: PkiIssuer): Issuer => ({
+      async issue(req) {
+        const r = await pki.issue(req);
+        await fire(hooks, "afterIssue");
+        return r;
+      },
+    }))(new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now })),
     // without a workload cluster (the default) the token Secrets are recorded, not created
     bootstrapTokens: opts.bootstrapTokens ?? { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
     siteAuthoritiesDir: site,
@@ -467,6 +498,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     liveTokens: () => new Map(bootstrapTokens),
     signatures: () => signatures,
     installCodesIssued: () => store.installCodes,
+    hooks,
     lab: keys,
     caPem: ca.pem,
     siteAuthoritiesDir: site,

@@ -136,49 +136,59 @@ async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, n
   if (plan.issue === "new") {
     generation = await ctx.store.nextGeneration(node.deviceId);
     issued = await ctx.issuer.issue({ node: session.node.name, generation, ldevid, lak });
-    for (const [kind, cert, key] of [["ldevid", issued.ldevid, ev.ldevid.public], ["lak", issued.lak, ev.lak.public]] as const) {
-      await ctx.store.recordIssued({
-        serial: cert.serialHex,
-        node: session.node,
-        kind,
-        generation,
-        notAfter: cert.notAfter.getTime(),
-        issuedAt: now.getTime(),
-        der: hex(cert.der),
-        keyPublic: hex(key),
-      });
-    }
   }
-  await ctx.inventory.recordAttestation(session.node, {
-    verdict: "pass",
-    at: now,
-    macs: data.claims.macs,
-    ...(data.claims.bootMac ? { bootMac: data.claims.bootMac } : {}),
-    serial: data.claims.serial,
-    uuid: data.claims.uuid,
-    ...(node.uuid ? {} : { recordUuid: data.claims.uuid }),
-    ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
-  });
-  const next: EvidenceSessionData = {
-    ...data,
-    ...(issued
-      ? {
-          ldevidPublic: hex(ev.ldevid.public),
-          lakPublic: hex(ev.lak.public),
-          ldevidPrivate: hex(ev.ldevid.private),
-          lakPrivate: hex(ev.lak.private),
-          ldevidCertificate: hex(issued.ldevid.der),
-          lakCertificate: hex(issued.lak.der),
-          bundlePem: issued.bundlePem,
-        }
-      : {}),
-  };
-  await ctx.store.transitionSession(session.id, "evidenced", "evidenced", next as unknown as Record<string, unknown>, now.getTime());
-  const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
-  await ctx.journal.record(session.node, {
-    kind: "success",
-    summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); ${what}`,
-  });
+  // Issuance and its records: the certificates, the verdict, the session's data, the journal. A dependency
+  // outage in between leaves them undelivered: they are void (and stay listed), and the retry gets a new pair.
+  try {
+    if (issued && generation !== undefined) {
+      for (const [kind, cert, key] of [["ldevid", issued.ldevid, ev.ldevid.public], ["lak", issued.lak, ev.lak.public]] as const) {
+        await ctx.store.recordIssued({
+          serial: cert.serialHex,
+          node: session.node,
+          kind,
+          generation,
+          notAfter: cert.notAfter.getTime(),
+          issuedAt: now.getTime(),
+          der: hex(cert.der),
+          keyPublic: hex(key),
+        });
+      }
+    }
+    await ctx.inventory.recordAttestation(session.node, {
+      verdict: "pass",
+      at: now,
+      macs: data.claims.macs,
+      ...(data.claims.bootMac ? { bootMac: data.claims.bootMac } : {}),
+      serial: data.claims.serial,
+      uuid: data.claims.uuid,
+      ...(node.uuid ? {} : { recordUuid: data.claims.uuid }),
+      ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
+    });
+    const next: EvidenceSessionData = {
+      ...data,
+      ...(issued
+        ? {
+            ldevidPublic: hex(ev.ldevid.public),
+            lakPublic: hex(ev.lak.public),
+            ldevidPrivate: hex(ev.ldevid.private),
+            lakPrivate: hex(ev.lak.private),
+            ldevidCertificate: hex(issued.ldevid.der),
+            lakCertificate: hex(issued.lak.der),
+            bundlePem: issued.bundlePem,
+          }
+        : {}),
+    };
+    await ctx.store.transitionSession(session.id, "evidenced", "evidenced", next as unknown as Record<string, unknown>, now.getTime());
+    const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
+    await ctx.journal.record(session.node, {
+      kind: "success",
+      summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); ${what}`,
+    });
+  } catch (e) {
+    const outage = outageOf(e);
+    if (outage && issued) await ctx.store.voidIssued([issued.ldevid.serialHex, issued.lak.serialHex], ctx.now().getTime(), `${session.mode} evidence did not complete (${outage.reason}); never delivered`);
+    throw e;
+  }
   return issued
     ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
     : { verdict: "pass", issued: "none" };
@@ -199,7 +209,7 @@ async function issuancePlan(ctx: ServerContext, node: NodeRecord, mode: Claims["
   if (mode === "wipe") return { issue: "none", why: "wipe releases nothing" };
   if (NO_ISSUANCE_STATUSES.includes(node.status)) return { issue: "none", why: `the device is ${node.status}` };
   if (mode !== "attest") return { issue: "new", why: `${mode}: keys created in this session` };
-  const ldevid = (await ctx.store.listIssued(node.deviceId)).filter((r) => r.kind === "ldevid").sort((a, b) => b.generation - a.generation)[0];
+  const ldevid = (await ctx.store.listIssued(node.deviceId)).filter((r) => r.kind === "ldevid" && !r.voided).sort((a, b) => b.generation - a.generation)[0];
   if (!ldevid) return { issue: "new", why: "the node had no LDevID" };
   const until = new Date(ldevid.notAfter).toISOString();
   return ldevid.notAfter - now.getTime() < ctx.settings.renewBeforeMs
