@@ -52,7 +52,8 @@ export class AttestationRefused extends Error {
     readonly status: number,
     readonly refusal: Refusal,
   ) {
-    super(`${step} refused (${status} ${refusal.error}): ${refusal.reasons.map((r) => `${r.check}: ${r.detail}`).join("; ")}`);
+    // (a transport that does not check answers may hand over any body: no reasons is still a refusal)
+    super(`${step} refused (${status} ${refusal.error}): ${(refusal.reasons ?? []).map((r) => `${r.check}: ${r.detail}`).join("; ")}`);
   }
   get pending(): boolean {
     return this.refusal.error === "pending";
