@@ -39,6 +39,10 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   const now = ctx.now();
   const session = await ctx.store.getSession(ev.sessionId);
   if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
+  if (session.data["tpm"] === "1.2") {
+    // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
+    throw new Refused(409, "refused", [{ check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }], session.node);
+  }
   const data = session.data as unknown as EvidenceSessionData;
   // Claim the session: the nonce is spent whatever happens next.
   if (!(await ctx.store.transitionSession(session.id, "challenged", "evidenced", session.data, now.getTime()))) {
