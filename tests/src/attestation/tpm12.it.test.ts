@@ -26,6 +26,10 @@ import type { Claims, Refusal, Tpm12ChallengeResponse } from "@fleetd/shared/pro
 import { TPM_PUBKEY, TPM_RSA_KEY_PARMS, TPM12 } from "@fleetd/shared/tpm12/structures";
 import { activateIdentity, createAik, quote, withLoadedAik } from "@fleetd/shared/tpm12client/index";
 import { startSwtpm12, type Swtpm12 } from "../harness/swtpm12.js";
+import { startLldpSwitchPort } from "../harness/lldp.js";
+import { runProcess } from "../harness/process.js";
+import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { NODE, startWorld, type World, type World12Machine } from "./world.js";
 import { Tpm12Client } from "@fleetd/shared/tpm12client/index";
 import { TcpTransport } from "@fleetd/shared/tpmclient/index";
@@ -219,4 +223,60 @@ test("a TPM 2.0 node's EK presented on the TPM 1.2 path is refused (node.tpm) an
   assert.equal(r.status, 403);
   assert.ok(checks(r).includes("node.tpm"), JSON.stringify(r.body));
   assert.ok((await readJournal(w.admin, await w.deviceId(NODE))).some((j) => j.comments.includes("tpm12 challenge refused") && j.comments.includes("node.tpm")));
+});
+
+test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): detects the TPM 1.2 and passes intake and wipe with nothing issued; provision exits 3 before any session; no owner secret exits 2", async () => {
+  const m = m12(LEGACY);
+  const c0 = m.claims();
+  const lldp = c0.lldp as { chassisId: string; portId: string };
+  const sw = await startLldpSwitchPort({ device: lldp.chassisId, port: lldp.portId });
+  try {
+    const mac = c0.macs[0] as string;
+    const root = writeFakeRoot(join(w.dir, "root-tpm12"), { serial: c0.serial, uuid: c0.uuid.toUpperCase(), nics: [{ name: sw.iface, mac }], defaultRoute: sw.iface, eventLog: m.eventLog });
+    const secretFile = (name: string, b: Uint8Array) => {
+      const p = join(w.dir, name);
+      writeFileSync(p, Buffer.from(b).toString("hex") + "\n", { mode: 0o600 });
+      return p;
+    };
+    const env = (out: string, over: Record<string, string> = {}) => ({
+      PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+      FLEETD_SERVER: w.baseUrl,
+      FLEETD_ALLOW_HTTP: "lab",
+      FLEETD_TPM: `swtpm:${m.tpm.host}:${m.tpm.port}`,
+      FLEETD_OUT: out,
+      FLEETD_ROOT: root,
+      FLEETD_BOOT_INTERFACE: sw.iface,
+      FLEETD_LLDP_WAIT_SECONDS: "30",
+      FLEETD_TIMEOUT_SECONDS: "60",
+      FLEETD_TPM12_OWNER_AUTH: `file:${secretFile("tpm12-owner.hex", m.secrets.ownerAuth)}`,
+      FLEETD_TPM12_SRK_AUTH: `file:${secretFile("tpm12-srk.hex", m.secrets.srkAuth)}`,
+      ...over,
+    });
+    const run = async (mode: Claims["mode"], over: Record<string, string> = {}) => {
+      const claims = m.claims({ mode });
+      await w.ensureWorkflow(LEGACY, claims);
+      const out = join(w.dir, `out-tpm12-${mode}-${Object.keys(over).length}`);
+      mkdirSync(out, { recursive: true });
+      const r = await runProcess(process.execPath, [join(repo, "tink-action/dist/cli.js"), "attest", "--mode", mode], { env: { ...env(out, over), FLEETD_WORKFLOW: claims.workflow }, timeoutMs: 180_000 });
+      return { code: r.code, stdout: r.stdout.toString("utf8"), stderr: r.stderr.toString("utf8") };
+    };
+    const signatures = w.signatures();
+    for (const mode of ["intake", "wipe"] as const) {
+      const r = await run(mode);
+      assert.equal(r.code, 0, `${mode}: ${r.stderr.slice(-3000)}`);
+      const report = JSON.parse(r.stdout) as Record<string, unknown>;
+      assert.match(String(report["tpm"]), /\(TPM 1\.2\)$/);
+      assert.ok(!("ldevid" in report) || report["ldevid"] === null || report["ldevid"] === undefined, "no LDevID");
+      assert.ok(!r.stderr.includes(Buffer.from(m.secrets.ownerAuth).toString("hex")), "the owner secret is never logged");
+    }
+    assert.equal(w.signatures(), signatures, "nothing signed");
+    const p = await run("provision");
+    assert.equal(p.code, 3, p.stderr.slice(-2000));
+    assert.match(p.stderr, /a TPM 1\.2 machine attests only for intake or wipe/);
+    const n = await run("intake", { FLEETD_TPM12_OWNER_AUTH: "" });
+    assert.equal(n.code, 2, n.stderr.slice(-2000));
+    assert.match(n.stderr, /FLEETD_TPM12_OWNER_AUTH: required for a TPM 1\.2/);
+  } finally {
+    await sw.stop();
+  }
 });
