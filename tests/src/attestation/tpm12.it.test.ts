@@ -265,8 +265,11 @@ test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): d
       const r = await run(mode);
       assert.equal(r.code, 0, `${mode}: ${r.stderr.slice(-3000)}`);
       const report = JSON.parse(r.stdout) as Record<string, unknown>;
-      assert.match(String(report["tpm"]), /\(TPM 1\.2\)$/);
-      assert.ok(!("ldevid" in report) || report["ldevid"] === null || report["ldevid"] === undefined, "no LDevID");
+      assert.match(r.stderr, /"msg":"a TPM 1\.2: the TPM 1\.2 protocol \(intake and wipe only\)"/);
+      assert.equal(report["verdict"], "pass");
+      assert.equal(report["mode"], mode);
+      assert.ok(!("ldevid" in report) && !("lak" in report), "no LDevID, no LAK");
+      assert.equal(report["installCode"], false);
       assert.ok(!r.stderr.includes(Buffer.from(m.secrets.ownerAuth).toString("hex")), "the owner secret is never logged");
     }
     assert.equal(w.signatures(), signatures, "nothing signed");
