@@ -30,6 +30,7 @@ import { startLldpSwitchPort } from "../harness/lldp.js";
 import { runProcess } from "../harness/process.js";
 import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { OpenApiValidator, Recorder } from "./openapi.js";
 import { NODE, startWorld, type World, type World12Machine } from "./world.js";
 import { Tpm12Client } from "@fleetd/shared/tpm12client/index";
 import { TcpTransport } from "@fleetd/shared/tpmclient/index";
@@ -282,4 +283,31 @@ test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): d
   } finally {
     await sw.stop();
   }
+});
+
+test("the TPM 1.2 exchanges — an honest intake, a refused TPM 2.0 mode, a replayed evidence — are what openapi.yaml documents", async () => {
+  const rec = new Recorder(w.baseUrl);
+  const doc = OpenApiValidator.fromFile();
+  const t = w.withWorkflows(rec.transport());
+  const m = m12(LEGACY);
+  const tpm = m.client();
+  try {
+    await attest12({ tpm, secrets: m.secrets, server: t, claims: m.claims({ mode: "intake" }), eventLog: m.eventLog, random: rnd });
+  } finally {
+    await tpm.close();
+  }
+  await challengeAndEvidence(m, m.claims({ mode: "provision" }), { transport: t });
+  const again = await challengeAndEvidence(m, m.claims({ mode: "intake" }), { transport: t });
+  await t.post(ATTEST12_PATHS.evidence, again.evidence);
+  await t.post(ATTEST12_PATHS.evidence, again.evidence);
+  assert.deepEqual(rec.exchanges.map((e) => `${e.path} ${e.status}`), [
+    "/v1/attest/tpm12/challenge 200",
+    "/v1/attest/tpm12/evidence 200",
+    "/v1/attest/tpm12/challenge 403",
+    "/v1/attest/tpm12/challenge 200",
+    "/v1/attest/tpm12/evidence 200",
+    "/v1/attest/tpm12/evidence 409",
+  ]);
+  const problems = rec.exchanges.flatMap((ex) => [...doc.responseProblems(ex), ...doc.requestProblems(ex.method, ex.path, ex.requestContentType, ex.requestText)].map((p) => `${ex.path} ${ex.status}: ${p}`));
+  assert.deepEqual(problems, [], problems.join("\n"));
 });
