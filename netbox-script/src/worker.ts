@@ -7,6 +7,8 @@ import type { Logger } from "pino";
 import { nodeEntry, type NodeEntry, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
 import { NetBoxError, type NetBox } from "@fleetd/shared/netbox/client";
 import { checkEkAttribution, lastChangeOf, requestChangeOf, userGroups, type ObjectChangeRecord } from "@fleetd/shared/netbox/changelog";
+import { provenBootMacOf } from "@fleetd/shared/netbox/bootMac";
+import { attestationAccount } from "@fleetd/shared/netbox/config";
 import { decide, type Decision, type Facts, type Intent, type Trigger } from "@fleetd/shared/netbox/decide";
 import { desiredActionOf, patchDevice, readDeviceIfExists, type DeviceRecord } from "@fleetd/shared/netbox/device";
 import type { DesiredAction } from "@fleetd/shared/netbox/fields";
@@ -42,7 +44,7 @@ export interface WorkerDeps {
 
 const MAX_CONFLICT_RETRIES = 5;
 const DESIRED = "custom_fields.desired_action";
-const FIELD_LABEL: Record<string, string> = { name: "the device name", status: "the status", [DESIRED]: "desired_action", "custom_fields.ek_bindings": "the EK bindings" };
+const FIELD_LABEL: Record<string, string> = { name: "the device name", status: "the status", [DESIRED]: "desired_action", "custom_fields.ek_bindings": "the EK bindings", "custom_fields.boot_mac": "the boot MAC" };
 /** A NetBox value for a journal entry (any user could have typed it). */
 const shown = (v: unknown): string => (v === null || v === undefined ? "(empty)" : mdCode(typeof v === "string" ? v : JSON.stringify(v), 200));
 /** The changelog message of the handler's take; resume() recognises its own take by it. */
@@ -166,7 +168,9 @@ export class Worker {
       device,
       desiredAction,
       node,
-      ekAttribution: node?.tpm === "2.0" && trigger === "desired_action" ? await checkEkAttribution(nb, device.id, device.cf["ek_bindings"] ?? null, cfg.site.accounts.apply) : undefined,
+      ekAttribution: node && node.tpm !== "none" && trigger === "desired_action" ? await checkEkAttribution(nb, device.id, device.cf["ek_bindings"] ?? null, cfg.site.accounts.apply) : undefined,
+      // A TPM 1.2 wipe targets only the boot MAC TPM evidence proved (decide.ts); TPM 2.0's effects check it themselves.
+      bootMac: node?.tpm === "1.2" ? await provenBootMacOf(nb, device, attestationAccount(cfg.site)) : undefined,
       requester: await this.requesterOf(requestChange),
       authorizedGroup: cfg.site.authorizedGroup,
       features: cfg.site.features,
@@ -232,6 +236,7 @@ export class Worker {
       ["status", was.status, now.status],
       [DESIRED, was.cf["desired_action"] ?? null, now.cf["desired_action"] ?? null],
       ["custom_fields.ek_bindings", was.cf["ek_bindings"] ?? null, now.cf["ek_bindings"] ?? null],
+      ["custom_fields.boot_mac", was.cf["boot_mac"] ?? null, now.cf["boot_mac"] ?? null],
     ] as const) {
       if (canonicalJson(a) === canonicalJson(b)) continue;
       const c = await lastChangeOf(this.d.nb, now.id, path);

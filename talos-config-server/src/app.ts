@@ -50,7 +50,7 @@ export function createApp(deps: AppDeps): Express {
   // (ha/internalListener.ts); a request for it on this listener is an unknown path (404).
   app.use(express.json({ limit: deps.bodyLimit, strict: true, type: "application/json" }));
 
-  const step = (name: "challenge" | "evidence" | "confirm", fn: (req: Request) => Promise<Outcome<unknown>>) =>
+  const step = (name: "challenge" | "evidence" | "confirm" | "tpm12-challenge" | "tpm12-evidence", fn: (req: Request) => Promise<Outcome<unknown>>) =>
     async (req: Request, res: Response, next: NextFunction) => {
       const end = deps.metrics.stepSeconds.startTimer({ step: name });
       try {
@@ -75,6 +75,9 @@ export function createApp(deps: AppDeps): Express {
   const addr = (req: Request) => clientAddress(req, deps.trustedProxies);
   app.post("/v1/attest/challenge", step("challenge", (req) => deps.service.challenge(req.body, addr(req))));
   app.post("/v1/attest/evidence", step("evidence", (req) => deps.service.evidence(req.body)));
+  // TPM 1.2 machines (nodes-file tpm "1.2"): intake and wipe only, nothing issued (shared/src/protocol/server/tpm12.ts)
+  app.post("/v1/attest/tpm12/challenge", step("tpm12-challenge", (req) => deps.service.challenge12(req.body, addr(req))));
+  app.post("/v1/attest/tpm12/evidence", step("tpm12-evidence", (req) => deps.service.evidence12(req.body)));
   app.post("/v1/attest/confirm", step("confirm", (req) => deps.service.confirm(req.body)));
   app.get("/talos/config", configFetchHandler(deps));
   app.get("/healthz", (_req, res) => {

@@ -25,7 +25,13 @@ import type { LldpReading } from "./lldp/json0.js";
 import { readLldp } from "./lldp/lldpd.js";
 import { clearOutputs, writeFailure, writeSuccess } from "./outputs.js";
 import { ServerTransportError, serverTransport } from "./serverTransport.js";
-import { describeTpm, openTpm } from "./tpm.js";
+import { describeTpm, openRawTransport, openTpm, resolveTpm, tpmFamily } from "./tpm.js";
+import { attest12 } from "@fleetd/shared/protocol/client/attest12";
+import { Tpm12AuthError, Tpm12Client, Tpm12Error } from "@fleetd/shared/tpm12client/index";
+import { TpmFamilyError, type TpmFamily } from "@fleetd/shared/tpm12client/detect";
+import { TPM12_MODES } from "@fleetd/shared/protocol/messages";
+import { randomBytes } from "node:crypto";
+import { describeAuth, readTpm12Auth } from "./config.js";
 
 export const EXIT = { ok: 0, internal: 1, input: 2, refused: 3, transport: 4, pending: 5 } as const;
 
@@ -35,7 +41,7 @@ function logger(level: string): Logger {
   return pino({ level, base: { action: "fleetd-attest" }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ fd: 2, sync: true }));
 }
 
-const isTransport = (e: unknown) => e instanceof TpmError || e instanceof TpmTransportError || e instanceof TpmClientError || e instanceof ServerTransportError || e instanceof ParseError;
+const isTransport = (e: unknown) => e instanceof Tpm12Error || e instanceof Tpm12AuthError || e instanceof TpmFamilyError || e instanceof TpmError || e instanceof TpmTransportError || e instanceof TpmClientError || e instanceof ServerTransportError || e instanceof ParseError;
 
 async function lldpClaim(cfg: AttestConfig, log: Logger, boot: ReturnType<typeof bootInterface>): Promise<LldpReading> {
   if (cfg.lldp === "off") return { lldp: null, reason: "LLDP disabled (FLEETD_LLDP=off)" };
@@ -101,27 +107,59 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     throw e;
   }
 
+  // Which TPM: a TPM 1.2 takes the TPM 1.2 variant (intake and wipe only; nothing is issued to it).
+  cfg = { ...cfg, tpm: resolveTpm(cfg.tpm) };
+  let family: TpmFamily;
+  try {
+    family = await tpmFamily(cfg.tpm);
+  } catch (e) {
+    if (!isTransport(e)) throw e;
+    const err = e as Error;
+    log.error({ code: "transport", kind: err.name, detail: err.message }, `cannot tell which TPM this is: ${err.message}`);
+    fail("error", "transport", `${err.name}: ${err.message}`);
+    return EXIT.transport;
+  }
+  let secrets12: { ownerAuth: Uint8Array; srkAuth: Uint8Array } | undefined;
+  if (family === "1.2") {
+    log.info({ tpm: describeTpm(cfg.tpm), ownerAuth: describeAuth(cfg.tpm12.ownerAuth), srkAuth: describeAuth(cfg.tpm12.srkAuth) }, "a TPM 1.2: the TPM 1.2 protocol (intake and wipe only)");
+    if (!(TPM12_MODES as readonly string[]).includes(mode)) {
+      const why = `a TPM 1.2 machine attests only for intake or wipe; ${mode} needs a TPM 2.0 (fleetd issues no LDevID, LAK, install code or Talos config to a TPM 1.2)`;
+      log.error({ code: "tpm12-mode", mode }, why);
+      fail("fail", "tpm12", why);
+      return EXIT.refused;
+    }
+    try {
+      if (!cfg.tpm12.ownerAuth) throw new ConfigError(["FLEETD_TPM12_OWNER_AUTH: required for a TPM 1.2 (TPM_MakeIdentity and TPM_ActivateIdentity need the owner): well-known or file:/path"]);
+      secrets12 = { ownerAuth: readTpm12Auth(cfg.tpm12.ownerAuth, "FLEETD_TPM12_OWNER_AUTH"), srkAuth: readTpm12Auth(cfg.tpm12.srkAuth, "FLEETD_TPM12_SRK_AUTH") };
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      log.error({ code: "config", issues: e.issues }, e.message);
+      fail("error", "config", e.message);
+      return EXIT.input;
+    }
+  }
+
   // The protocol, retried while the server lists this machine as pending.
   const server = serverTransport(cfg.server, cfg.ca ? { ca: cfg.ca } : {});
   const deadline = Date.now() + cfg.timeoutSeconds * 1000;
   for (let attempt = 1; ; attempt++) {
     let result: AttestResult | undefined;
     let wait = 0;
-    const tpm = openTpm(cfg.tpm);
+    const tpm = secrets12 ? new Tpm12Client(openRawTransport(cfg.tpm)) : openTpm(cfg.tpm);
     try {
-      result = await attest({
-        tpm,
-        server,
-        claims,
-        eventLog,
-        // a dependency outage on the server (503 unavailable: nothing spent): the same step again, within the budget
-        retryUnavailable: {
-          deadline,
-          delayMs: (n) => backoffDelayMs(n, Math.random()),
-          onRetry: (step, refusal, n, waitMs) =>
-            log.warn({ step, attempt: n, reason: refusal.reason, retryInSeconds: Math.round(waitMs / 100) / 10 }, `${step}: the server's ${refusal.reason ?? "dependency"} is down; retrying the same request`),
-        },
-      });
+      // a dependency outage on the server (503 unavailable: nothing spent): the same step again, within the budget
+      const retryUnavailable = {
+        deadline,
+        delayMs: (n: number) => backoffDelayMs(n, Math.random()),
+        onRetry: (step: string, refusal: { reason?: string }, n: number, waitMs: number) =>
+          log.warn({ step, attempt: n, reason: refusal.reason, retryInSeconds: Math.round(waitMs / 100) / 10 }, `${step}: the server's ${refusal.reason ?? "dependency"} is down; retrying the same request`),
+      };
+      if (tpm instanceof Tpm12Client && secrets12) {
+        const r = await attest12({ tpm, secrets: secrets12, server, claims, eventLog, random: (n) => new Uint8Array(randomBytes(n)), retryUnavailable });
+        result = { mode: r.mode };
+      } else if (!(tpm instanceof Tpm12Client)) {
+        result = await attest({ tpm, server, claims, eventLog, retryUnavailable });
+      }
     } catch (e) {
       if (e instanceof AttestationRefused) {
         const reasons = e.refusal.reasons;
@@ -173,7 +211,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     }
     if (mode !== "provision") delete result.installCode;
     try {
-      const report = writeSuccess(cfg.out, result, { workflow: cfg.workflow, claims, attempts: attempt, tpm: describeTpm(cfg.tpm) });
+      const report = writeSuccess(cfg.out, result, { workflow: cfg.workflow, claims, attempts: attempt, tpm: `${describeTpm(cfg.tpm)}${family === "1.2" ? " (TPM 1.2)" : ""}` });
       log.info({ node: report.node, generation: report.generation, ldevidSerial: report.ldevid?.serial ?? null, lakSerial: report.lak?.serial ?? null, installCode: report.installCode, out: cfg.out }, `attested (${mode})`);
       process.stdout.write(JSON.stringify(report, null, 2) + "\n");
       return EXIT.ok;

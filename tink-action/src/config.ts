@@ -14,6 +14,14 @@ export const DEFAULT_TPM = "/dev/tpmrm0";
 export const DEFAULT_TIMEOUT_SECONDS = 600;
 export const DEFAULT_LLDP_WAIT_SECONDS = 35;
 
+/**
+ * Where a TPM 1.2's owner (or SRK) secret comes from: the TCG well-known secret (20 zero bytes), or a file holding
+ * the 20-byte TPM_AUTHDATA (40 hex digits, or the raw 20 bytes) — in production a Kubernetes Secret the Template
+ * mounts read-only, never an environment value (a Workflow's environment is readable by anyone who can read the
+ * Workflow). Read only when the action finds a TPM 1.2; never logged.
+ */
+export type Tpm12AuthSource = { kind: "well-known" } | { kind: "file"; path: string };
+
 export type TpmSpec = { kind: "device"; path: string } | { kind: "tcp"; host: string; port: number } | { kind: "unix"; path: string };
 
 export interface AttestConfig {
@@ -31,6 +39,8 @@ export interface AttestConfig {
   lldp: "lldpd" | "off";
   lldpWaitSeconds: number;
   logLevel: string;
+  /** TPM 1.2 machines: the owner and SRK secrets (owner unset: a TPM 1.2 is refused locally, naming the setting). */
+  tpm12: { ownerAuth?: Tpm12AuthSource; srkAuth: Tpm12AuthSource };
 }
 
 export class ConfigError extends Error {
@@ -63,6 +73,8 @@ const Env = z.object({
   FLEETD_LLDP: z.enum(["lldpd", "off"]).default("lldpd"),
   FLEETD_LLDP_WAIT_SECONDS: intIn(0, 600).default(DEFAULT_LLDP_WAIT_SECONDS),
   FLEETD_ALLOW_HTTP: z.literal("lab", { error: 'only "lab" is accepted (plain HTTP is for loopback tests)' }).optional(),
+  FLEETD_TPM12_OWNER_AUTH: z.string().regex(/^(well-known|file:\/.+)$/, 'must be "well-known" or file:/absolute/path').optional(),
+  FLEETD_TPM12_SRK_AUTH: z.string().regex(/^(well-known|file:\/.+)$/, 'must be "well-known" or file:/absolute/path').default("well-known"),
   FLEETD_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -143,5 +155,35 @@ export function loadConfig(env: NodeJS.ProcessEnv): AttestConfig {
     lldp: e.FLEETD_LLDP,
     lldpWaitSeconds: e.FLEETD_LLDP_WAIT_SECONDS,
     logLevel: e.FLEETD_LOG_LEVEL,
+    tpm12: {
+      ...(e.FLEETD_TPM12_OWNER_AUTH ? { ownerAuth: authSource(e.FLEETD_TPM12_OWNER_AUTH) } : {}),
+      srkAuth: authSource(e.FLEETD_TPM12_SRK_AUTH),
+    },
   };
+}
+
+function authSource(v: string): Tpm12AuthSource {
+  return v === "well-known" ? { kind: "well-known" } : { kind: "file", path: v.slice("file:".length) };
+}
+
+/** A TPM 1.2 secret from its source: 20 bytes. The file holds 40 hex digits (a trailing newline is fine) or 20 raw bytes. */
+export function readTpm12Auth(src: Tpm12AuthSource, what: string): Uint8Array {
+  if (src.kind === "well-known") return new Uint8Array(20);
+  let raw: Buffer;
+  try {
+    if (statSync(src.path).size > 64) throw new ConfigError([`${what}: ${src.path} is not a 20-byte secret`]);
+    raw = readFileSync(src.path);
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError([`${what}: cannot read ${src.path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
+  }
+  if (raw.length === 20) return new Uint8Array(raw);
+  const text = raw.toString("latin1").trim();
+  if (/^[0-9a-fA-F]{40}$/.test(text)) return new Uint8Array(Buffer.from(text, "hex"));
+  throw new ConfigError([`${what}: ${src.path} holds neither 40 hex digits nor 20 bytes`]);
+}
+
+/** How a secret source is shown in logs: never the secret. */
+export function describeAuth(src: Tpm12AuthSource | undefined): string {
+  return src === undefined ? "unset" : src.kind === "well-known" ? "well-known" : `file:${src.path}`;
 }

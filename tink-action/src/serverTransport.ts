@@ -11,7 +11,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent, request as httpsRequest } from "node:https";
 import { z } from "zod";
 import type { ServerTransport } from "@fleetd/shared/protocol/client/attest";
-import type { ChallengeResponse, ConfirmResponse, EvidenceResponse, Refusal } from "@fleetd/shared/protocol/messages";
+import type { ChallengeResponse, ConfirmResponse, EvidenceResponse, Refusal, Tpm12ChallengeResponse, Tpm12EvidenceResponse } from "@fleetd/shared/protocol/messages";
 import { MODES } from "@fleetd/shared/protocol/messages";
 
 export type ServerTransportErrorCode = "connect" | "tls" | "timeout" | "bad-response" | "too-large";
@@ -56,10 +56,21 @@ const RefusalAnswer: z.ZodType<Refusal> = z.object({
     .max(200),
 });
 
+/** The TPM 1.2 variant's answers (a TPM 1.2 is issued nothing: its evidence answer is `issued: none` only). */
+const Challenge12: z.ZodType<Tpm12ChallengeResponse> = z.object({
+  sessionId: z.string().min(1).max(128),
+  nonce: b64,
+  expiresAt: z.string(),
+  credential: z.object({ ekBinding: z.string().regex(/^[0-9a-f]{64}$/), blob: b64 }),
+});
+const Evidence12Answer: z.ZodType<Tpm12EvidenceResponse> = z.object({ verdict: z.literal("pass"), issued: z.literal("none") });
+
 const ANSWERS: Record<string, z.ZodType<unknown>> = {
   "/v1/attest/challenge": Challenge,
   "/v1/attest/evidence": EvidenceAnswer,
   "/v1/attest/confirm": ConfirmAnswer,
+  "/v1/attest/tpm12/challenge": Challenge12,
+  "/v1/attest/tpm12/evidence": Evidence12Answer,
 };
 
 export interface TransportOptions {

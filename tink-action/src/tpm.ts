@@ -4,7 +4,43 @@
  * A raw `/dev/tpm0` gets the same treatment.
  */
 import { DeviceTransport, FlushOnCloseTransport, TcpTransport, TpmClient, UnixTransport, type TpmTransport } from "@fleetd/shared/tpmclient/index";
-import type { TpmSpec } from "./config.js";
+import { detectTpmFamily, type TpmFamily } from "@fleetd/shared/tpm12client/detect";
+import { existsSync } from "node:fs";
+import { DEFAULT_TPM, type TpmSpec } from "./config.js";
+
+/**
+ * The TPM's command channel without a resource manager in front: what TPM family detection and the TPM 1.2 client
+ * use (FlushOnCloseTransport speaks TPM 2.0; a TPM 1.2 has no /dev/tpmrm0, only /dev/tpm0).
+ */
+/**
+ * The TPM to use: the configured one, except that the default `/dev/tpmrm0` falls back to `/dev/tpm0` where the
+ * kernel has no resource manager device — a TPM 1.2 (the kernel offers tpmrm only for TPM 2.0).
+ */
+export function resolveTpm(spec: TpmSpec, exists: (p: string) => boolean = existsSync): TpmSpec {
+  if (spec.kind === "device" && spec.path === DEFAULT_TPM && !exists(spec.path) && exists("/dev/tpm0")) return { kind: "device", path: "/dev/tpm0" };
+  return spec;
+}
+
+export function openRawTransport(spec: TpmSpec): TpmTransport {
+  switch (spec.kind) {
+    case "tcp":
+      return new TcpTransport(spec.host, spec.port);
+    case "unix":
+      return new UnixTransport(spec.path);
+    case "device":
+      return new DeviceTransport(spec.path);
+  }
+}
+
+/** Which TPM is there (tpm12client/detect.ts), on a connection of its own that is closed again. */
+export async function tpmFamily(spec: TpmSpec): Promise<TpmFamily> {
+  const t = openRawTransport(spec);
+  try {
+    return await detectTpmFamily(t);
+  } finally {
+    await t.close().catch(() => undefined);
+  }
+}
 
 export function openTpm(spec: TpmSpec): TpmClient {
   let t: TpmTransport;

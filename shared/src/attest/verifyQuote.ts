@@ -39,7 +39,8 @@ export interface QuoteResult extends Verdict {
 
 /**
  * TPM 1.2 quotes are TPM_QUOTE_INFO (version 1.1.0.0 ‖ "QUOT") or TPM_QUOTE_INFO2 (tag 0x0036 ‖ "QUT2");
- * they carry no TPM_GENERATED_VALUE and no PCR digest of a chosen bank. fleetd accepts TPM 2.0 only.
+ * they carry no TPM_GENERATED_VALUE and no PCR digest of a chosen bank. This verifier takes TPM 2.0 quotes only; TPM 1.2
+ * quotes are verified by attest12/verifyQuote12.ts (the TPM 1.2 protocol, intake and wipe only).
  */
 export function isTpm12Quote(bytes: Uint8Array): boolean {
   const b = Buffer.from(bytes.subarray(0, 8));
@@ -49,7 +50,7 @@ export function isTpm12Quote(bytes: Uint8Array): boolean {
 export function verifyQuote(input: QuoteInput): QuoteResult {
   const c = new Checks();
   if (isTpm12Quote(input.quote)) {
-    c.fail("quote.tpmVersion", "this is a TPM 1.2 quote (TPM_QUOTE_INFO); fleetd accepts TPM 2.0 evidence only");
+    c.fail("quote.tpmVersion", "this is a TPM 1.2 quote (TPM_QUOTE_INFO); the TPM 2.0 protocol accepts TPM 2.0 evidence only (a TPM 1.2 machine uses /v1/attest/tpm12, for intake and wipe)");
     return c.verdict();
   }
   const attest = parseInto(c, "quote.parse", TPMS_ATTEST, input.quote);

@@ -290,6 +290,27 @@ export function sizedBytes(typeName: string, max: number, min = 0): Codec<Uint8A
   };
 }
 
+/**
+ * TPM 1.2 style variable bytes: a u32 size then that many bytes, with a maximum enforced before any bytes are
+ * read (TPM_STORE_PUBKEY.key, TPM_KEY.encData, a response's sigSize ‖ sig, …).
+ */
+export function sizedBytes32(typeName: string, max: number, min = 0): Codec<Uint8Array> {
+  return {
+    typeName,
+    decode: (r) => {
+      const at = r.offset;
+      const n = r.field("size", () => r.u32());
+      if (n > max) r.fail("oversized", `${typeName} size ${n} exceeds maximum ${max}`, at);
+      if (n < min) r.fail("invalid-value", `${typeName} size ${n} is below minimum ${min}`, at);
+      return r.field("buffer", () => r.bytes(n));
+    },
+    encode: (w, v) => {
+      if (v.length > max) w.fail(`${typeName} size ${v.length} exceeds maximum ${max}`);
+      w.u32(v.length).bytes(v);
+    },
+  };
+}
+
 /** A TPM2B wrapping a structure: u16 size, then exactly that structure filling the size. */
 export function sized<T>(typeName: string, inner: Codec<T>, max = 0xffff): Codec<T> {
   return {

@@ -56,20 +56,42 @@ test("the design's rules, one case each", () => {
   assert.equal(outcome(facts({ node: node({ role: "control-plane" }), features: { controlPlanes: true } })), "dispatch:provision");
 });
 
-test("authorization is judged on the action that runs; a TPM 1.2 node is never provisioned or wiped (no identity proof), by anyone", () => {
-  const legacy = node({ tpm: "1.2", ek: undefined });
+test("authorization is judged on the action that runs; a TPM 1.2 node is wiped only by a group member, only with approved EKs and a TPM-proven boot MAC, and never provisioned", () => {
+  const legacy = node({ tpm: "1.2" });
+  const proven = { ok: true as const, mac: "b0:7b:25:00:12:80" };
+  const unproven = { ok: false as const, code: "boot_mac_unproven" as const, reason: "no boot MAC proven by TPM evidence yet" };
   const mallory = { username: "mallory", groups: [] };
-  for (const requester of [mallory, { username: "alice", groups: ["ops"] }]) {
-    for (const desiredAction of ["provision", "wipe"] as const) {
-      const d = decide(facts({ node: legacy, desiredAction, device: dev("planned", desiredAction), ekAttribution: undefined, requester }));
-      assert.equal(d.outcome, "refuse", `${requester.username} ${desiredAction}`);
-      assert.ok(d.outcome === "refuse" && d.code === "tpm12_no_identity_proof" && d.clearDesiredAction);
-      assert.match(d.outcome === "refuse" ? d.reason : "", /no TPM evidence can prove which machine .* fleetd will not wipe or install it\. Wipe it by hand or through its BMC/);
-    }
-    const dec = decide(facts({ node: legacy, trigger: "decommissioning", desiredAction: null, device: dev("decommissioning", null), ekAttribution: undefined, requester }));
-    assert.ok(dec.outcome === "refuse" && dec.code === "tpm12_no_identity_proof" && !dec.clearDesiredAction);
+  const alice = { username: "alice", groups: ["ops"] };
+  const wipe = (over: Partial<Facts>) => decide(facts({ node: legacy, desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: proven, requester: alice, ...over }));
+  // the one way through: a group member, attributed EK bindings, a proven boot MAC
+  const ok = wipe({});
+  assert.ok(ok.outcome === "dispatch" && ok.intent.action === "wipe" && ok.clearDesiredAction, JSON.stringify(ok));
+  assert.match(ok.outcome === "dispatch" ? ok.journal.text : "", /wipe of n1 \(TPM 1\.2\) accepted \(requested by alice\): the Workflow proves the TPM 1\.2 EK and boot, then wipes the disk/);
+  // each missing piece refuses (before any effect), naming it
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: proven, requester: mallory })), "refuse:not_authorized");
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: proven, requester: null })), "refuse:not_authorized");
+  const noMac = wipe({ bootMac: unproven });
+  assert.ok(noMac.outcome === "refuse" && noMac.code === "boot_mac_unproven" && noMac.clearDesiredAction);
+  assert.match(noMac.outcome === "refuse" ? noMac.reason : "", /targets only a boot MAC proven by a passing TPM 1\.2 intake, and there is none: no boot MAC proven by TPM evidence yet\. Run its intake first/);
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: undefined })), "refuse:boot_mac_unproven");
+  assert.equal(outcome(facts({ node: node({ tpm: "1.2", ek: undefined }), desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: proven })), "refuse:tpm12_no_ek");
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: proven, ekAttribution: { ok: false, code: "ek_binding_unattributed", reason: "x" } })), "refuse:ek_binding_unattributed");
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "wipe", device: dev("planned", "wipe"), bootMac: proven, ekAttribution: undefined })), "refuse:ek_binding_unchecked");
+  // provision stays refused for everyone (it is never turned into a wipe); attest likewise
+  for (const requester of [mallory, alice]) {
+    const p = decide(facts({ node: legacy, desiredAction: "provision", bootMac: proven, requester }));
+    assert.ok(p.outcome === "refuse" && p.code === "tpm12_no_provision" && p.clearDesiredAction, requester.username);
+    assert.match(p.outcome === "refuse" ? p.reason : "", /fleetd does not install it .* A member of ops can ask for wipe instead/);
   }
-  assert.equal(outcome(facts({ node: legacy, desiredAction: "attest", ekAttribution: undefined, requester: mallory })), "refuse:tpm12_no_attestation");
+  assert.equal(outcome(facts({ node: legacy, desiredAction: "attest", device: dev("planned", "attest"), bootMac: proven, requester: mallory })), "refuse:tpm12_no_attestation");
+  // retirement (a wipe): group members only, with a proven boot MAC
+  const retire = (over: Partial<Facts>) => decide(facts({ node: legacy, trigger: "decommissioning", desiredAction: null, device: dev("decommissioning", null), ekAttribution: undefined, bootMac: proven, requester: alice, ...over }));
+  assert.ok(retire({}).outcome === "dispatch");
+  const r1 = retire({ requester: mallory });
+  assert.ok(r1.outcome === "refuse" && r1.code === "not_authorized" && !r1.clearDesiredAction);
+  const r2 = retire({ bootMac: unproven });
+  assert.ok(r2.outcome === "refuse" && r2.code === "boot_mac_unproven");
+  assert.match(r2.outcome === "refuse" ? r2.reason : "", /the retirement's wipe of n1 \(TPM 1\.2\) targets only a boot MAC proven/);
   // A node entry whose TPM family is none of the known ones (never from the parser) still needs attributed EK bindings.
   assert.equal(outcome(facts({ node: { ...node(), tpm: undefined as never }, ekAttribution: undefined })), "refuse:ek_binding_unchecked");
   // Every dispatched privileged intent passed the group check.

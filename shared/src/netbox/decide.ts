@@ -10,11 +10,27 @@
  * Authorization is judged on the intent that is dispatched — the action that will run — at the one place an
  * intent leaves this function (`dispatch`), so no rule above it can turn a request into a privileged action
  * that escapes the group check.
- * A TPM 1.2 node is refused every action that boots it into a Workflow (provision, attest, wipe, decommission):
- * fleetd has no TPM 1.2 identity proof yet, so no TPM evidence could show which machine the Workflow reaches.
+ *
+ * Who can wipe what (a wipe destroys a disk, so it is the privileged case):
+ *  - only members of `authorizedGroup` start a wipe or a decommission (whose retirement wipes the whole disk);
+ *  - a wipe Workflow targets only the node's boot MAC as TPM evidence proved it (`boot_mac`, written by the
+ *    attestation account after a passing attestation, checked against the change log: netbox/bootMac.ts), and its
+ *    first action attests again (`fleetd-attest` in mode wipe: the approved EK and the HookOS boot) before
+ *    `wipe-disk` runs; a machine that fails it is left untouched in HookOS. There is no unattested wipe.
+ *
+ * TPM 1.2 nodes (the trust decision; attestation-protocol.md "TPM 1.2 machines"): a TPM 1.2 can prove its approved
+ * EK (TPM_ActivateIdentity) and its boot (an AIK quote over SHA-1 PCRs, profile `hookos-tpm12`), but fleetd never
+ * releases anything to it (no LDevID, LAK, install code or Talos config: SPIRE's tpm_devid and the install code
+ * need TPM 2.0). So a TPM 1.2 node is taken in (intake) and wiped, nothing else:
+ *  - wipe and decommission: as above — group members only, the node's EK bindings written by the apply account,
+ *    and a boot MAC proven by a passing TPM 1.2 intake (`bootMac` below); without one, refused before any effect;
+ *  - provision: refused (`tpm12_no_provision`) — it stays refused rather than becoming a wipe, so that a device
+ *    editor's provision request never turns into a disk wipe; a group member asks for `wipe` explicitly;
+ *  - attest: refused (`tpm12_no_attestation`) — there is nothing to verify or renew.
  */
 import type { NodeEntry } from "../inventory/nodesFile.js";
 import { mdCode } from "../text/untrusted.js";
+import type { ProvenMac } from "./bootMac.js";
 import type { Attribution } from "./changelog.js";
 import type { DeviceRecord } from "./device.js";
 import type { DesiredAction } from "./fields.js";
@@ -38,6 +54,11 @@ export interface Facts {
   node: NodeEntry | undefined;
   /** Whether the device's EK bindings were written by the apply account (undefined: not checked). */
   ekAttribution: Attribution | undefined;
+  /**
+   * The node's boot MAC as TPM evidence proved it (boot_mac by the attestation account), gathered for TPM 1.2
+   * nodes (undefined: not checked). A TPM 1.2 wipe targets exactly this MAC; without one nothing runs.
+   */
+  bootMac?: ProvenMac | undefined;
   /** Who requested it (from the change log), with their NetBox groups. */
   requester: { username: string; groups: string[] } | null;
   authorizedGroup: string;
@@ -59,13 +80,27 @@ export const ALLOWED_STATUS: Record<DesiredAction, readonly string[]> = {
 /** Actions only members of the authorized group may have run (judged on the dispatched intent's action). */
 export const PRIVILEGED: readonly Intent["action"][] = ["wipe", "decommission"];
 
-/** The refusal of a TPM 1.2 node's Workflow, for people: the trust decision and what to do instead. */
-function tpm12Refusal(name: string, what: string): string {
-  return (
-    `${name} has a TPM 1.2 (nodes file), and fleetd has no TPM 1.2 identity proof yet: no TPM evidence can prove ` +
-    `which machine ${what} would reach (the Workflow netboots whatever machine answers to a MAC address that NetBox ` +
-    `holds and device editors can change), so fleetd will not wipe or install it. Wipe it by hand or through its BMC.`
-  );
+/**
+ * Why a TPM 1.2 wipe cannot start, or undefined when it can: approved EK bindings written by the apply account,
+ * and a boot MAC that a passing TPM 1.2 attestation proved (the Workflow netboots whatever machine answers to that
+ * MAC; only TPM evidence ties the MAC to the approved EK).
+ */
+function tpm12WipeBlocked(f: Facts, name: string, what: string): { code: string; reason: string } | undefined {
+  if (!f.node?.ek || f.node.ek.length === 0) {
+    return { code: "tpm12_no_ek", reason: `${name} has a TPM 1.2 but the nodes file approves no EK for it: no TPM evidence could prove which machine ${what} reaches` };
+  }
+  if (f.trigger === "desired_action") {
+    if (!f.ekAttribution) return { code: "ek_binding_unchecked", reason: "EK bindings were not checked" };
+    if (!f.ekAttribution.ok) return { code: f.ekAttribution.code, reason: f.ekAttribution.reason };
+  }
+  if (!f.bootMac) return { code: "boot_mac_unproven", reason: `the boot MAC of ${name} was not checked` };
+  if (!f.bootMac.ok) {
+    return {
+      code: "boot_mac_unproven",
+      reason: `${what} of ${name} (TPM 1.2) targets only a boot MAC proven by a passing TPM 1.2 intake, and there is none: ${f.bootMac.reason}. Run its intake first (netboot it into the intake Workflow)`,
+    };
+  }
+  return undefined;
 }
 
 export function decide(f: Facts): Decision {
@@ -87,7 +122,10 @@ export function decide(f: Facts): Decision {
 
   if (f.trigger === "decommissioning") {
     if (f.device.status !== "decommissioning") return { outcome: "ignore", reason: `status is ${f.device.status} now, no longer decommissioning` };
-    if (f.node?.tpm === "1.2") return refuse("tpm12_no_identity_proof", tpm12Refusal(name, "the retirement's wipe"));
+    if (f.node?.tpm === "1.2") {
+      const blocked = tpm12WipeBlocked(f, name, "the retirement's wipe");
+      if (blocked) return refuse(blocked.code, blocked.reason);
+    }
     return dispatch({ action: "decommission", deviceId: f.device.id, node, requestedBy: who }, f.desiredAction !== null, {
       kind: "info",
       text: `fleetd: decommission of ${name} accepted${by}: wipe, then removal from the cluster`,
@@ -102,8 +140,21 @@ export function decide(f: Facts): Decision {
   }
   if (f.node.tpm === "none") return refuse("no_tpm", `${name} has no TPM (nodes file): fleetd cannot ${action} it`);
   if (f.node.tpm === "1.2") {
-    if (action === "attest") return refuse("tpm12_no_attestation", `${name} has a TPM 1.2 (nodes file): it cannot be attested (no TPM 1.2 identity proof yet)`);
-    return refuse("tpm12_no_identity_proof", tpm12Refusal(name, action === "wipe" ? "the wipe" : "the provision (which wipes the install disk first)"));
+    if (action === "attest") {
+      return refuse("tpm12_no_attestation", `${name} has a TPM 1.2 (nodes file): it attests only at intake and before a wipe; fleetd issues it nothing, so there is nothing to verify or renew`);
+    }
+    if (action === "provision") {
+      return refuse(
+        "tpm12_no_provision",
+        `${name} has a TPM 1.2 (nodes file): fleetd does not install it (Talos' install code and SPIRE's tpm_devid need a TPM 2.0; a TPM 1.2 gets no LDevID, LAK, install code or config). A member of ${f.authorizedGroup} can ask for wipe instead`,
+      );
+    }
+    const blocked = tpm12WipeBlocked(f, name, "the wipe");
+    if (blocked) return refuse(blocked.code, blocked.reason);
+    return dispatch({ deviceId: f.device.id, node, requestedBy: who, role: f.node.role, action }, true, {
+      kind: "success",
+      text: `fleetd: ${action} of ${name} (TPM 1.2) accepted${by}: the Workflow proves the TPM 1.2 EK and boot, then wipes the disk`,
+    });
   }
   if (!f.ekAttribution) return refuse("ek_binding_unchecked", "EK bindings were not checked");
   if (!f.ekAttribution.ok) return refuse(f.ekAttribution.code, f.ekAttribution.reason);

@@ -29,6 +29,8 @@ export interface Evidence {
   replay?: Replay;
   /** PCR values from a verified quote, by bank (TPM_ALG_ID) then PCR. */
   pcrs?: PcrValues;
+  /** Which TPM made the quote (default 2.0): a profile judges only its own TPM family's evidence. */
+  tpm?: "2.0" | "1.2";
 }
 
 export interface PcrStatus {
@@ -264,6 +266,12 @@ export function evaluateProfile(profile: Profile, evidence: Evidence, authoritie
   const quoted = evidence.pcrs ?? selfPcrs(log, replay, wanted);
   if (!evidence.pcrs) out.warn("evidence", "no quote-verified PCR values: the log was replayed against itself, which proves nothing about a machine");
   for (const w of log.warnings) out.warn("log-format", w);
+
+  // 0. the profile's TPM family
+  const tpm = evidence.tpm ?? "2.0";
+  if (tpm !== profile.tpm) {
+    out.fail("profile-tpm", `profile ${profile.name} judges TPM ${profile.tpm} evidence; this evidence comes from a TPM ${tpm}`);
+  }
 
   // 1. banks
   const allowed = new Set(profile.banks.allowed.map((b) => BANK_ALGS[b]));

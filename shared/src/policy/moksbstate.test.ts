@@ -52,7 +52,7 @@ test("a real shim log with MokSBState = 1 is refused by every shipped profile, n
   const original = parseEventLog(new Uint8Array(readFileSync(conformance(REAL))));
   const disabled = realWithMokSbState(Uint8Array.of(1));
   const profiles = shipped();
-  assert.deepEqual(profiles.map((p) => p.name).sort(), ["hookos", "talos", "ubuntu"]);
+  assert.deepEqual(profiles.map((p) => p.name).sort(), ["hookos", "hookos-tpm12", "talos", "ubuntu"]);
   for (const p of profiles) {
     const before = judge(p, original);
     assert.ok(!before.reasons.some((r) => r.check.startsWith("shim-")), `${p.name}: the real log has no MokSBState`);

@@ -28,6 +28,17 @@ test("hookos, talos and ubuntu load from policy/ and keep the HookOS signer apar
   }
 });
 
+test("hookos-tpm12 is hookos for TPM 1.2 evidence: SHA-1 only, the same authorities; a TPM 1.2 profile must be SHA-1 only", () => {
+  const hookos = loadProfile("hookos");
+  const legacy = loadProfile("hookos-tpm12");
+  assert.equal(legacy.tpm, "1.2");
+  assert.equal(hookos.tpm, "2.0");
+  assert.deepEqual(legacy.banks, { allowed: ["sha1"], required: ["sha1"] });
+  assert.deepEqual({ ...legacy, name: "", description: "", tpm: "", banks: {} }, { ...hookos, name: "", description: "", tpm: "", banks: {} });
+  const text = JSON.stringify({ ...legacy, banks: { allowed: ["sha1", "sha256"], required: ["sha1"] } });
+  assert.throws(() => parseProfile(text, "x"), /a TPM 1.2 profile allows and requires sha1 only/);
+});
+
 test("the schema refuses unknown keys (there is no field to pin an image digest), bad references and unenforced PCR 7", () => {
   const base = loadProfile("talos");
   const text = (p: unknown) => JSON.stringify(p);

@@ -87,6 +87,21 @@ test("SHA-1 evidence passes only a profile that lists sha1 explicitly", () => {
   assert.deepEqual(checks(judge("talos", both, sha1Only)), ["bank", "bank-not-quoted", "bank-required"]);
 });
 
+test("hookos-tpm12 judges TPM 1.2 evidence only: a SHA-1 HookOS boot from a TPM 1.2 passes; the same evidence said to come from a TPM 2.0 fails, and hookos refuses TPM 1.2 evidence", () => {
+  const p = loadProfile("hookos-tpm12");
+  const w = bootScenario("hookos", keys, { format: "sha1" });
+  const as = (tpm: "2.0" | "1.2", profile: Profile) => evaluateProfile(profile, { log: parseEventLog(w.bytes()), pcrs: w.expectedPcrs(), tpm }, resolveAuthorities(profileAuthorityRefs(profile), site));
+  const ok = as("1.2", p);
+  assert.equal(ok.verdict, "pass", JSON.stringify(ok.reasons));
+  assert.deepEqual(checks(as("2.0", p)), ["profile-tpm"]);
+  assert.deepEqual(checks(as("1.2", loadProfile("hookos"))), ["bank", "bank-required", "profile-tpm"]);
+  // the boot state still counts: a HookOS verified by the lab's Talos key fails the TPM 1.2 profile too
+  const wrong = bootScenario("hookos", keys, { format: "sha1", imageAuthority: keys.labDb.der });
+  const v = evaluateProfile(p, { log: parseEventLog(wrong.bytes()), pcrs: wrong.expectedPcrs(), tpm: "1.2" }, resolveAuthorities(profileAuthorityRefs(p), site));
+  assert.equal(v.verdict, "fail");
+  assert.ok(!checks(v).includes("profile-tpm"));
+});
+
 test("unexplained and missing PCRs: an enforced PCR with no events, an enforced PCR not quoted", () => {
   const w = bootScenario("talos", keys);
   const pcrs = w.expectedPcrs();

@@ -27,6 +27,12 @@ export const ProfileSchema = z
   .strictObject({
     name: z.string().regex(/^[a-z0-9][a-z0-9-]*$/),
     description: z.string().min(1),
+    /**
+     * Which TPM's evidence the profile judges (default 2.0). A "1.2" profile is applied only to TPM 1.2 evidence
+     * (a TPM_QUOTE_INFO over SHA-1 PCRs) and must allow and require SHA-1 alone; a "2.0" profile is refused for
+     * TPM 1.2 evidence. So SHA-1 judges a TPM 2.0 machine only where a TPM 2.0 profile lists it explicitly.
+     */
+    tpm: z.enum(["2.0", "1.2"]).default("2.0"),
     banks: z.strictObject({
       /** PCR banks whose replay vouches for events. SHA-1 counts only when listed here explicitly. */
       allowed: z.array(Bank).min(1),
@@ -96,6 +102,9 @@ export const ProfileSchema = z
     }
     for (const b of p.banks.required) {
       if (!p.banks.allowed.includes(b)) ctx.addIssue({ code: "custom", path: ["banks", "required"], message: `${b} is required but not allowed` });
+    }
+    if (p.tpm === "1.2" && (p.banks.allowed.join() !== "sha1" || p.banks.required.join() !== "sha1")) {
+      ctx.addIssue({ code: "custom", path: ["banks"], message: "a TPM 1.2 profile allows and requires sha1 only (a TPM 1.2 has no other bank)" });
     }
     if (new Set(p.tolerances).size !== p.tolerances.length) ctx.addIssue({ code: "custom", path: ["tolerances"], message: "a tolerance is listed twice" });
     if (!enforced.has(7)) {

@@ -3,6 +3,8 @@
  *   quote extraData   = SHA-256("fleetd/quote/v1"          ‖ nonce ‖ sessionId ‖ claimsHash)
  *   certify extraData = SHA-256("fleetd/certify/ldevid/v1" ‖ nonce ‖ sessionId)   (…/lak/v1 for the LAK)
  *   confirm digest    = SHA-256("fleetd/confirm/v1"        ‖ sessionId ‖ H(LDevID cert) ‖ H(LAK cert))
+ *   TPM 1.2 externalData = SHA-256("fleetd/tpm12/quote/v1" ‖ nonce ‖ sessionId ‖ claimsHash), first 20 bytes
+ *                          (TPM_Quote takes a 20-byte TPM_NONCE; 160 bits of SHA-256 bind as well as the session needs)
  * Labels are ASCII without a terminator; sessionId is its UTF-8 bytes; certificates are hashed as DER.
  */
 import { createHash } from "node:crypto";
@@ -20,6 +22,11 @@ export function claimsHash(claims: Canonical): Uint8Array {
 
 export function quoteExtraData(nonce: Uint8Array, sessionId: string, claims: Uint8Array): Uint8Array {
   return sha256("fleetd/quote/v1", nonce, sessionId, claims);
+}
+
+/** TPM_Quote's 20-byte externalData for a TPM 1.2 session. */
+export function quoteExternalData12(nonce: Uint8Array, sessionId: string, claims: Uint8Array): Uint8Array {
+  return sha256("fleetd/tpm12/quote/v1", nonce, sessionId, claims).slice(0, 20);
 }
 
 export function certifyExtraData(kind: "ldevid" | "lak", nonce: Uint8Array, sessionId: string): Uint8Array {

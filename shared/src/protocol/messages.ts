@@ -155,6 +155,53 @@ export interface ConfirmResponse {
   installCode?: { idObject: string; encryptedSecret: string };
 }
 
+/**
+ * The TPM 1.2 variant (attestation-protocol.md "TPM 1.2 machines"): only for nodes whose nodes-file `tpm` is
+ * "1.2", only modes `intake` and `wipe` (the server refuses any other mode, journalled), and it never issues
+ * anything. The claims are the same schema as TPM 2.0's and are bound the same way (claimsHash in the quote).
+ */
+/** The modes a TPM 1.2 machine may attest in. */
+export const TPM12_MODES = ["intake", "wipe"] as const satisfies readonly Mode[];
+
+export const Tpm12ChallengeRequest = z
+  .object({
+    claims: Claims,
+    /** The TPM 1.2 EK: its TPM_PUBKEY (TPM_OwnerReadInternalPub) and, where NV holds one, its certificate (DER). */
+    ek: z.object({ pubkey: b64(1024, "ek.pubkey"), certificate: b64(8192, "ek.certificate").optional() }).strict(),
+    /** A fresh AIK from TPM_MakeIdentity: its TPM_PUBKEY and identityBinding. */
+    aik: z.object({ pubkey: b64(1024, "aik.pubkey"), identityBinding: b64(512, "aik.identityBinding") }).strict(),
+  })
+  .strict();
+export type Tpm12ChallengeRequest = z.infer<typeof Tpm12ChallengeRequest>;
+
+export interface Tpm12ChallengeResponse {
+  sessionId: string;
+  /** 32 random bytes, base64: bound into the quote's externalData (bindings.ts quoteExternalData12). */
+  nonce: string;
+  expiresAt: string;
+  /** TPM_ASYM_CA_CONTENTS for the AIK, encrypted to the approved EK (RSAES-OAEP SHA-1, label "TCPA"). */
+  credential: { ekBinding: string; blob: string };
+}
+
+export const Tpm12Evidence = z
+  .object({
+    sessionId: z.string().min(1).max(128),
+    /** TPM_ActivateIdentity's symmetricKey.data. */
+    secret: b64(64, "secret"),
+    /** TPM_Quote by the AIK: the TPM_PCR_COMPOSITE it returned and the signature. */
+    quote: z.object({ pcrComposite: b64(1024, "quote.pcrComposite"), signature: b64(512, "quote.signature") }).strict(),
+    /** The TCG event log (SHA-1 format), at most 1 MiB. */
+    eventLog: b64(1024 * 1024, "eventLog"),
+  })
+  .strict();
+export type Tpm12Evidence = z.infer<typeof Tpm12Evidence>;
+
+/** A TPM 1.2 pass releases nothing. */
+export interface Tpm12EvidenceResponse {
+  verdict: "pass";
+  issued: "none";
+}
+
 /** Every refusal the API returns: the failed checks and the evidence they concern. */
 export interface Refusal {
   /** `unavailable` (HTTP 503): a dependency is down; nothing was spent, retry the same request after Retry-After. */

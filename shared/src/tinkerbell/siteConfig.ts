@@ -57,6 +57,14 @@ export const TinkerbellSiteConfig = z
      */
     clearTpmOnRetire: z.boolean().default(false),
     /**
+     * TPM 1.2 machines (intake and wipe only): where the attest action finds the TPM owner secret that
+     * TPM_MakeIdentity and TPM_ActivateIdentity need — `well-known` (the TCG well-known secret, 20 zero bytes) or
+     * `file:/path` inside the action (a Secret the site mounts; 40 hex digits or 20 bytes). The site owns its TPM 1.2
+     * machines' owner secret (it took ownership when it enrolled them); fleetd never takes ownership and never logs
+     * the secret. Unset: a TPM 1.2 machine's attest action stops with a configuration error, nothing else runs.
+     */
+    tpm12OwnerAuth: z.string().regex(/^(well-known|file:\/\S+)$/, 'must be "well-known" or file:/absolute/path').optional(),
+    /**
      * How often a Workflow whose boot Job failed (or could not be set up) before any action ran is started again
      * (no action ran, so nothing was done to the disk; Tinkerbell v0.25.0 also fails boot Jobs by itself now and then).
      */

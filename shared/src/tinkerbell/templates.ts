@@ -81,6 +81,8 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
     FLEETD_LLDP_WAIT_SECONDS: "35",
   };
   if (i.serverCaPem) env["FLEETD_SERVER_CA"] = i.serverCaPem;
+  // A TPM 1.2 machine attests in intake and wipe only (the action detects the TPM family); it needs the owner secret.
+  if ((mode === "intake" || mode === "wipe") && i.site.tpm12OwnerAuth) env["FLEETD_TPM12_OWNER_AUTH"] = i.site.tpm12OwnerAuth;
   if (i.site.server.url.startsWith("http://")) env["FLEETD_ALLOW_HTTP"] = "lab";
   return {
     name: "fleetd-attest",

@@ -53,6 +53,9 @@ import { stillStaged } from "@fleetd/talos-config-server/configFetch";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
 import { startSwtpm, type PcrBank, type SwtpmTcp } from "../harness/swtpm.js";
+import { startSwtpm12, type Swtpm12 } from "../harness/swtpm12.js";
+import { Tpm12Client, type Tpm12Secrets } from "@fleetd/shared/tpm12client/index";
+import { TPM_ALG } from "@fleetd/shared/tpm/constants";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
 import { kubeFromConfig, type Kube } from "@fleetd/shared/kube/client";
@@ -79,12 +82,29 @@ export interface MachineSpec {
 
 export interface WorldOptions {
   talosVersion: string;
+  /**
+   * TPM 1.2 machines by node name: each a copy of worker-1 with `tpm: "1.2"`, its own swtpm TPM 1.2 (the world's
+   * EK CA manufactured its EK certificate) whose SHA-1 PCRs carry its HookOS boot, its EK approved on the node.
+   */
+  tpm12Machines?: Record<string, { boot?: ScenarioOptions }>;
   /** Further machines by node name (not worker-1, which always exists). */
   machines?: Record<string, MachineSpec>;
   /** Where the rendered configs' bootstrap token Secrets go (default: recorded in memory, no cluster). */
   bootstrapTokens?: BootstrapTokens;
   /** The site's Talos settings (default: siteConfigFixture, which renders workers only). */
   talosSite?: TalosSiteConfig;
+}
+
+/** A TPM 1.2 machine of the world. */
+export interface World12Machine {
+  node: string;
+  tpm: Swtpm12;
+  binding: string;
+  claims: (over?: Partial<Claims>) => Claims;
+  client: () => Tpm12Client;
+  secrets: Tpm12Secrets;
+  /** Its SHA-1 format event log. */
+  eventLog: Uint8Array;
 }
 
 /** A machine of the world: its TPM, what it claims and the log of its boot. */
@@ -113,6 +133,8 @@ export interface World {
   dir: string;
   /** Every machine, worker-1 included, by node name. */
   machines: Record<string, WorldMachine>;
+  /** The TPM 1.2 machines (WorldOptions.tpm12Machines), by node name. */
+  tpm12: Record<string, World12Machine>;
   /** NetBox as its admin (for edits an operator makes, and for reading journals). */
   admin: NetBox;
   /** The management cluster (kube-apiserver with Tinkerbell's CRDs) and the namespace of Tinkerbell's objects. */
@@ -287,6 +309,11 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   };
   const bindings = new Map<string, { rsa: string; ecc: string }>();
   for (const [name, t] of tpms) bindings.set(name, await bindingsOf(t, name));
+  // TPM 1.2 machines: the world's manufacturer (its CA directory) made their EK certificates too.
+  const specs12 = Object.entries(opts.tpm12Machines ?? {});
+  const tpms12 = new Map<string, Swtpm12>();
+  for (const [name] of specs12) tpms12.set(name, await startSwtpm12({ caDir: tpm.caDir }));
+  const bindings12 = new Map([...tpms12].map(([name, t]) => [name, ekBindingFromCertificate(readCertificate(new Uint8Array(readFileSync(t.ekCertFile))).cert)] as const));
 
   // The nodes file: the example rack, each machine's node approving its TPM's EKs.
   const nodes = parseYaml(readFileSync(EXAMPLE_NODES, "utf8")) as { nodes: Record<string, Record<string, unknown>> };
@@ -301,6 +328,18 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       switch: { ...(w1["switch"] as object), port: `ethernet1/1/${n}` },
       address: { cidr: `10.20.0.${n}/24`, gateway: "10.20.0.1" },
       bmc: { type: "redfish", address: `10.20.1.${n}`, credentials: `secret:tinkerbell/fleetd-bmc-${name}` },
+    };
+  });
+  specs12.forEach(([name], i) => {
+    const n = 60 + i;
+    nodes.nodes[name] = {
+      ...structuredClone(w1),
+      serial: `${String(w1["serial"])}-${n}`,
+      switch: { ...(w1["switch"] as object), port: `ethernet1/1/${n}` },
+      address: { cidr: `10.20.0.${n}/24`, gateway: "10.20.0.1" },
+      bmc: { type: "redfish", address: `10.20.1.${n}`, credentials: `secret:tinkerbell/fleetd-bmc-${name}` },
+      tpm: "1.2",
+      ek: [{ alg: "rsa", sha256: bindings12.get(name) as string }],
     };
   });
   const specOf = (name: string): MachineSpec => (name === NODE ? {} : (opts.machines?.[name] ?? {}));
@@ -333,6 +372,20 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       await tc.close();
     }
     logs.set(name, boot.bytes());
+  }
+  const logs12 = new Map<string, Uint8Array>();
+  for (const [name, t] of tpms12) {
+    const boot = bootScenario("hookos", keys, { ...(opts.tpm12Machines?.[name]?.boot ?? {}), format: "sha1" });
+    const tc = new Tpm12Client(new TcpTransport(t.host, t.port));
+    try {
+      for (const e of boot.extends()) {
+        const d = e.digests.get(TPM_ALG.SHA1);
+        if (d) await tc.extend(e.pcr, d);
+      }
+    } finally {
+      await tc.close();
+    }
+    logs12.set(name, boot.bytes());
   }
 
   // The CA on a PKCS#11 token; every signature it makes from here on is counted.
@@ -452,6 +505,30 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       eventLog: logs.get(name) as Uint8Array,
     };
   });
+  const tpm12: Record<string, World12Machine> = {};
+  [...tpms12].forEach(([name, t], i) => {
+    const node = nodes.nodes[name] as { serial: string; switch: { device: string; port: string } };
+    const suffix = (0x80 + i).toString(16);
+    const mac = `b0:7b:25:00:12:${suffix}`;
+    tpm12[name] = {
+      node: name,
+      tpm: t,
+      binding: bindings12.get(name) as string,
+      claims: (over: Partial<Claims> = {}): Claims => ({
+        serial: node.serial,
+        uuid: `4c4c4544-0058-4b10-8032-b7c04f4d12${suffix}`,
+        macs: [mac],
+        bootMac: mac,
+        lldp: { chassisId: node.switch.device, portId: node.switch.port },
+        mode: "intake",
+        ...over,
+        workflow: over.workflow ?? ((over.mode ?? "intake") === "intake" ? enrollmentWorkflowName(over.bootMac ?? mac) : `fleetd-${name}-${over.mode}-world`),
+      }),
+      client: () => new Tpm12Client(new TcpTransport(t.host, t.port)),
+      secrets: { ownerAuth: t.ownerAuth, srkAuth: t.srkAuth },
+      eventLog: logs12.get(name) as Uint8Array,
+    };
+  });
   const main = machines[NODE] as WorldMachine;
   return {
     fleet,
@@ -468,6 +545,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     eventLog: main.eventLog,
     dir,
     machines,
+    tpm12,
     admin: fleet.client(fleet.nb.authorization.replace(/^Bearer /, "")),
     cp,
     kube,
@@ -508,6 +586,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       await store.close();
       hsm.close();
       // The world's TPMs share the first one's CA directory: stop the others first.
+      for (const t of tpms12.values()) await t.stop();
       for (const [name, t] of [...tpms].reverse()) if (name !== NODE) await t.stop();
       await tpm.stop();
       await fleet.nb.stop();

@@ -184,7 +184,7 @@ test("an EK binding edited by hand in NetBox is refused by the handler", async (
   assert.equal(ok.decision.outcome, "dispatch");
 });
 
-test("eligibility: control planes need the feature flag, a TPM 1.2 provision is refused (no identity proof), unknown nodes are refused", async () => {
+test("eligibility: control planes need the feature flag, a TPM 1.2 provision is refused (fleetd installs nothing on a TPM 1.2), unknown nodes are refused", async () => {
   const cp = await device(f, "cp-1");
   const legacy = await device(f, "legacy-1");
   const stray = await device(f, "stray-1");
@@ -196,7 +196,7 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision is 
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "legacy-1", "provision");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "provision legacy-1");
-  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_identity_proof", JSON.stringify(l.decision));
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_provision", JSON.stringify(l.decision));
   assert.ok(!(h?.intents.all().some((i) => i.deviceId === legacy.id)), "nothing started for legacy-1");
 
   mark = rig.decisions.events.length;
@@ -225,26 +225,45 @@ test("device names that every JavaScript object inherits (constructor, __proto__
   }
 });
 
-test("an unprivileged user's provision of a TPM 1.2 node starts nothing: refused with the trust decision in the journal; a group member's wipe neither", async () => {
+test("a TPM 1.2 node's wipe: refused without a boot MAC the attestation account proved, refused for a non-member, dispatched for a group member; its provision never", async () => {
   const legacy = await device(f, "legacy-1");
-  for (const [who, token, action] of [["mallory", f.mallory.token, "provision"], ["alice", f.alice.token, "wipe"], ["mallory", f.mallory.token, "wipe"]] as const) {
+  const mac = "b0:7b:25:00:12:80";
+  const ask = async (who: string, token: string, action: string) => {
     const mark = rig.decisions.events.length;
     const before = (await readJournal(f.admin, legacy.id)).length;
     await requestAction(f, token, "legacy-1", action);
     const e = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", `${action} legacy-1 by ${who}`);
-    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "tpm12_no_identity_proof", `${who} ${action}: ${JSON.stringify(e.decision)}`);
-    assert.equal((await device(f, "legacy-1")).cf["desired_action"], null, "the refused request is cleared");
-    const added = (await readJournal(f.admin, legacy.id)).slice(before);
-    assert.ok(
-      added.some((j) => j.kind === "danger" && j.comments.startsWith(`fleetd refused ${action}: legacy-1 has a TPM 1.2 (nodes file), and fleetd has no TPM 1.2 identity proof yet: no TPM evidence can prove which machine`)
-        && /fleetd will not wipe or install it\. Wipe it by hand or through its BMC\. \[tpm12_no_identity_proof\]$/.test(j.comments)),
-      JSON.stringify(added),
-    );
+    return { e, added: (await readJournal(f.admin, legacy.id)).slice(before) };
+  };
+  // No boot MAC proven yet (no TPM 1.2 intake passed): nothing starts, whoever asks.
+  const a = await ask("alice", f.alice.token, "wipe");
+  assert.ok(a.e.decision.outcome === "refuse" && a.e.decision.code === "boot_mac_unproven", JSON.stringify(a.e.decision));
+  assert.equal((await device(f, "legacy-1")).cf["desired_action"], null, "the refused request is cleared");
+  assert.ok(a.added.some((j) => j.kind === "danger" && /^fleetd refused wipe: the wipe of legacy-1 \(TPM 1\.2\) targets only a boot MAC proven by a passing TPM 1\.2 intake, and there is none: .*Run its intake first.*\[boot_mac_unproven\]$/.test(j.comments)), JSON.stringify(a.added));
+  // A boot MAC a NetBox user typed is not proof.
+  await patchDevice(f.client(f.alice.token), legacy.id, { custom_fields: { boot_mac: "b0:7b:25:00:12:99" } }, null, "test: alice types a boot MAC");
+  const typed = await ask("alice", f.alice.token, "wipe");
+  assert.ok(typed.e.decision.outcome === "refuse" && typed.e.decision.code === "boot_mac_unproven", JSON.stringify(typed.e.decision));
+  assert.match(typed.e.decision.outcome === "refuse" ? typed.e.decision.reason : "", /last changed by alice .* not by the account fleetd-handler/);
+  // The attestation account (here the handler's, as the site configures no separate one) recorded it after a passing TPM 1.2 intake.
+  await patchDevice(f.client(f.handler.token), legacy.id, { custom_fields: { boot_mac: mac } }, null, "fleetd: TPM 1.2 intake passed");
+  const m = await ask("mallory", f.mallory.token, "wipe");
+  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "not_authorized", JSON.stringify(m.e.decision));
+  for (const [who, token] of [["mallory", f.mallory.token], ["alice", f.alice.token]] as const) {
+    const p = await ask(who, token, "provision");
+    assert.ok(p.e.decision.outcome === "refuse" && p.e.decision.code === "tpm12_no_provision", `${who}: ${JSON.stringify(p.e.decision)}`);
+    assert.ok(p.added.some((j) => j.kind === "danger" && /^fleetd refused provision: legacy-1 has a TPM 1\.2 \(nodes file\): fleetd does not install it .*\[tpm12_no_provision\]$/.test(j.comments)), JSON.stringify(p.added));
   }
-  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id), [], "no intent, no Workflow, for legacy-1");
+  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id), [], "nothing started so far");
+  const ok = await ask("alice", f.alice.token, "wipe");
+  assert.ok(ok.e.decision.outcome === "dispatch" && ok.e.decision.intent.action === "wipe", JSON.stringify(ok.e.decision));
+  assert.ok(ok.added.some((j) => /wipe of legacy-1 \(TPM 1\.2\) accepted \(requested by alice\): the Workflow proves the TPM 1\.2 EK and boot, then wipes the disk/.test(j.comments)), JSON.stringify(ok.added));
+  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id).map((i) => i.action), ["wipe"], "one wipe intent, for the group member");
+  // Back to unproven for the retirement test below (an operator clears it).
+  await patchDevice(f.admin, legacy.id, { custom_fields: { boot_mac: null } }, null, "test: clear boot MAC");
 });
 
-test("status → decommissioning: dispatched for a group member, refused for anyone else; a TPM 1.2 node's retirement (a wipe) is refused", async () => {
+test("status → decommissioning: dispatched for a group member, refused for anyone else; a TPM 1.2 node's retirement (a wipe) is refused without a TPM-proven boot MAC", async () => {
   const legacy = await device(f, "legacy-1");
   const cp = await device(f, "cp-1");
   const stray = await device(f, "stray-1");
@@ -255,8 +274,8 @@ test("status → decommissioning: dispatched for a group member, refused for any
   mark = rig.decisions.events.length;
   await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
-  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_identity_proof");
-  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => /^fleetd refused decommissioning: legacy-1 has a TPM 1\.2 .*the retirement's wipe/.test(j.comments)));
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "boot_mac_unproven", JSON.stringify(l.decision));
+  assert.ok((await readJournal(f.admin, legacy.id)).some((j) => /^fleetd refused decommissioning: the retirement's wipe of legacy-1 \(TPM 1\.2\) targets only a boot MAC proven/.test(j.comments)));
   mark = rig.decisions.events.length;
   await patchDevice(f.client(f.mallory.token), stray.id, { status: "decommissioning" }, null, "retire");
   const no = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "decommission stray-1");

@@ -7,7 +7,7 @@ import { listDevices, patchDevice, type DeviceRecord } from "@fleetd/shared/netb
 import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
 import { exampleNodesText, type Fleet } from "./fixture.js";
 
-/** The example plus a TPM 1.2 machine, for the handler's rules. */
+/** The example plus a TPM 1.2 machine (its EK approved), for the handler's rules. */
 export function handlerNodesText(): string {
   return (
     exampleNodesText() +
@@ -22,6 +22,7 @@ export function handlerNodesText(): string {
     installDisk: /dev/sda
     bmc: { type: none }
     tpm: "1.2"
+    ek: [{ alg: rsa, sha256: "${"12".repeat(32)}" }]
 `
   );
 }

@@ -132,13 +132,38 @@ test("refusals: vault: BMC credentials, and a node with no proven MAC — journa
   assert.ok((await readJournal(f.admin, w.d.id)).some((j) => j.kind === "danger" && /vault: is not supported by this deployment.*\[credentials_unsupported\]/.test(j.comments)));
   assert.equal((await list("workflows", "fleetd.io/node=worker-1")).length, 0);
 
-  const l = await request("legacy-1", "provision"); // TPM 1.2: refused before any effect (no identity proof)
-  assert.ok(l.e.decision.outcome === "refuse" && l.e.decision.code === "tpm12_no_identity_proof");
+  const l = await request("legacy-1", "provision"); // TPM 1.2: fleetd installs nothing on it, refused before any effect
+  assert.ok(l.e.decision.outcome === "refuse" && l.e.decision.code === "tpm12_no_provision");
   const m = await request("legacy-1", "provision", f.mallory.token); // the reviewer's attack: an unprivileged "provision" became a wipe
-  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "tpm12_no_identity_proof");
-  assert.ok((await readJournal(f.admin, l.d.id)).some((j) => j.kind === "danger" && /fleetd will not wipe or install it.*\[tpm12_no_identity_proof\]/.test(j.comments)));
+  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "tpm12_no_provision");
+  assert.ok((await readJournal(f.admin, l.d.id)).some((j) => j.kind === "danger" && /fleetd does not install it.*\[tpm12_no_provision\]/.test(j.comments)));
+  const nw = await request("legacy-1", "wipe"); // a group member's wipe, but no TPM 1.2 intake has proven a boot MAC
+  assert.ok(nw.e.decision.outcome === "refuse" && nw.e.decision.code === "boot_mac_unproven");
   assert.equal((await list("hardware", "fleetd.io/node=legacy-1")).length, 0);
   assert.equal((await list("workflows", "fleetd.io/node=legacy-1")).length, 0);
+});
+
+test("a TPM 1.2 node's wipe with a boot MAC its TPM 1.2 intake proved: Hardware on exactly that MAC and a fleetd-wipe Workflow whose first action attests", async () => {
+  const legacy = await device(f, "legacy-1");
+  const mac = "b0:7b:25:00:12:80";
+  // what the attestation server writes after a passing TPM 1.2 intake (the attestation account is the handler's here)
+  await patchDevice(f.client(f.handler.token), legacy.id, { custom_fields: { boot_mac: mac } }, null, "fleetd: TPM 1.2 intake passed");
+  const no = await request("legacy-1", "wipe", f.mallory.token);
+  assert.ok(no.e.decision.outcome === "refuse" && no.e.decision.code === "not_authorized");
+  assert.equal((await list("workflows", "fleetd.io/node=legacy-1")).length, 0);
+  const ok = await request("legacy-1", "wipe");
+  assert.ok(ok.e.decision.outcome === "dispatch" && ok.e.decision.intent.action === "wipe", JSON.stringify(ok.e.decision));
+  const hw = await list("hardware", "fleetd.io/node=legacy-1");
+  assert.equal(hw.length, 1);
+  assert.deepEqual(JSON.stringify(hw[0]!.spec).match(/b0:7b:25:00:12:80/g)?.length ? true : false, true, "the Hardware names the proven boot MAC");
+  const wfs = await list("workflows", "fleetd.io/node=legacy-1");
+  assert.equal(wfs.length, 1);
+  const wf = wfs[0]!;
+  assert.equal(wf.spec["templateRef"], "fleetd-wipe");
+  assert.equal((wf.spec["hardwareMap"] as Record<string, string>)["device_1"], mac);
+  const tpl = (await list("templates", "app.kubernetes.io/managed-by=fleetd")).find((t) => t.metadata.name === "fleetd-wipe");
+  const data = String((tpl?.spec as { data?: string } | undefined)?.data ?? "");
+  assert.ok(data.indexOf("fleetd-attest") >= 0 && data.indexOf("fleetd-attest") < data.indexOf("wipe-disk"), "the wipe Template attests before it wipes");
 });
 
 test("decommissioning goes to the injected retire function with the request's key", async () => {

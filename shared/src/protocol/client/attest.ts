@@ -82,7 +82,7 @@ export interface RetryUnavailable {
   delayMs: (attempt: number) => number;
   sleep?: (ms: number) => Promise<void>;
   /** Told before each wait (for logs). */
-  onRetry?: (step: AttestStep, refusal: Refusal, attempt: number, waitMs: number) => void;
+  onRetry?: (step: string, refusal: Refusal, attempt: number, waitMs: number) => void;
 }
 
 export interface AttestResult {
@@ -143,9 +143,17 @@ export function tpm2b(publicBytes: Uint8Array): Uint8Array {
 }
 
 /** POSTs one protocol step; a non-200 answer is an AttestationRefused carrying the server's reasons. */
-export async function call<T>(server: ServerTransport, step: AttestStep, body: unknown, retry?: RetryUnavailable): Promise<T> {
+export function call<T>(server: ServerTransport, step: AttestStep, body: unknown, retry?: RetryUnavailable): Promise<T> {
+  return postStep<T>(server, ATTEST_PATHS[step], step, body, retry);
+}
+
+/**
+ * POSTs one step to `path` (the TPM 2.0 or TPM 1.2 protocol); a non-200 answer is an AttestationRefused named
+ * `step`. With `retry`, a 503 `unavailable` is sent again, the same request, until the deadline.
+ */
+export async function postStep<T>(server: ServerTransport, path: string, step: string, body: unknown, retry?: RetryUnavailable): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    const res = await server.post(ATTEST_PATHS[step], body);
+    const res = await server.post(path, body);
     if (res.status === 200) return res.body as T;
     const refusal = res.body as Refusal;
     const wait = retry?.delayMs(attempt) ?? 0;

@@ -13,6 +13,8 @@ export interface ServerSettings {
   installCodeTtlMs: number;
   /** The profile every attestation from the provisioning OS is judged by. */
   provisioningProfile: string;
+  /** The profile a TPM 1.2 machine's provisioning-OS evidence is judged by (default `hookos-tpm12`; a `tpm: "1.2"` profile). */
+  tpm12Profile?: string;
   gates: ModeGates;
   /** Allow EK certificates past notAfter (EK certificates are long-lived identity documents); default false. */
   allowExpiredEkCertificates: boolean;

@@ -110,8 +110,11 @@ export interface Journal {
 }
 
 export interface MeasuredBoot {
-  /** Evaluate an event log against a profile, trusting only PCRs in `quoted` (already quote-verified). */
-  evaluate(profile: string, eventLog: Uint8Array, quoted: PcrValues): Promise<Verdict>;
+  /**
+   * Evaluate an event log against a profile, trusting only PCRs in `quoted` (already quote-verified). `tpm` is the
+   * family of the TPM whose quote vouched for them (default 2.0); a profile judges only its own family's evidence.
+   */
+  evaluate(profile: string, eventLog: Uint8Array, quoted: PcrValues, tpm?: "2.0" | "1.2"): Promise<Verdict>;
 }
 
 export interface Issued {

@@ -41,6 +41,10 @@ export async function evidence(ctx: ServerContext, ev: Evidence): Promise<Eviden
   const now = ctx.now();
   const session = await ctx.store.getSession(ev.sessionId);
   if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
+  if (session.data["tpm"] === "1.2") {
+    // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
+    throw new Refused(409, "refused", [{ check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }], session.node);
+  }
   // Claim the session: the nonce is spent whatever the checks find. Only a dependency outage gives it back
   // (nothing was released: the issuance and its records come last), so the machine's retry of this same request
   // succeeds once NetBox, the signer or Kubernetes is back.
@@ -234,9 +238,15 @@ function checkLdevidKey(c: Checks, pub: Public): void {
  * or a journalled 403 naming the gates that failed. Evidence runs it before anything is signed, confirm before
  * anything is released.
  */
-export async function freshGates(ctx: ServerContext, session: Pick<SessionRecord, "node" | "mode" | "ekBindings">, claims: Claims): Promise<NodeRecord> {
+export async function freshGates(
+  ctx: ServerContext,
+  session: Pick<SessionRecord, "node" | "mode" | "ekBindings">,
+  claims: Claims,
+  /** Gates of one protocol variant on top (the TPM 1.2 path: the node is still recorded with a TPM 1.2). */
+  also: (node: NodeRecord) => Reason[] = () => [],
+): Promise<NodeRecord> {
   const node = await ctx.inventory.reread(session.node.deviceId);
-  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims);
+  const gates = [...checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims), ...(node ? also(node) : [])];
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
   const workflow = await ctx.workflows.check(node, claims);
   if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);

@@ -3,12 +3,25 @@
  * failed checks and the evidence they concern. HTTP servers (talos-config-server) wrap it; it has no I/O of its
  * own besides its dependencies.
  */
-import { ChallengeRequest, Confirm, Evidence, type ChallengeResponse, type ConfirmResponse, type EvidenceResponse, type Refusal } from "../messages.js";
+import {
+  ChallengeRequest,
+  Confirm,
+  Evidence,
+  Tpm12ChallengeRequest,
+  Tpm12Evidence,
+  type ChallengeResponse,
+  type ConfirmResponse,
+  type EvidenceResponse,
+  type Refusal,
+  type Tpm12ChallengeResponse,
+  type Tpm12EvidenceResponse,
+} from "../messages.js";
 import { challenge } from "./challenge.js";
 import { confirm } from "./confirm.js";
 import { Refused, type ServerContext } from "./context.js";
 import { evidence } from "./evidence.js";
 import { outageOf } from "../../outage/outage.js";
+import { challenge12, evidence12 } from "./tpm12.js";
 
 /** A step's answer: its body, a refusal, or (503) a dependency outage with the seconds to wait before a retry. */
 export type Outcome<T> = { ok: true; body: T } | { ok: false; status: number; body: Refusal; retryAfterSeconds?: number };
@@ -29,6 +42,15 @@ export class AttestationService {
 
   confirm(body: unknown): Promise<Outcome<ConfirmResponse>> {
     return this.run("confirm", () => confirm(this.ctx, parse(Confirm, body)));
+  }
+
+  /** The TPM 1.2 challenge (tpm12.ts): intake and wipe only, nothing is ever issued. Refusals are journalled alike. */
+  challenge12(body: unknown, sourceAddress: string): Promise<Outcome<Tpm12ChallengeResponse>> {
+    return this.run("tpm12 challenge", () => challenge12(this.ctx, parse(Tpm12ChallengeRequest, body), sourceAddress));
+  }
+
+  evidence12(body: unknown): Promise<Outcome<Tpm12EvidenceResponse>> {
+    return this.run("tpm12 evidence", () => evidence12(this.ctx, parse(Tpm12Evidence, body)));
   }
 
   private async run<T>(step: string, fn: () => Promise<T>): Promise<Outcome<T>> {

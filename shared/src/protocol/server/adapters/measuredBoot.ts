@@ -15,7 +15,7 @@ export class PolicyMeasuredBoot implements MeasuredBoot {
     private readonly policyDir: string = defaultPolicyDir(),
   ) {}
 
-  async evaluate(profileName: string, eventLog: Uint8Array, quoted: PcrValues): Promise<Verdict> {
+  async evaluate(profileName: string, eventLog: Uint8Array, quoted: PcrValues, tpm: "2.0" | "1.2" = "2.0"): Promise<Verdict> {
     let log;
     try {
       log = parseEventLog(eventLog);
@@ -25,7 +25,7 @@ export class PolicyMeasuredBoot implements MeasuredBoot {
     }
     const profile = loadProfile(profileName, this.policyDir);
     const authorities = resolveAuthorities(profileAuthorityRefs(profile), this.siteAuthoritiesDir);
-    const ev = evaluateProfile(profile, { log, pcrs: quoted }, authorities);
+    const ev = evaluateProfile(profile, { log, pcrs: quoted, tpm }, authorities);
     return { verdict: ev.verdict, reasons: ev.reasons };
   }
 }
