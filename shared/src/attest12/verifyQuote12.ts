@@ -7,7 +7,7 @@
  *
  * SHA-1 is all a TPM 1.2 has. The signature's SHA-1 would need a chosen-prefix collision on a structure whose
  * 20-byte externalData the server picks fresh each time; the PCR values rely on second-preimage resistance of
- * the extend chain, which SHA-1 still has (attestation-protocol.md, "TPM 1.2 machines"). Pure; no I/O.
+ * the extend chain, which SHA-1 still has (talos-config-server/README.md, "TPM 1.2 machines"). Pure; no I/O.
  */
 import { constants, verify } from "node:crypto";
 import { decodeExact, encode, ParseError } from "../codec/codec.js";

@@ -18,7 +18,7 @@
  *    first action attests again (`fleetd-attest` in mode wipe: the approved EK and the HookOS boot) before
  *    `wipe-disk` runs; a machine that fails it is left untouched in HookOS. There is no unattested wipe.
  *
- * TPM 1.2 nodes (the trust decision; attestation-protocol.md "TPM 1.2 machines"): a TPM 1.2 can prove its approved
+ * TPM 1.2 nodes (the trust decision; talos-config-server/README.md "TPM 1.2 machines"): a TPM 1.2 can prove its approved
  * EK (TPM_ActivateIdentity) and its boot (an AIK quote over SHA-1 PCRs, profile `hookos-tpm12`), but fleetd never
  * releases anything to it (no LDevID, LAK, install code or Talos config: SPIRE's tpm_devid and the install code
  * need TPM 2.0). So a TPM 1.2 node is taken in (intake) and wiped, nothing else:

@@ -156,7 +156,7 @@ export interface ConfirmResponse {
 }
 
 /**
- * The TPM 1.2 variant (attestation-protocol.md "TPM 1.2 machines"): only for nodes whose nodes-file `tpm` is
+ * The TPM 1.2 variant (talos-config-server/README.md "TPM 1.2 machines"): only for nodes whose nodes-file `tpm` is
  * "1.2", only modes `intake` and `wipe` (the server refuses any other mode, journalled), and it never issues
  * anything. The claims are the same schema as TPM 2.0's and are bound the same way (claimsHash in the quote).
  */

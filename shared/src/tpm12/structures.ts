@@ -1,8 +1,8 @@
 /**
  * TPM 1.2 structures fleetd reads and writes, declared once with the shared codec (TCG TPM Main Specification
  * 1.2 rev 116, Part 2: Structures; section numbers in comments). Everything is big-endian. A TPM 1.2 machine
- * never gets an LDevID, LAK, install code or Talos config from fleetd (design: attestation-protocol.md, "TPM 1.2
- * machines"): these structures serve its identity proof only — AIK creation, the privacy-CA credential, quotes.
+ * never gets an LDevID, LAK, install code or Talos config from fleetd (the trust decision: talos-config-server/README.md,
+ * "TPM 1.2 machines"): these structures serve its identity proof only — AIK creation, the privacy-CA credential, quotes.
  */
 import { type Captured, type Codec, captured, fixed, sizedBytes, sizedBytes32, struct, u16, u32, u8 } from "../codec/codec.js";
 

@@ -1,5 +1,5 @@
 /**
- * The machine's side of the TPM 1.2 identity proof (design: attestation-protocol.md, "TPM 1.2 machines"):
+ * The machine's side of the TPM 1.2 identity proof (design: talos-config-server/README.md, "TPM 1.2 machines"):
  *  1. `createAik`: TPM_MakeIdentity (owner OSAP + ADIP, SRK OIAP) with fleetd's label; the AIK's usage auth is
  *     random, lives in memory only, and dies with the session;
  *  2. `withLoadedAik`: TPM_LoadKey2 under the SRK, run the steps, TPM_FlushSpecific the AIK — also on failure;

@@ -1,5 +1,5 @@
 /**
- * The machine's side of the TPM 1.2 variant (attestation-protocol.md "TPM 1.2 machines"; server: ../server/tpm12.ts):
+ * The machine's side of the TPM 1.2 variant (talos-config-server/README.md "TPM 1.2 machines"; server: ../server/tpm12.ts):
  * read the EK (TPM_OwnerReadInternalPub) and its NV certificate, make a fresh AIK, send the challenge, activate
  * the server's credential, quote PCRs 0–15 (SHA-1) with externalData bound to the session and claims, send the
  * evidence. Only modes intake and wipe exist here, and the server issues nothing: there is no confirm.

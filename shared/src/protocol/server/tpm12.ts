@@ -1,5 +1,5 @@
 /**
- * The TPM 1.2 variant of challenge and evidence (attestation-protocol.md "TPM 1.2 machines"). The trust decision:
+ * The TPM 1.2 variant of challenge and evidence (talos-config-server/README.md "TPM 1.2 machines"). The trust decision:
  * a TPM 1.2 can prove which machine it is (its approved EK, by TPM_ActivateIdentity) and how it booted (an AIK
  * quote over SHA-1 PCRs, judged by the `hookos-tpm12` profile), but fleetd never releases anything to it — no
  * LDevID, LAK, install code or Talos config (SPIRE's tpm_devid needs TPM 2.0). So this variant exists for two
