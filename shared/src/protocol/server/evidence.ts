@@ -37,22 +37,42 @@ export interface EvidenceSessionData {
   lakPrivate?: string;
 }
 
-export async function evidence(ctx: ServerContext, ev: Evidence): Promise<EvidenceResponse> {
+export function evidence(ctx: ServerContext, ev: Evidence): Promise<EvidenceResponse> {
+  return withClaimedSession(
+    ctx,
+    ev.sessionId,
+    (session) =>
+      session.data["tpm"] === "1.2"
+        ? // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
+          { check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }
+        : undefined,
+    (session, now) => judge(ctx, ev, session, now),
+  );
+}
+
+/**
+ * The evidence step's frame, for both protocol variants (TPM 2.0 here, TPM 1.2 in tpm12.ts): the session, of
+ * this variant (`otherVariant` names the refusal otherwise), is claimed — its nonce is spent whatever the checks
+ * find — and judged. Only a dependency outage gives the claim back (nothing was released: the issuance and its
+ * records come last, and they undo themselves), so the machine's retry of this same request succeeds once
+ * NetBox, the signer or Kubernetes is back.
+ */
+export async function withClaimedSession<T>(
+  ctx: ServerContext,
+  sessionId: string,
+  otherVariant: (session: SessionRecord) => Reason | undefined,
+  judged: (session: SessionRecord, now: Date) => Promise<T>,
+): Promise<T> {
   const now = ctx.now();
-  const session = await ctx.store.getSession(ev.sessionId);
+  const session = await ctx.store.getSession(sessionId);
   if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
-  if (session.data["tpm"] === "1.2") {
-    // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
-    throw new Refused(409, "refused", [{ check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }], session.node);
-  }
-  // Claim the session: the nonce is spent whatever the checks find. Only a dependency outage gives it back
-  // (nothing was released: the issuance and its records come last), so the machine's retry of this same request
-  // succeeds once NetBox, the signer or Kubernetes is back.
+  const other = otherVariant(session);
+  if (other) throw new Refused(409, "refused", [other], session.node);
   if (!(await ctx.store.transitionSession(session.id, "challenged", "evidenced", session.data, now.getTime()))) {
     throw new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }], session.node);
   }
   try {
-    return await judge(ctx, ev, session, now);
+    return await judged(session, now);
   } catch (e) {
     if (outageOf(e)) await ctx.store.transitionSession(session.id, "evidenced", "challenged", session.data, now.getTime());
     throw e;

@@ -28,8 +28,7 @@ import { TPM12_MODES, type Tpm12ChallengeRequest, type Tpm12ChallengeResponse, t
 import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
-import { type EvidenceSessionData, freshGates } from "./evidence.js";
-import { outageOf } from "../../outage/outage.js";
+import { type EvidenceSessionData, freshGates, withClaimedSession } from "./evidence.js";
 import type { SessionRecord } from "../../state/store.js";
 
 export { TPM12_MODES };
@@ -143,23 +142,13 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
   return { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credential: { ekBinding: binding, blob: b64(cred.blob) } };
 }
 
-export async function evidence12(ctx: ServerContext, ev: Tpm12Evidence): Promise<Tpm12EvidenceResponse> {
-  const now = ctx.now();
-  const session = await ctx.store.getSession(ev.sessionId);
-  if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
-  if (!isTpm12Session(session.data)) {
-    throw new Refused(409, "refused", [{ check: "session.tpm", detail: "this session was opened by the TPM 2.0 challenge; send its evidence there" }], session.node);
-  }
-  // The nonce is spent whatever the checks find; a dependency outage gives it back (evidence.ts does the same).
-  if (!(await ctx.store.transitionSession(session.id, "challenged", "evidenced", session.data, now.getTime()))) {
-    throw new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }], session.node);
-  }
-  try {
-    return await judge12(ctx, ev, session, now);
-  } catch (e) {
-    if (outageOf(e)) await ctx.store.transitionSession(session.id, "evidenced", "challenged", session.data, now.getTime());
-    throw e;
-  }
+export function evidence12(ctx: ServerContext, ev: Tpm12Evidence): Promise<Tpm12EvidenceResponse> {
+  return withClaimedSession(
+    ctx,
+    ev.sessionId,
+    (session) => (isTpm12Session(session.data) ? undefined : { check: "session.tpm", detail: "this session was opened by the TPM 2.0 challenge; send its evidence there" }),
+    (session, now) => judge12(ctx, ev, session, now),
+  );
 }
 
 async function judge12(ctx: ServerContext, ev: Tpm12Evidence, session: SessionRecord, now: Date): Promise<Tpm12EvidenceResponse> {
