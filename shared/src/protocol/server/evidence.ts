@@ -179,13 +179,7 @@ async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, n
       }
     }
     await ctx.inventory.recordAttestation(session.node, {
-      verdict: "pass",
-      at: now,
-      macs: data.claims.macs,
-      ...(data.claims.bootMac ? { bootMac: data.claims.bootMac } : {}),
-      serial: data.claims.serial,
-      uuid: data.claims.uuid,
-      ...(node.uuid ? {} : { recordUuid: data.claims.uuid }),
+      ...passRecord(data.claims, node, now),
       ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
     });
     const next: EvidenceSessionData = {
@@ -216,6 +210,22 @@ async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, n
   return issued
     ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
     : { verdict: "pass", issued: "none" };
+}
+
+/**
+ * What a pass records in NetBox for both protocol variants: the verdict, the claimed MACs and boot MAC (bound by
+ * the quote), serial and UUID — the UUID as the node's own at its first pass (recordUuid), compared afterwards.
+ */
+export function passRecord(claims: Claims, node: NodeRecord, at: Date) {
+  return {
+    verdict: "pass" as const,
+    at,
+    macs: claims.macs,
+    ...(claims.bootMac ? { bootMac: claims.bootMac } : {}),
+    serial: claims.serial,
+    uuid: claims.uuid,
+    ...(node.uuid ? {} : { recordUuid: claims.uuid }),
+  };
 }
 
 /** Statuses that never get a certificate: the node is leaving, or is switched off on purpose. */

@@ -28,7 +28,7 @@ import { TPM12_MODES, type Tpm12ChallengeRequest, type Tpm12ChallengeResponse, t
 import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
-import { type EvidenceSessionData, freshGates, withClaimedSession } from "./evidence.js";
+import { type EvidenceSessionData, freshGates, passRecord, withClaimedSession } from "./evidence.js";
 import type { SessionRecord } from "../../state/store.js";
 
 export { TPM12_MODES };
@@ -181,15 +181,7 @@ async function judge12(ctx: ServerContext, ev: Tpm12Evidence, session: SessionRe
     n.tpm === "1.2" ? [] : [{ check: "gate.tpm", detail: "the node is no longer recorded with a TPM 1.2", internal: `recorded TPM: ${n.tpm}` }],
   );
 
-  await ctx.inventory.recordAttestation(session.node, {
-    verdict: "pass",
-    at: now,
-    macs: data.claims.macs,
-    ...(data.claims.bootMac ? { bootMac: data.claims.bootMac } : {}),
-    serial: data.claims.serial,
-    uuid: data.claims.uuid,
-    ...(node.uuid ? {} : { recordUuid: data.claims.uuid }),
-  });
+  await ctx.inventory.recordAttestation(session.node, passRecord(data.claims, node, now));
   await ctx.store.transitionSession(session.id, "evidenced", "evidenced", session.data, now.getTime());
   await ctx.journal.record(session.node, {
     kind: "success",
