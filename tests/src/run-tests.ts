@@ -3,9 +3,14 @@
  *   node tests/dist/run-tests.js [--only SUBSTRING] [--exclude SUBSTRING]
  * Test files are `*.test.js` under each package's dist/. Slow real-platform suites are files named
  * `*.it.test.js`; they run in the same pass (they start their platforms on loopback themselves).
+ *
+ * A hang must fail with a name, never run into CI's limit: each test has a timeout (FLEETD_TEST_TIMEOUT_MIN,
+ * default 20), every 5 minutes the files still running are printed with their age, a file running longer than
+ * FLEETD_FILE_BUDGET_MIN (default 25) is stopped (the runner reports it failed), and past FLEETD_SUITE_BUDGET_MIN
+ * (default 75) the whole run stops and fails.
  */
-import { spawnSync } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -29,6 +34,13 @@ function walk(dir: string, out: string[]): void {
 const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1] : undefined;
 const exclude = args.includes("--exclude") ? args[args.indexOf("--exclude") + 1] : undefined;
+const minutes = (name: string, dflt: number) => {
+  const v = Number(process.env[name] ?? dflt);
+  return (Number.isFinite(v) && v > 0 ? v : dflt) * 60_000;
+};
+const testTimeoutMs = minutes("FLEETD_TEST_TIMEOUT_MIN", 20);
+const fileBudgetMs = minutes("FLEETD_FILE_BUDGET_MIN", 25);
+const suiteBudgetMs = minutes("FLEETD_SUITE_BUDGET_MIN", 75);
 
 const files: string[] = [];
 for (const pkg of packages) walk(join(root, pkg, "dist"), files);
@@ -41,8 +53,70 @@ if (selected.length === 0) {
   process.exit(1);
 }
 console.log(`running ${selected.length} test files:\n  ${selected.map((f) => relative(root, f)).join("\n  ")}`);
-const res = spawnSync(process.execPath, ["--test", "--test-reporter=spec", "--test-concurrency=2", ...selected], {
+const started = Date.now();
+const runner = spawn(process.execPath, ["--test", "--test-reporter=spec", "--test-concurrency=2", `--test-timeout=${testTimeoutMs}`, ...selected], {
   stdio: "inherit",
   cwd: root,
 });
-process.exit(res.status ?? 1);
+
+/** The test files node's runner is executing now: its child processes whose command line names a test file. */
+function runningFiles(): { pid: number; file: string }[] {
+  const out: { pid: number; file: string }[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid !== runner.pid) continue;
+      const file = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0").find((a) => a.endsWith(".test.js"));
+      if (file) out.push({ pid: Number(d), file });
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return out;
+}
+
+const firstSeen = new Map<number, number>();
+const stopped = new Set<number>();
+const mins = (ms: number) => `${(ms / 60_000).toFixed(1)} min`;
+const watchdog = setInterval(() => {
+  const now = Date.now();
+  const running = runningFiles();
+  for (const r of running) if (!firstSeen.has(r.pid)) firstSeen.set(r.pid, now);
+  for (const r of running) {
+    const age = now - (firstSeen.get(r.pid) ?? now);
+    if (age > fileBudgetMs && !stopped.has(r.pid)) {
+      stopped.add(r.pid);
+      console.error(`[run-tests] ${relative(root, r.file)} has run ${mins(age)} (budget ${mins(fileBudgetMs)}): stopping it; it fails`);
+      try {
+        process.kill(r.pid, "SIGTERM");
+      } catch {
+        /* gone */
+      }
+    }
+  }
+  if (now - started > suiteBudgetMs) {
+    console.error(`[run-tests] the suite has run ${mins(now - started)} (budget ${mins(suiteBudgetMs)}); still running: ${running.map((r) => relative(root, r.file)).join(", ") || "(no test file: the runner itself)"}; stopping`);
+    runner.kill("SIGKILL");
+    for (const r of running) {
+      try {
+        process.kill(r.pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+    process.exit(1);
+  }
+}, 15_000);
+const heartbeat = setInterval(() => {
+  const now = Date.now();
+  const list = runningFiles().map((r) => `${relative(root, r.file)} (${mins(now - (firstSeen.get(r.pid) ?? now))})`);
+  console.error(`[run-tests] ${mins(now - started)}: running ${list.join(", ") || "(none)"}`);
+}, 5 * 60_000);
+runner.on("exit", (code, signal) => {
+  clearInterval(watchdog);
+  clearInterval(heartbeat);
+  console.error(`[run-tests] done in ${mins(Date.now() - started)}`);
+  process.exit(code ?? (signal ? 1 : 0));
+});

@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createServer, type Server } from "node:net";
+import { reservePorts } from "./ports.js";
 
 export interface RunOptions {
   cwd?: string;
@@ -151,38 +151,12 @@ export function registerCleanup(fn: () => void): () => void {
   return () => hooks.delete(fn);
 }
 
-function listenOn(port: number): Promise<Server | undefined> {
-  return new Promise((res) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once("error", () => res(undefined));
-    srv.listen({ host: "127.0.0.1", port, exclusive: true }, () => res(srv));
-  });
-}
-
-const closeServer = (srv: Server) => new Promise<void>((res) => srv.close(() => res()));
-
 /**
- * `n` consecutive loopback TCP ports that were free a moment ago: bind port 0, read it, bind the next ones,
- * close all. Another process can take them before we use them; callers retry on EADDRINUSE.
+ * `n` consecutive loopback TCP ports, free and reserved for this process (ports.ts reservePorts).
  * (Consecutive because the TSS swtpm TCTI always looks for the control channel at port + 1.)
  */
-export async function freeLoopbackPorts(n: number): Promise<number[]> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const first = await listenOn(0);
-    if (!first) continue;
-    const addr = first.address();
-    const base = typeof addr === "object" && addr ? addr.port : 0;
-    const held: Server[] = [first];
-    for (let i = 1; i < n && base > 0 && base + i <= 65535; i++) {
-      const s = await listenOn(base + i);
-      if (!s) break;
-      held.push(s);
-    }
-    await Promise.all(held.map(closeServer));
-    if (base > 0 && held.length === n) return Array.from({ length: n }, (_, i) => base + i);
-  }
-  throw new Error(`could not find ${n} consecutive free loopback ports`);
+export function freeLoopbackPorts(n: number): Promise<number[]> {
+  return reservePorts(n);
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

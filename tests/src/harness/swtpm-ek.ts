@@ -8,7 +8,8 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
+import { reservePorts } from "./ports.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -98,27 +99,6 @@ export async function manufactureTpm(): Promise<ManufacturedTpm> {
   }
 }
 
-/** A free TCP port on 127.0.0.1 whose successor is free too (swtpm's server and control ports). */
-async function freePortPair(): Promise<number> {
-  for (let i = 0; i < 20; i++) {
-    const p = await listenFree(0);
-    if (p < 65535 && (await listenFree(p + 1).then(() => true, () => false))) return p;
-  }
-  throw new Error("no free loopback port pair");
-}
-
-function listenFree(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(port, "127.0.0.1", () => {
-      const addr = s.address();
-      const p = typeof addr === "object" && addr ? addr.port : port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
 function canConnect(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const c = createConnection({ host: "127.0.0.1", port });
@@ -136,7 +116,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function startSwtpm(stateDir: string): Promise<RunningSwtpm> {
   let lastErr = "";
   for (let attempt = 0; attempt < 5; attempt++) {
-    const port = await freePortPair();
+    const [port] = (await reservePorts(2)) as [number, number];
     const ctrlPort = port + 1;
     let stderr = "";
     const child: ChildProcess = spawn(

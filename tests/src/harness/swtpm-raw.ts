@@ -10,7 +10,8 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createConnection, createServer } from "node:net";
+import { createConnection } from "node:net";
+import { reservePorts } from "./ports.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -42,36 +43,6 @@ const live = new Set<ChildProcess>();
 process.once("exit", () => {
   for (const p of live) p.kill("SIGKILL");
 });
-
-/** A free loopback port whose successor is free too (swtpm's control channel goes there). */
-async function freePortPair(): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const p = await listenOnce(0);
-    if (p < 65535 && (await canListen(p + 1))) return p;
-  }
-  throw new Error("no free pair of loopback ports");
-}
-
-function listenOnce(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(port, "127.0.0.1", () => {
-      const addr = s.address();
-      const got = typeof addr === "object" && addr ? addr.port : 0;
-      s.close(() => resolve(got));
-    });
-  });
-}
-
-async function canListen(port: number): Promise<boolean> {
-  try {
-    await listenOnce(port);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function probe(target: { port: number; host: string } | { path: string }): Promise<boolean> {
   return new Promise((resolve) => {
@@ -118,7 +89,7 @@ export async function startRawSwtpm(opts: RawSwtpmOptions = {}): Promise<RawSwtp
     socketPath = join(dir, "tpm.sock");
     args.push("--server", `type=unixio,path=${socketPath}`, "--ctrl", `type=unixio,path=${join(dir, "ctrl.sock")}`);
   } else {
-    port = await freePortPair();
+    port = (await reservePorts(2))[0] as number;
     args.push("--server", `type=tcp,port=${port},bindaddr=${host}`, "--ctrl", `type=tcp,port=${port + 1},bindaddr=${host}`);
   }
   const child = spawn("swtpm", args, { stdio: ["ignore", "pipe", "pipe"] });
