@@ -13,7 +13,10 @@ import type { Logger } from "pino";
 import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
 import { openConfig, SealError } from "@fleetd/shared/crypto/seal";
 import { uuidEqual } from "@fleetd/shared/protocol/server/challenge";
-import type { Inventory, Journal } from "@fleetd/shared/protocol/server/deps";
+import type { Inventory } from "@fleetd/shared/protocol/server/deps";
+import { failpoint } from "@fleetd/shared/outage/failpoint";
+import { Unavailable } from "@fleetd/shared/outage/outage";
+import { StepEffects } from "@fleetd/shared/outbox/effects";
 import { clientAddress, type TrustedProxies } from "./clientAddress.js";
 import type { StoreLimiter } from "./rateLimit.js";
 import type { Metrics } from "./metrics.js";
@@ -24,8 +27,11 @@ export interface ConfigFetchDeps {
   trustedProxies?: TrustedProxies;
   log: Logger;
   metrics: Metrics;
-  /** Called once per config after its complete response (NetBox: status active + journal). */
-  delivered: (node: NodeRef) => Promise<void>;
+  /**
+   * The outbox: NetBox must hold what fleetd recorded for the node (its `staged` status above all) before the
+   * fetch reads it (flush); told to deliver after a config was delivered (`active` and a journal entry queued).
+   */
+  outbox?: { kick(): void; flush(deviceId: number): Promise<boolean> };
   /**
    * Whether the node may still receive its config (a fresh NetBox read: the device exists and its status is
    * `staged`); otherwise its codes are void and the fetch is refused. A decommission after the confirm stops it.
@@ -69,6 +75,9 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     await deps.limiter.refundCode(address, now);
     let wanted: Awaited<ReturnType<ConfigFetchDeps["stillWanted"]>>;
     try {
+      // the confirm's `staged` may still be on its way to NetBox (it was down): never judge a NetBox behind fleetd
+      const caughtUp = deps.outbox ? await deps.outbox.flush(record.node.deviceId) : true;
+      if (!caughtUp) throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node", 2);
       wanted = await deps.stillWanted(record.node);
     } catch (e) {
       // NetBox down: the claim goes back, so Talos's next try (it retries for hours) finds the code again
@@ -101,10 +110,16 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     res.on("finish", () => {
       finished = true;
       void (async () => {
-        if (await deps.store.finishInstallCode(codeHash, claimer)) {
+        failpoint("config.afterResponse");
+        // The code is deleted (its config blanked) together with what NetBox must hear — the device is active,
+        // and a journal entry — so an outage or a restart after the response cannot leave the device staged.
+        const effects = new StepEffects(`delivered:${codeHash}`);
+        effects.status(record.node, "active", "Talos fetched its config");
+        effects.journal(record.node, { kind: "success", summary: "Talos fetched its one-time config (deleted after the complete response); device is active" });
+        if (await deps.store.commit({ delivered: { codeHash, claimer }, outbox: effects.items }, deps.now())) {
           deps.metrics.configFetches.inc({ outcome: "delivered" });
           deps.log.info({ node: record.node, address }, "talos config delivered; deleted");
-          await deps.delivered(record.node);
+          deps.outbox?.kick();
         }
       })().catch((e: unknown) => deps.log.error({ err: e, node: record.node }, "after-delivery step failed"));
     });
@@ -126,23 +141,20 @@ export async function stillStaged(inventory: Pick<Inventory, "reread">, node: No
 }
 
 /**
- * Install codes that expired undelivered: each is removed (with its config) and its node's provision failed —
- * status `failed` (Inventory.markFailed) and a journal entry saying how to retry. Returns how many.
+ * Install codes that expired undelivered: each is removed (with its config) and, in the same transaction, its
+ * node's provision is failed — status `failed` and a journal entry saying how to retry, queued for NetBox.
+ * Returns how many.
  */
-export async function sweepExpiredInstallCodes(
-  store: Pick<AttestationStore, "takeExpiredInstallCodes">,
-  inventory: Pick<Inventory, "markFailed">,
-  journal: Journal,
-  now: number,
-): Promise<number> {
-  const expired = await store.takeExpiredInstallCodes(now);
-  for (const r of expired) {
+export async function sweepExpiredInstallCodes(store: Pick<AttestationStore, "takeExpiredInstallCodes">, now: number): Promise<number> {
+  const expired = await store.takeExpiredInstallCodes(now, (r) => {
     const at = new Date(r.expiresAt).toISOString();
-    await inventory.markFailed(r.node, `provision failed: the install code expired undelivered at ${at}`);
-    await journal.record(r.node, {
+    const effects = new StepEffects(`expired:${r.codeHash}`);
+    effects.status(r.node, "failed", `provision failed: the install code expired undelivered at ${at}`);
+    effects.journal(r.node, {
       kind: "danger",
       summary: `provision failed: Talos did not fetch its config before the install code expired (${at}); the config was deleted and the device marked failed — set desired_action to provision to try again`,
     });
-  }
+    return effects.items;
+  });
   return expired.length;
 }

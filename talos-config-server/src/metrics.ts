@@ -4,6 +4,8 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 export interface MetricSources {
   /** How many unknown EKs wait for an operator (`fleetd pending`), read at each scrape. */
   pendingEks?: () => Promise<number>;
+  /** The outbox's queued items and the age of the oldest (seconds), read at each scrape. */
+  outbox?: () => Promise<{ items: number; oldestSeconds: number }>;
 }
 
 export function createMetrics(sources: MetricSources = {}) {
@@ -19,6 +21,25 @@ export function createMetrics(sources: MetricSources = {}) {
       },
     });
   }
+  const outbox = sources.outbox;
+  if (outbox) {
+    new Gauge({
+      name: "fleetd_outbox_items",
+      help: "Writes to NetBox and clean-ups recorded and not yet delivered (the outbox)",
+      registers: [registry],
+      async collect() {
+        this.set((await outbox()).items);
+      },
+    });
+    new Gauge({
+      name: "fleetd_outbox_oldest_item_age_seconds",
+      help: "Age of the oldest undelivered outbox item (0 when empty): how far NetBox is behind fleetd's record",
+      registers: [registry],
+      async collect() {
+        this.set((await outbox()).oldestSeconds);
+      },
+    });
+  }
   return {
     registry,
     unauthenticatedRefusals: new Counter({
@@ -31,7 +52,12 @@ export function createMetrics(sources: MetricSources = {}) {
     stepSeconds: new Histogram({ name: "fleetd_attestation_step_seconds", help: "Server time per protocol step", labelNames: ["step"], registers: [registry] }),
     configFetches: new Counter({ name: "fleetd_talos_config_fetches_total", help: "Talos config fetches by outcome", labelNames: ["outcome"], registers: [registry] }),
     outages: new Counter({ name: "fleetd_dependency_outages_total", help: "Requests answered 503 because a dependency was down, by step and reason", labelNames: ["step", "reason"], registers: [registry] }),
-    journalLost: new Counter({ name: "fleetd_journal_entries_lost_total", help: "Refusal journal entries not written because NetBox was down (the refusal was still answered), by step", labelNames: ["step"], registers: [registry] }),
+    outboxDeliveries: new Counter({
+      name: "fleetd_outbox_deliveries_total",
+      help: "Outbox delivery attempts by effect kind and outcome (delivered, moot, outage, failed, invalid)",
+      labelNames: ["kind", "outcome"],
+      registers: [registry],
+    }),
   };
 }
 export type Metrics = ReturnType<typeof createMetrics>;

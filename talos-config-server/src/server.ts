@@ -54,6 +54,9 @@ import { createMetrics } from "./metrics.js";
 import { StoreLimiter } from "./rateLimit.js";
 import { trustedProxies } from "./clientAddress.js";
 import { stillStaged, sweepExpiredInstallCodes } from "./configFetch.js";
+import { failpointsArmed } from "@fleetd/shared/outage/failpoint";
+import { OutboxWorker } from "@fleetd/shared/outbox/worker";
+import { NetBoxOutboxDelivery } from "@fleetd/shared/netbox/outboxDelivery";
 
 export interface RunningServer {
   /** e.g. https://127.0.0.1:8443 */
@@ -100,13 +103,13 @@ export interface ServerHooks {
 }
 
 /** Expired sessions are deleted every minute; install codes that expired undelivered fail their node's provision. */
-function sessionSweeper(store: AttestationStore, log: Logger, inventory: NetBoxInventory): LeaderLoop {
+function sessionSweeper(store: AttestationStore, log: Logger): LeaderLoop {
   let timer: NodeJS.Timeout | undefined;
   return {
     start() {
       timer ??= setInterval(() => {
         store.expireSessions(Date.now()).catch((e: unknown) => log.error({ err: e }, "expiring sessions failed"));
-        sweepExpiredInstallCodes(store, inventory, inventory, Date.now())
+        sweepExpiredInstallCodes(store, Date.now())
           .then((n) => n > 0 && log.warn({ expired: n }, "install codes expired undelivered; their provisions failed"))
           .catch((e: unknown) => log.error({ err: e }, "sweeping expired install codes failed"));
       }, 60_000);
@@ -263,7 +266,30 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         delete: async () => false,
       };
   if (!workload) log.warn("no workload cluster configured (kubernetes.workload): no bootstrap token Secrets, no CSR gate; rendered nodes cannot join a cluster");
-  const metrics = createMetrics({ pendingEks: async () => (await store.listPendingEks()).length });
+  // A single server owns its state: no request of an earlier process is still running, so claims it held go.
+  if (!s.ha) {
+    const released = await store.releaseAllClaims();
+    if (released > 0) log.warn({ released }, "claims left by a previous process released (its requests did not finish; they can be retried)");
+  }
+  const armed = failpointsArmed();
+  if (armed.length > 0) log.warn({ failpoints: armed }, "FLEETD_FAILPOINTS is set: this process stops itself at those points (tests only)");
+  const metrics = createMetrics({
+    pendingEks: async () => (await store.listPendingEks()).length,
+    outbox: async () => {
+      const items = await store.listOutbox();
+      const oldest = items.reduce((m, i) => Math.min(m, i.createdAt), Date.now());
+      return { items: items.length, oldestSeconds: items.length ? (Date.now() - oldest) / 1000 : 0 };
+    },
+  });
+  // What the steps committed for NetBox and the workload cluster, delivered in order per device, across
+  // outages and restarts (every replica runs one; claims keep them apart).
+  const outbox = new OutboxWorker({
+    store,
+    delivery: new NetBoxOutboxDelivery({ nb, inventory, bootstrapTokens, store }),
+    log,
+    onDelivery: (kind, outcome) => metrics.outboxDeliveries.inc({ kind, outcome }),
+    staleMs: s.ttl.staleClaimSeconds * 1000,
+  });
   let lastUnauthLog = 0;
   const service = new AttestationService({
     store,
@@ -285,7 +311,9 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       maxPendingEks: s.maxPendingEks,
       renewBeforeMs: s.renewBeforeDays * 86_400_000,
       unauthenticatedJournalWindowMs: 10 * 60_000,
+      claimStaleMs: s.ttl.staleClaimSeconds * 1000,
     },
+    outbox,
     onUnauthenticatedRefusal: (step, reasons) => {
       metrics.unauthenticatedRefusals.inc({ step });
       const t = Date.now();
@@ -296,10 +324,6 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     onOutage: (step, outage) => {
       metrics.outages.inc({ step, reason: outage.reason });
       log.warn({ step, reason: outage.reason, detail: outage.detail }, "dependency unavailable: answered 503, nothing spent");
-    },
-    onJournalLost: (step, reasons, outage) => {
-      metrics.journalLost.inc({ step });
-      log.error({ step, checks: reasons.map((r) => r.check), reason: outage.reason }, "refusal answered, but its journal entry was not written (NetBox down)");
     },
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
@@ -321,7 +345,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     trustedProxies: trustedProxies(s.trustedProxies),
     log,
     metrics,
-    delivered: (node) => inventory.markActive(node),
+    outbox,
     stillWanted: (node) => stillStaged(inventory, node),
     now: () => Date.now(),
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
@@ -379,11 +403,12 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         }
       : undefined;
   // The server's loops: with HA only on the loops Lease's holder, else here.
-  const loops: LeaderLoop[] = [sessionSweeper(store, log, inventory), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
+  const loops: LeaderLoop[] = [sessionSweeper(store, log), ...(csrGateLoop ? [csrGateLoop] : []), ...(hooks.loops ?? [])];
   const detach: (() => Promise<void>)[] = [];
   if (loopsElector) for (const l of loops) detach.push(runWhileLeader(loopsElector, l));
   else for (const l of loops) await l.start();
   for (const e of electors) e.start();
+  outbox.start();
 
   let stopping: Promise<void> | undefined;
   const listeners = internal ? [server, internal] : [server];
@@ -407,6 +432,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
         } else {
           for (const l of loops) await l.stop();
         }
+        await outbox.stop(); // what is still queued stays in the store for the next start (or another replica)
         await closeSigner();
         await store.close();
         log.info(internal ? "talos-config-server stopped: listeners (public, internal) closed, PKCS#11 session closed, state closed" : "talos-config-server stopped: listener closed, PKCS#11 session closed, state closed");

@@ -17,7 +17,7 @@ import { ParseError } from "@fleetd/shared/codec/codec";
 import { attest, AttestationRefused, type AttestResult } from "@fleetd/shared/protocol/client/attest";
 import { Claims, type Mode } from "@fleetd/shared/protocol/messages";
 import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/shared/tpmclient/index";
-import { backoffDelayMs } from "./backoff.js";
+import { backoffDelayMs } from "@fleetd/shared/outage/backoff";
 import { bootInterface, bootMacOf, ClaimsError, collectHostClaims } from "./claims.js";
 import { ConfigError, loadConfig, type AttestConfig } from "./config.js";
 import { EventLogError, readEventLog } from "./eventLog.js";

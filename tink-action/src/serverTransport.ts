@@ -24,6 +24,11 @@ export class ServerTransportError extends Error {
   ) {
     super(`attestation server ${code}: ${detail}`);
   }
+
+  /** Worth the same request again (the shared client's retry): it could not connect, or timed out. */
+  get retryable(): boolean {
+    return this.code === "connect" || this.code === "timeout";
+  }
 }
 
 const b64 = z.string().max(1 << 20).regex(/^[A-Za-z0-9+/]*={0,2}$/);

@@ -247,10 +247,8 @@ export class NetBoxInventory implements Inventory, Journal {
     await patchDevice(this.nb, node.deviceId, { status: "staged" }, null, "fleetd: provision confirmed, install code released");
   }
 
-  /** After the complete one-time config response: the device is active. */
+  /** After the complete one-time config response: the device is active (its journal entry is the outbox's). */
   async markActive(node: NodeRef): Promise<void> {
-    const id = node.deviceId;
-    await patchDevice(this.nb, id, { status: "active" }, null, "fleetd: Talos fetched its config");
-    await writeJournal(this.nb, id, "success", "**fleetd** Talos fetched its one-time config (deleted after the complete response); device is active");
+    await patchDevice(this.nb, node.deviceId, { status: "active" }, null, "fleetd: Talos fetched its config");
   }
 }

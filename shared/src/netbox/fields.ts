@@ -38,11 +38,15 @@ export interface CustomFieldDef {
   uiEditable: "yes" | "no";
   description: string;
   weight: number;
+  /** The objects it is on (default: dcim.device). */
+  objectTypes?: readonly string[];
+  /** Shown in the UI? (default: always when UI-editable, else if set). */
+  uiVisible?: "always" | "if-set" | "hidden";
 }
 
 export const FLEETD_GROUP = "fleetd";
 
-/** Every custom field fleetd uses; all on dcim.device, grouped under "fleetd". */
+/** Every custom field fleetd uses, grouped under "fleetd"; on dcim.device unless it says otherwise. */
 export const CUSTOM_FIELDS: readonly CustomFieldDef[] = [
   { name: "desired_action", label: "Desired action", type: "select", choiceSet: "desiredAction", uiEditable: "yes", weight: 100,
     description: "Set to request provision, attest or wipe; fleetd clears it when it takes the request" },
@@ -66,6 +70,8 @@ export const CUSTOM_FIELDS: readonly CustomFieldDef[] = [
   { name: "bmc", label: "BMC", type: "json", uiEditable: "no", weight: 240, description: "BMC type, address and credentials reference (nodes file)" },
   { name: "switch_port_check", label: "Switch-port check", type: "text", uiEditable: "no", weight: 250,
     description: "required (default) or waived: whether secrets are released without a cable recorded in NetBox (nodes file)" },
+  { name: "fleetd_key", label: "fleetd key", type: "text", uiEditable: "no", uiVisible: "hidden", weight: 900, objectTypes: ["extras.journalentry"],
+    description: "fleetd's idempotency key for this entry: a write retried after an unknown outcome finds it and is not doubled" },
 ];
 
 /** Custom fields `inventory apply` writes (from the nodes file). */

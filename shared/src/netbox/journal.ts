@@ -6,10 +6,34 @@ import { mdCode, mdText } from "../text/untrusted.js";
 
 export type JournalKind = "info" | "success" | "warning" | "danger";
 
-export async function writeJournal(nb: NetBox, deviceId: number, kind: JournalKind, comments: string): Promise<number> {
+/** The journal-entry custom field holding the outbox key of an entry fleetd wrote (netbox/fields.ts). */
+export const JOURNAL_KEY_FIELD = "fleetd_key";
+
+/**
+ * Write a journal entry on a device. With `key` (the outbox's idempotency key) the entry carries it in the
+ * `fleetd_key` custom field, and `maybeWritten` (a previous attempt's outcome is unknown) first looks for an
+ * entry with that key: a retried write never doubles an entry.
+ */
+export async function writeJournal(nb: NetBox, deviceId: number, kind: JournalKind, comments: string, key?: { key: string; maybeWritten: boolean }): Promise<number> {
+  if (key?.maybeWritten) {
+    const { data } = await must(
+      nb.api.GET("/api/extras/journal-entries/", {
+        params: { query: { assigned_object_type: "dcim.device", assigned_object_id: [deviceId], [`cf_${JOURNAL_KEY_FIELD}`]: key.key, limit: 1, fields: "id" } as never },
+      }),
+      `journal entry ${key.key} on device ${deviceId}`,
+    );
+    const found = data.results[0];
+    if (found) return found.id;
+  }
   const { data } = await must(
     nb.api.POST("/api/extras/journal-entries/", {
-      body: { assigned_object_type: "dcim.device", assigned_object_id: deviceId, kind, comments: comments.slice(0, 60_000) } as never,
+      body: {
+        assigned_object_type: "dcim.device",
+        assigned_object_id: deviceId,
+        kind,
+        comments: comments.slice(0, 60_000),
+        ...(key ? { custom_fields: { [JOURNAL_KEY_FIELD]: key.key } } : {}),
+      } as never,
     }),
     `journal entry on device ${deviceId}`,
   );

@@ -52,12 +52,12 @@ function cfBody(d: CustomFieldDef, choiceSetId: number | undefined): Record<stri
     name: d.name,
     label: d.label,
     type: d.type,
-    object_types: ["dcim.device"],
+    object_types: [...(d.objectTypes ?? ["dcim.device"])],
     group_name: FLEETD_GROUP,
     description: d.description,
     required: false,
     filter_logic: "exact",
-    ui_visible: d.uiEditable === "yes" ? "always" : "if-set",
+    ui_visible: d.uiVisible ?? (d.uiEditable === "yes" ? "always" : "if-set"),
     ui_editable: d.uiEditable,
     is_cloneable: false,
     weight: d.weight,
@@ -194,9 +194,9 @@ export async function netboxSetup(nb: NetBox, cfg: NetBoxSiteConfig, dryRun: boo
   return changes;
 }
 
-/** The custom fields fleetd needs that NetBox lacks (inventory apply and the handler refuse to start without them). */
+/** The custom fields fleetd needs that NetBox lacks, each on its object type (inventory apply, the handler and the server refuse to start without them). */
 export async function missingCustomFields(nb: NetBox, names: readonly string[]): Promise<string[]> {
   const fields = await listAll(nb.api.GET("/api/extras/custom-fields/", { params: { query: { limit: 1000 } } }), "list custom fields", nb);
-  const have = new Set(fields.filter((f) => (f.object_types ?? []).includes("dcim.device")).map((f) => f.name));
-  return names.filter((n) => !have.has(n));
+  const on = (name: string) => CUSTOM_FIELDS.find((d) => d.name === name)?.objectTypes ?? ["dcim.device"];
+  return names.filter((n) => !fields.some((f) => f.name === n && on(n).every((t) => (f.object_types ?? []).includes(t))));
 }

@@ -226,4 +226,135 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       await s.close();
     }
   });
+
+  test(`${name}: session claims: one request at a time, released on an outage, stale claims taken over, nothing spent`, async () => {
+    const s = await open();
+    try {
+      await s.createSession(session("c1"));
+      assert.deepEqual(await s.claimSession("nope", "challenged", "A", 1100, 60_000), { ok: false, why: "unknown" });
+      const a = await s.claimSession("c1", "challenged", "A", 1100, 60_000);
+      assert.equal(a.ok, true);
+      assert.equal(a.ok && a.session.claimedBy, "A");
+      const b = await s.claimSession("c1", "challenged", "B", 1101, 60_000);
+      assert.deepEqual({ ok: b.ok, why: !b.ok && b.why }, { ok: false, why: "busy" });
+      await s.releaseSession("c1", "B");
+      assert.equal((await s.claimSession("c1", "challenged", "B", 1102, 60_000)).ok, false, "B cannot release A's claim");
+      await s.releaseSession("c1", "A");
+      assert.equal((await s.getSession("c1"))?.state, "challenged", "a released claim spent nothing");
+      assert.equal((await s.claimSession("c1", "challenged", "B", 1103, 60_000)).ok, true);
+      assert.equal((await s.claimSession("c1", "challenged", "C", 1150, 40)).ok, true, "a claim older than staleMs is taken over");
+      const wrong = await s.claimSession("c1", "evidenced", "D", 1200, 60_000);
+      assert.deepEqual({ ok: wrong.ok, why: !wrong.ok && wrong.why }, { ok: false, why: "state" });
+      const late = await s.claimSession("c1", "challenged", "D", 2000, 0);
+      assert.deepEqual({ ok: late.ok, why: !late.ok && late.why }, { ok: false, why: "expired" });
+      assert.equal(await s.releaseAllClaims() >= 1, true);
+      assert.equal((await s.claimSession("c1", "challenged", "E", 1300, 60_000)).ok, true, "all claims released");
+      await s.createSession(session("race"));
+      const wins = await Promise.all(["P", "Q", "R", "S"].map((c) => s.claimSession("race", "challenged", c, 1400, 60_000)));
+      assert.equal(wins.filter((w) => w.ok).length, 1, "one claim of concurrent ones");
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: a commit records a step's outcome and all it released at once, or nothing when its claim was lost`, async () => {
+    const s = await open();
+    try {
+      const node = { deviceId: 7, name: "node-a" };
+      await s.createSession(session("k1"));
+      const cert = (serial: string, voided?: { at: number; why: string }) => ({ serial, node, kind: "ldevid" as const, generation: 1, notAfter: 9e12, issuedAt: 1100, der: "30", keyPublic: "00", ...(voided ? { voided } : {}) });
+      await s.recordIssued(cert("aa01", { at: 1100, why: "reserved" }));
+      assert.equal((await s.listIssued(7))[0]?.voided?.why, "reserved", "a reservation is void until its commit");
+      await s.putInstallCode({ codeHash: "old", node, uuid: "u", sourceAddress: "a", config: "old", expiresAt: 9000 });
+      assert.ok((await s.claimSession("k1", "challenged", "A", 1100, 60_000)).ok);
+      const item = (key: string, deviceId: number | null = 7) => ({ key, deviceId, effect: { kind: "test", key }, notBefore: 0 });
+      await s.enqueue([item("comp", null)], 1100);
+      // another request took the claim over (A's was stale): A's commit changes nothing
+      assert.ok((await s.claimSession("k1", "challenged", "B", 1200, 50)).ok);
+      const lost = await s.commit({ session: { id: "k1", claimer: "A", to: "evidenced", data: { by: "A" } }, issued: [cert("aa01")], outbox: [item("k1:a")] }, 1201);
+      assert.equal(lost, false);
+      assert.equal((await s.getSession("k1"))?.state, "challenged");
+      assert.equal((await s.listIssued(7))[0]?.voided?.why, "reserved");
+      assert.deepEqual((await s.listOutbox()).map((o) => o.key), ["comp"]);
+      const ok = await s.commit(
+        {
+          session: { id: "k1", claimer: "B", to: "evidenced", data: { by: "B" } },
+          issued: [cert("aa01")],
+          installCode: { codeHash: "new", node, uuid: "u", sourceAddress: "a", config: "new", expiresAt: 9000 },
+          bootstrapToken: { node, tokenId: "abc123", expiresAt: 9000 },
+          outbox: [item("k1:verdict"), item("k1:journal")],
+          cancel: ["comp"],
+        },
+        1202,
+      );
+      assert.equal(ok, true);
+      const after = await s.getSession("k1");
+      assert.deepEqual({ state: after?.state, data: after?.data, claimedBy: after?.claimedBy ?? null }, { state: "evidenced", data: { by: "B" }, claimedBy: null });
+      const issued = await s.listIssued(7);
+      assert.deepEqual(issued.map((r) => [r.serial, r.voided]), [["aa01", undefined]], "the reservation became the issued certificate");
+      assert.equal(await s.claimInstallCode("old", "X", 1300, 60_000), undefined, "the node's other code is void");
+      assert.equal((await s.claimInstallCode("new", "X", 1300, 60_000))?.config, "new");
+      assert.deepEqual(await s.getBootstrapToken(7), { tokenId: "abc123", expiresAt: 9000 });
+      assert.deepEqual((await s.listOutbox()).map((o) => o.key), ["k1:verdict", "k1:journal"], "queued in order; the compensation cancelled");
+      assert.equal(await s.commit({ session: { id: "k1", claimer: "B", to: "confirmed", data: {} } }, 1300), false, "a commit ends the claim");
+      await s.recover(1400);
+      assert.equal((await s.listOutbox()).length, 2, "recover changes nothing that is complete");
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: a delivered install code is deleted with its outbox items at once; another claimer's commit changes nothing`, async () => {
+    const s = await open();
+    try {
+      await s.putInstallCode({ codeHash: "d1", node: N1, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 9000 });
+      const claimed = await s.claimInstallCode("d1", "A", 100, 60_000);
+      assert.ok(claimed);
+      const items = [{ key: "d1:active", deviceId: 1, effect: { kind: "status" }, notBefore: 0 }];
+      assert.equal(await s.commit({ delivered: { codeHash: "d1", claimer: "B" }, outbox: items }, 101), false);
+      assert.deepEqual(await s.listOutbox(), []);
+      assert.equal(await s.commit({ delivered: { codeHash: "d1", claimer: "A" }, outbox: items }, 102), true);
+      assert.equal(await s.hasInstallCodeFor(1, 103), false);
+      assert.equal(await s.claimInstallCode("d1", "C", 103, 0), undefined, "never claimable again");
+      assert.deepEqual((await s.listOutbox()).map((o) => o.key), ["d1:active"]);
+      await s.putInstallCode({ codeHash: "x1", node: N2, uuid: "u", sourceAddress: "a", config: "cfg", expiresAt: 500 });
+      const taken = await s.takeExpiredInstallCodes(600, (r) => [{ key: `expired:${r.codeHash}`, deviceId: r.node.deviceId, effect: { kind: "failed" }, notBefore: 0 }]);
+      assert.deepEqual(taken.map((r) => r.codeHash), ["x1"]);
+      assert.deepEqual((await s.listOutbox()).map((o) => o.key), ["d1:active", "expired:x1"], "the expired code's effects with it");
+    } finally {
+      await s.close();
+    }
+  });
+
+  test(`${name}: the outbox delivers each device's items in order, at most once at a time, and keeps failed ones with their error`, async () => {
+    const s = await open();
+    try {
+      const item = (key: string, deviceId: number | null, notBefore = 0) => ({ key, deviceId, effect: { kind: "test", key }, notBefore });
+      await s.enqueue([item("a1", 1), item("a2", 1), item("b1", 2)], 100);
+      await s.enqueue([item("a1", 1), item("n1", null), item("n2", null, 5000), item("c1", 3, 5000), item("c2", 3)], 101);
+      assert.deepEqual((await s.listOutbox()).map((o) => o.key), ["a1", "a2", "b1", "n1", "n2", "c1", "c2"], "a key queued twice is kept once");
+      const first = await s.claimOutbox(200, "W1", 60_000, 10);
+      assert.deepEqual(first.map((o) => o.key).sort(), ["a1", "b1", "n1"], "of each device its oldest item, if due; independent items on their own");
+      assert.deepEqual(first.find((o) => o.key === "a1")?.effect, { kind: "test", key: "a1" });
+      assert.deepEqual(await s.claimOutbox(201, "W2", 60_000, 10), [], "claimed items are not handed out twice; a2 waits for a1, c2 for c1");
+      await s.completeOutbox("a1", "W2");
+      assert.equal((await s.listOutbox()).some((o) => o.key === "a1"), true, "only the claimer completes");
+      await s.completeOutbox("a1", "W1");
+      await s.deferOutbox("b1", "W1", 1000, "NetBox unreachable");
+      await s.completeOutbox("n1", "W1");
+      const b1 = (await s.listOutbox()).find((o) => o.key === "b1");
+      assert.deepEqual({ attempts: b1?.attempts, lastError: b1?.lastError, notBefore: b1?.notBefore }, { attempts: 1, lastError: "NetBox unreachable", notBefore: 1000 });
+      assert.deepEqual((await s.claimOutbox(300, "W2", 60_000, 10)).map((o) => o.key), ["a2"], "a2 is now device 1's oldest; b1 waits until 1000");
+      const early = await s.claimOutbox(300, "W9", 60_000, 10, 2, Number.MAX_SAFE_INTEGER);
+      assert.deepEqual(early.map((o) => o.key), ["b1"], "a device's deferred item, when someone waits for it (due)");
+      await s.deferOutbox("b1", "W9", 1000, "still down");
+      const taken = await s.claimOutbox(400, "W3", 50, 10);
+      assert.deepEqual(taken.map((o) => [o.key, o.attempts]), [["a2", 1]], "a stale claim is taken over, counted as an attempt (its claimer may have delivered it)");
+      assert.deepEqual((await s.claimOutbox(6000, "W4", 60_000, 1)).length, 1, "the limit holds");
+      assert.deepEqual((await s.claimOutbox(6000, "W5", 60_000, 10, 3)).map((o) => o.key), ["c1"], "one device's only");
+      assert.deepEqual((await s.listOutbox(3)).map((o) => o.key), ["c1", "c2"]);
+    } finally {
+      await s.close();
+    }
+  });
 }

@@ -23,7 +23,7 @@ import { createHash } from "node:crypto";
 import type { V1Secret } from "@kubernetes/client-node";
 import { z } from "zod";
 import { isConflict, isNotFound, type Kube } from "../kube/client.js";
-import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, PendingEk, SessionRecord, SessionState } from "./store.js";
+import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
 
 export const MANAGED_BY = { "app.kubernetes.io/managed-by": "fleetd" } as const;
 const KIND_LABEL = "fleetd.io/kind";
@@ -35,7 +35,9 @@ export const MAX_RECORD_BYTES = 512 * 1024;
 /** CAS retries before an operation gives up with an error (each retry re-reads; contention is a handful of replicas). */
 const MAX_ATTEMPTS = 32;
 
-type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token" | "limit" | "once";
+type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token" | "limit" | "once" | "outbox";
+/** On a session or install code whose commit is written but not yet applied to its parts (recover() finds them). */
+const APPLYING_LABEL = "fleetd.io/applying";
 
 export class KubeStoreError extends Error {
   constructor(
@@ -53,6 +55,19 @@ export const objectName = (kind: Kind, key: string): string => `fleetd-${kind}-$
 const nodeLabel = (deviceId: number) => String(deviceId);
 const nodeKey = (deviceId: number) => `device-${deviceId}`;
 const Ref = z.object({ deviceId: z.number().int().positive(), name: z.string() });
+const OutboxRecord = z.object({
+  key: z.string(),
+  deviceId: z.number().int().nullable(),
+  effect: z.record(z.string(), z.unknown()),
+  notBefore: z.number(),
+  seq: z.number(),
+  createdAt: z.number(),
+  attempts: z.number().int(),
+  lastError: z.string().nullable(),
+  claimedBy: z.string().nullable(),
+  claimedAt: z.number().nullable(),
+});
+type OutboxRecord = z.infer<typeof OutboxRecord>;
 
 // Records as stored: zod on the way back in (another writer, or an operator with kubectl, may have touched them).
 const Session = z.object({
@@ -69,6 +84,8 @@ const Session = z.object({
   state: z.enum(["challenged", "evidenced", "confirmed"]),
   createdAt: z.number(),
   expiresAt: z.number(),
+  claimedBy: z.string().nullable().optional(),
+  claimedAt: z.number().nullable().optional(),
 });
 const AkName = z.object({ akName: z.string(), deviceId: z.number(), seenAt: z.number() });
 const Pending = z.object({
@@ -89,6 +106,8 @@ const Code = z.object({
   expiresAt: z.number(),
   claimedBy: z.string().nullable(),
   claimedAt: z.number().nullable(),
+  /** Delivered or expired: being finished (its outbox items written, then deleted); no longer claimable. */
+  finishedAt: z.number().optional(),
 });
 const Issued = z.object({
   serial: z.string(),
@@ -105,6 +124,30 @@ const Generation = z.object({ deviceId: z.number(), last: z.number().int().min(1
 const Token = z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() });
 const Limit = z.object({ windowStart: z.number(), count: z.number().int() });
 const Once = z.object({ expiresAt: z.number() });
+
+/** What a commit (or an install code's finish) releases besides its anchor, applied idempotently after it. */
+const Parts = z.object({
+  issued: z.array(Issued).optional(),
+  installCode: Code.omit({ claimedBy: true, claimedAt: true, finishedAt: true }).optional(),
+  bootstrapToken: z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() }).optional(),
+  outbox: z.array(OutboxRecord).optional(),
+  cancel: z.array(z.string()).optional(),
+});
+type Parts = z.infer<typeof Parts>;
+/** A session or install code as stored, with the parts of a commit not yet applied. */
+const SessionStored = Session.extend({ applying: Parts.optional() });
+const CodeStored = Code.extend({ applying: Parts.optional() });
+
+const toEntry = (r: OutboxRecord): OutboxEntry => ({
+  key: r.key,
+  deviceId: r.deviceId,
+  effect: r.effect,
+  notBefore: r.notBefore,
+  seq: r.seq,
+  createdAt: r.createdAt,
+  attempts: r.attempts,
+  lastError: r.lastError,
+});
 
 interface Found<T> {
   record: T;
@@ -237,30 +280,166 @@ export class KubeAttestationStore implements AttestationStore {
 
   // ---- sessions -----------------------------------------------------------------------------------------
 
+  private sessionLabels(r: { applying?: Parts | undefined }): Record<string, string> {
+    return r.applying ? { [APPLYING_LABEL]: "true" } : {};
+  }
+
   async createSession(s: SessionRecord): Promise<void> {
     if (!(await this.create("session", s.id, s))) throw new KubeStoreError("exists", `session ${s.id} exists`);
   }
   async getSession(id: string): Promise<SessionRecord | undefined> {
-    return (await this.read("session", id, Session))?.record;
+    const r = (await this.read("session", id, SessionStored))?.record;
+    if (!r) return undefined;
+    const { applying: _a, ...session } = r;
+    return session;
+  }
+  async sessionByAkName(akName: string): Promise<SessionRecord | undefined> {
+    const found = (await this.list("session", SessionStored)).map((s) => s.record).filter((r) => r.akName === akName).sort((a, b) => a.createdAt - b.createdAt)[0];
+    if (!found) return undefined;
+    const { applying: _a, ...session } = found;
+    return session;
   }
   transitionSession(id: string, from: SessionState, to: SessionState, data: Record<string, unknown>, now: number): Promise<boolean> {
     return this.casLoop(`session ${id}`, async () => {
-      const cur = await this.read("session", id, Session);
+      const cur = await this.read("session", id, SessionStored);
       if (!cur || cur.record.state !== from || !(cur.record.expiresAt > now)) return { done: false };
-      if (await this.replace("session", id, { ...cur.record, state: to, data }, cur.resourceVersion)) return { done: true };
+      const next = { ...cur.record, state: to, data };
+      if (await this.replace("session", id, next, cur.resourceVersion, this.sessionLabels(next))) return { done: true };
       return "retry"; // someone wrote it: re-read, and lose if it moved on
     });
+  }
+  claimSession(id: string, from: SessionState, claimer: string, now: number, staleMs: number): Promise<SessionClaim> {
+    return this.casLoop<SessionClaim>(`session ${id}`, async () => {
+      const cur = await this.read("session", id, SessionStored);
+      if (!cur) return { done: { ok: false, why: "unknown" } };
+      const { applying: _a, ...session } = cur.record;
+      if (!(session.expiresAt > now)) return { done: { ok: false, why: "expired", session } };
+      if (session.state !== from) return { done: { ok: false, why: "state", session } };
+      if (session.claimedBy && !(session.claimedAt != null && session.claimedAt <= now - staleMs)) return { done: { ok: false, why: "busy", session } };
+      const next = { ...cur.record, claimedBy: claimer, claimedAt: now };
+      if (await this.replace("session", id, next, cur.resourceVersion, this.sessionLabels(next))) return { done: { ok: true, session: { ...session, claimedBy: claimer, claimedAt: now } } };
+      return "retry"; // re-read: another request may hold it now
+    });
+  }
+  releaseSession(id: string, claimer: string): Promise<void> {
+    return this.casLoop(`session ${id}`, async () => {
+      const cur = await this.read("session", id, SessionStored);
+      if (!cur || cur.record.claimedBy !== claimer) return { done: undefined };
+      const next = { ...cur.record, claimedBy: null, claimedAt: null };
+      return (await this.replace("session", id, next, cur.resourceVersion, this.sessionLabels(next))) ? { done: undefined } : "retry";
+    });
+  }
+  async releaseAllClaims(): Promise<number> {
+    let n = 0;
+    for (const s of await this.list("session", SessionStored)) {
+      if (!s.record.claimedBy) continue;
+      const next = { ...s.record, claimedBy: null, claimedAt: null };
+      if (await this.replace("session", s.record.id, next, s.resourceVersion, this.sessionLabels(next))) n++;
+    }
+    for (const o of await this.list("outbox", OutboxRecord)) {
+      if (!o.record.claimedBy) continue;
+      const next = { ...o.record, claimedBy: null, claimedAt: null, attempts: o.record.attempts + 1 };
+      if (await this.replace("outbox", o.record.key, next, o.resourceVersion, this.outboxLabels(o.record))) n++;
+    }
+    return n;
   }
   async deleteSession(id: string): Promise<void> {
     await this.remove("session", id);
   }
   async expireSessions(now: number): Promise<number> {
     let n = 0;
-    for (const s of await this.list("session", Session)) {
-      if (s.record.expiresAt <= now && (await this.removeByName(s.name, s.resourceVersion))) n++;
+    for (const s of await this.list("session", SessionStored)) {
+      // a session whose commit is still being applied stays until recover() has applied it
+      if (s.record.expiresAt <= now && !s.record.applying && (await this.removeByName(s.name, s.resourceVersion))) n++;
     }
     for (const o of await this.list("once", Once)) if (o.record.expiresAt <= now) await this.removeByName(o.name, o.resourceVersion);
     return n;
+  }
+
+  // ---- commits: one object written atomically (the anchor: the session, or the install code delivered), then
+  // its parts applied idempotently; recover() finishes what a dead process left labelled `fleetd.io/applying`.
+
+  private parts(step: StepRecord, now: number): Parts {
+    return {
+      ...(step.issued?.length ? { issued: step.issued } : {}),
+      ...(step.installCode ? { installCode: step.installCode } : {}),
+      ...(step.bootstrapToken ? { bootstrapToken: step.bootstrapToken } : {}),
+      ...(step.outbox?.length ? { outbox: step.outbox.map((i, n) => this.outboxRecord(i, now, n)) } : {}),
+      ...(step.cancel?.length ? { cancel: step.cancel } : {}),
+    };
+  }
+
+  async commit(step: StepRecord, now: number): Promise<boolean> {
+    const parts = this.parts(step, now);
+    if (step.session) {
+      const { id, claimer, to, data } = step.session;
+      const rv = await this.casLoop(`commit of session ${id}`, async () => {
+        const cur = await this.read("session", id, SessionStored);
+        if (!cur || cur.record.claimedBy !== claimer) return { done: undefined };
+        const next = { ...cur.record, state: to, data, claimedBy: null, claimedAt: null, applying: parts };
+        return (await this.replace("session", id, next, cur.resourceVersion, this.sessionLabels(next))) ? { done: true } : "retry";
+      });
+      if (!rv) return false;
+      await this.applyParts(parts);
+      await this.sessionApplied(id);
+    }
+    if (step.delivered) {
+      const { codeHash, claimer } = step.delivered;
+      const done = await this.finishCode(codeHash, (c) => c.claimedBy === claimer, parts, now);
+      if (!done && !step.session) return false;
+    }
+    if (!step.session && !step.delivered) await this.applyParts(parts);
+    return true;
+  }
+
+  /** An install code leaves: blanked and marked finished with its parts, the parts applied, then deleted. */
+  private async finishCode(codeHash: string, may: (c: InstallCodeRecord) => boolean, parts: Parts, now: number): Promise<boolean> {
+    const marked = await this.casLoop(`finishing an install code`, async () => {
+      const cur = await this.read("install-code", codeHash, CodeStored);
+      if (!cur || cur.record.finishedAt !== undefined || !may(cur.record)) return { done: false };
+      const next = { ...cur.record, config: "", finishedAt: now, applying: parts };
+      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, this.codeLabels(next))) ? { done: true } : "retry";
+    });
+    if (!marked) return false;
+    await this.applyParts(parts);
+    await this.remove("install-code", codeHash);
+    return true;
+  }
+
+  private async applyParts(p: Parts): Promise<void> {
+    for (const c of p.issued ?? []) {
+      await this.casLoop(`issued ${c.serial}`, async () => {
+        const labels = { [NODE_LABEL]: nodeLabel(c.node.deviceId) };
+        const cur = await this.read("issued", c.serial, Issued);
+        if (!cur) return (await this.create("issued", c.serial, c, labels)) ? { done: undefined } : "retry";
+        return (await this.replace("issued", c.serial, c, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
+      });
+    }
+    if (p.installCode) await this.putInstallCode(p.installCode);
+    if (p.bootstrapToken) await this.setBootstrapToken(p.bootstrapToken.node, p.bootstrapToken.tokenId, p.bootstrapToken.expiresAt);
+    for (const o of p.outbox ?? []) await this.create("outbox", o.key, o, this.outboxLabels(o));
+    for (const key of p.cancel ?? []) await this.remove("outbox", key);
+  }
+
+  private sessionApplied(id: string): Promise<void> {
+    return this.casLoop(`session ${id} applied`, async () => {
+      const cur = await this.read("session", id, SessionStored);
+      if (!cur?.record.applying) return { done: undefined };
+      const { applying: _a, ...next } = cur.record;
+      return (await this.replace("session", id, next, cur.resourceVersion)) ? { done: undefined } : "retry";
+    });
+  }
+
+  async recover(): Promise<void> {
+    for (const s of await this.list("session", SessionStored, { [APPLYING_LABEL]: "true" })) {
+      if (!s.record.applying) continue;
+      await this.applyParts(s.record.applying);
+      await this.sessionApplied(s.record.id);
+    }
+    for (const c of await this.list("install-code", CodeStored, { [APPLYING_LABEL]: "true" })) {
+      if (c.record.applying) await this.applyParts(c.record.applying);
+      await this.removeByName(c.name);
+    }
   }
 
   // ---- AK Names -----------------------------------------------------------------------------------------
@@ -293,63 +472,73 @@ export class KubeAttestationStore implements AttestationStore {
 
   // ---- install codes ------------------------------------------------------------------------------------
 
+  private codeLabels(r: { node: NodeRef; applying?: Parts | undefined }): Record<string, string> {
+    return { [NODE_LABEL]: nodeLabel(r.node.deviceId), ...(r.applying ? { [APPLYING_LABEL]: "true" } : {}) };
+  }
+
   async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
     const labels = { [NODE_LABEL]: nodeLabel(r.node.deviceId) };
     const name = objectName("install-code", r.codeHash);
     const record: InstallCodeRecord = { ...r, claimedBy: null, claimedAt: null };
     if (!(await this.create("install-code", r.codeHash, record, labels))) {
-      // the same code again (SQLite's delete-then-insert): replace it
+      // the same code again (SQLite's delete-then-insert, or a commit applied twice): replace it
       await this.casLoop(`install code for ${r.node.name}`, async () => {
-        const cur = await this.read("install-code", r.codeHash, Code);
+        const cur = await this.read("install-code", r.codeHash, CodeStored);
         if (!cur) return (await this.create("install-code", r.codeHash, record, labels)) ? { done: undefined } : "retry";
         if (cur.record.node.deviceId !== r.node.deviceId) throw new KubeStoreError("exists", `install code exists for another node`);
+        if (cur.record.finishedAt !== undefined) return { done: undefined }; // delivered meanwhile: never brought back
         return (await this.replace("install-code", r.codeHash, record, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
       });
     }
     // One live code per node: a new provision replaces the previous code.
-    for (const other of await this.list("install-code", Code, labels)) {
-      if (other.name !== name && other.record.node.deviceId === r.node.deviceId) await this.removeByName(other.name);
+    for (const other of await this.list("install-code", CodeStored, labels)) {
+      if (other.name !== name && other.record.node.deviceId === r.node.deviceId && other.record.finishedAt === undefined) await this.removeByName(other.name);
     }
   }
   claimInstallCode(codeHash: string, claimer: string, now: number, staleMs: number): Promise<InstallCodeRecord | undefined> {
     return this.casLoop(`install code claim`, async () => {
-      const cur = await this.read("install-code", codeHash, Code);
+      const cur = await this.read("install-code", codeHash, CodeStored);
       if (!cur) return { done: undefined };
       const c = cur.record;
-      if (!(c.expiresAt > now) || (c.claimedBy !== null && !(c.claimedAt !== null && c.claimedAt <= now - staleMs))) return { done: undefined };
-      const next: InstallCodeRecord = { ...c, claimedBy: claimer, claimedAt: now };
+      if (c.finishedAt !== undefined || !(c.expiresAt > now) || (c.claimedBy !== null && !(c.claimedAt !== null && c.claimedAt <= now - staleMs))) return { done: undefined };
+      const next = { ...c, claimedBy: claimer, claimedAt: now };
       // a lost CAS is a lost race: another claimer (or a release) changed it; never retry into a claim here
-      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(c.node.deviceId) })) ? { done: next } : { done: undefined };
+      if (!(await this.replace("install-code", codeHash, next, cur.resourceVersion, this.codeLabels(next)))) return { done: undefined };
+      const { applying: _a, finishedAt: _f, ...record } = next;
+      return { done: record };
     });
   }
   releaseInstallCode(codeHash: string, claimer: string): Promise<void> {
     return this.casLoop(`install code release`, async () => {
-      const cur = await this.read("install-code", codeHash, Code);
-      if (!cur || cur.record.claimedBy !== claimer) return { done: undefined };
+      const cur = await this.read("install-code", codeHash, CodeStored);
+      if (!cur || cur.record.claimedBy !== claimer || cur.record.finishedAt !== undefined) return { done: undefined };
       const next = { ...cur.record, claimedBy: null, claimedAt: null };
-      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, { [NODE_LABEL]: nodeLabel(cur.record.node.deviceId) })) ? { done: undefined } : "retry";
+      return (await this.replace("install-code", codeHash, next, cur.resourceVersion, this.codeLabels(next))) ? { done: undefined } : "retry";
     });
   }
   finishInstallCode(codeHash: string, claimer: string): Promise<boolean> {
-    return this.casLoop(`install code finish`, async () => {
-      const cur = await this.read("install-code", codeHash, Code);
-      if (!cur || cur.record.claimedBy !== claimer) return { done: false };
-      return (await this.remove("install-code", codeHash, cur.resourceVersion)) ? { done: true } : "retry";
-    });
+    return this.finishCode(codeHash, (c) => c.claimedBy === claimer, {}, Date.now());
   }
   async hasInstallCodeFor(deviceId: number, now: number): Promise<boolean> {
-    return (await this.list("install-code", Code, { [NODE_LABEL]: nodeLabel(deviceId) })).some((c) => c.record.node.deviceId === deviceId && c.record.expiresAt > now);
+    return (await this.list("install-code", CodeStored, { [NODE_LABEL]: nodeLabel(deviceId) })).some(
+      (c) => c.record.node.deviceId === deviceId && c.record.expiresAt > now && c.record.finishedAt === undefined,
+    );
   }
   /** Deleting the Secret removes the config (etcd compacts old revisions; encryption at rest is the cluster's). */
   async voidInstallCodes(deviceId: number): Promise<number> {
     let n = 0;
-    for (const c of await this.list("install-code", Code, { [NODE_LABEL]: nodeLabel(deviceId) })) if (c.record.node.deviceId === deviceId && (await this.removeByName(c.name))) n++;
+    for (const c of await this.list("install-code", CodeStored, { [NODE_LABEL]: nodeLabel(deviceId) })) {
+      if (c.record.node.deviceId === deviceId && c.record.finishedAt === undefined && (await this.removeByName(c.name))) n++;
+    }
     return n;
   }
-  async takeExpiredInstallCodes(now: number): Promise<InstallCodeRecord[]> {
+  async takeExpiredInstallCodes(now: number, effects?: (r: InstallCodeRecord) => OutboxItem[]): Promise<InstallCodeRecord[]> {
     const out: InstallCodeRecord[] = [];
-    for (const c of await this.list("install-code", Code)) {
-      if (c.record.expiresAt <= now && (await this.removeByName(c.name, c.resourceVersion))) out.push({ ...c.record, config: "" });
+    for (const c of await this.list("install-code", CodeStored)) {
+      if (c.record.expiresAt > now || c.record.finishedAt !== undefined) continue;
+      const { applying: _a, finishedAt: _f, ...record } = c.record;
+      const parts: Parts = { outbox: (effects?.(record) ?? []).map((i, n) => this.outboxRecord(i, now, n)) };
+      if (await this.finishCode(record.codeHash, (x) => x.expiresAt <= now, parts, now)) out.push({ ...record, config: "" });
     }
     return out;
   }
@@ -439,6 +628,57 @@ export class KubeAttestationStore implements AttestationStore {
       if (cur.record.expiresAt > now) return { done: false };
       return (await this.remove("once", token, cur.resourceVersion)) ? "retry" : "retry";
     });
+  }
+
+  // ---- the outbox -----------------------------------------------------------------------------------------
+
+  private outboxRecord(i: OutboxItem, now: number, index: number): OutboxRecord {
+    // queue order: the commit's time, then its position in the commit (at most 1000 items a commit)
+    return { ...i, seq: now * 1000 + Math.min(index, 999), createdAt: now, attempts: 0, lastError: null, claimedBy: null, claimedAt: null };
+  }
+  private outboxLabels(o: { deviceId: number | null }): Record<string, string> {
+    return o.deviceId !== null ? { [NODE_LABEL]: nodeLabel(o.deviceId) } : {};
+  }
+  async enqueue(items: OutboxItem[], now: number): Promise<void> {
+    for (const [n, i] of items.entries()) {
+      const o = this.outboxRecord(i, now, n);
+      await this.create("outbox", o.key, o, this.outboxLabels(o));
+    }
+  }
+  async claimOutbox(now: number, claimer: string, staleMs: number, limit: number, deviceId?: number, due = now): Promise<OutboxEntry[]> {
+    const all = (await this.list("outbox", OutboxRecord, deviceId === undefined ? {} : { [NODE_LABEL]: nodeLabel(deviceId) })).sort((a, b) => a.record.seq - b.record.seq || a.record.key.localeCompare(b.record.key));
+    const heads = new Set<number>();
+    const out: OutboxEntry[] = [];
+    for (const o of all) {
+      const r = o.record;
+      if (r.deviceId !== null) {
+        if (heads.has(r.deviceId)) continue; // not this device's oldest
+        heads.add(r.deviceId);
+      }
+      if (out.length >= limit || r.notBefore > due || (r.claimedBy !== null && !(r.claimedAt !== null && r.claimedAt <= now - staleMs))) continue;
+      // an item whose previous claim went stale may have been delivered by its dead claimer: count that attempt
+      const next = { ...r, claimedBy: claimer, claimedAt: now, attempts: r.attempts + (r.claimedBy !== null ? 1 : 0) };
+      if (await this.replace("outbox", r.key, next, o.resourceVersion, this.outboxLabels(r))) out.push(toEntry(next));
+    }
+    return out;
+  }
+  completeOutbox(key: string, claimer: string): Promise<void> {
+    return this.casLoop(`outbox ${key}`, async () => {
+      const cur = await this.read("outbox", key, OutboxRecord);
+      if (!cur || cur.record.claimedBy !== claimer) return { done: undefined };
+      return (await this.remove("outbox", key, cur.resourceVersion)) ? { done: undefined } : "retry";
+    });
+  }
+  deferOutbox(key: string, claimer: string, notBefore: number, error: string): Promise<void> {
+    return this.casLoop(`outbox ${key}`, async () => {
+      const cur = await this.read("outbox", key, OutboxRecord);
+      if (!cur || cur.record.claimedBy !== claimer) return { done: undefined };
+      const next = { ...cur.record, attempts: cur.record.attempts + 1, lastError: error.slice(0, 2000), notBefore, claimedBy: null, claimedAt: null };
+      return (await this.replace("outbox", key, next, cur.resourceVersion, this.outboxLabels(next))) ? { done: undefined } : "retry";
+    });
+  }
+  async listOutbox(deviceId?: number): Promise<OutboxEntry[]> {
+    return (await this.list("outbox", OutboxRecord, deviceId === undefined ? {} : { [NODE_LABEL]: nodeLabel(deviceId) })).map((o) => toEntry(o.record)).sort((a, b) => a.seq - b.seq || a.key.localeCompare(b.key));
   }
 
   async close(): Promise<void> {

@@ -9,19 +9,22 @@
  */
 import Database from "better-sqlite3";
 import { privateDirOf } from "./privateFiles.js";
-import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, PendingEk, SessionRecord, SessionState } from "./store.js";
+import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
 
 /**
  * The schema this code writes (PRAGMA user_version). Version 1 keyed nodes by name; it is refused, not migrated.
- * Version 3 added `issued.voided_at`/`voided_why` (a version 2 file is migrated in place).
+ * Version 3 added `issued.voided_at`/`voided_why`; version 4 session claims and the outbox (older files are
+ * migrated in place).
  */
-const SCHEMA_VERSION = 3;
+const SCHEMA_VERSION = 4;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
   id TEXT PRIMARY KEY, device_id INTEGER NOT NULL, node TEXT NOT NULL, mode TEXT NOT NULL, nonce TEXT NOT NULL,
   claims_hash TEXT NOT NULL, ak_name TEXT NOT NULL, ak_public TEXT NOT NULL, secret_hashes TEXT NOT NULL,
-  ek_bindings TEXT NOT NULL, data TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+  ek_bindings TEXT NOT NULL, data TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  claimed_by TEXT, claimed_at INTEGER);
+CREATE INDEX IF NOT EXISTS sessions_ak_name ON sessions (ak_name);
 CREATE TABLE IF NOT EXISTS ak_names (ak_name TEXT PRIMARY KEY, device_id INTEGER NOT NULL, seen_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS pending_eks (binding TEXT PRIMARY KEY, serial TEXT NOT NULL, macs TEXT NOT NULL,
   source_address TEXT NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, count INTEGER NOT NULL);
@@ -36,7 +39,17 @@ CREATE TABLE IF NOT EXISTS generations (device_id INTEGER PRIMARY KEY, last INTE
 CREATE TABLE IF NOT EXISTS bootstrap_tokens (device_id INTEGER PRIMARY KEY, node TEXT NOT NULL, token_id TEXT NOT NULL UNIQUE, expires_at INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS limits (key TEXT PRIMARY KEY, window_start INTEGER NOT NULL, count INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS once_tokens (token TEXT PRIMARY KEY, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, device_id INTEGER,
+  effect TEXT NOT NULL, not_before INTEGER NOT NULL, created_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT, claimed_by TEXT, claimed_at INTEGER);
+CREATE INDEX IF NOT EXISTS outbox_device ON outbox (device_id, seq);
 `;
+
+/** In-place migrations from older schema versions (each leaves the file at the next version). */
+const MIGRATIONS: Record<number, string> = {
+  2: `ALTER TABLE issued ADD COLUMN voided_at INTEGER; ALTER TABLE issued ADD COLUMN voided_why TEXT;`,
+  3: `ALTER TABLE sessions ADD COLUMN claimed_by TEXT; ALTER TABLE sessions ADD COLUMN claimed_at INTEGER;`,
+};
 
 export class StateFileError extends Error {
   override readonly name = "StateFileError";
@@ -58,6 +71,8 @@ interface SessionRow {
   state: string;
   created_at: number;
   expires_at: number;
+  claimed_by: string | null;
+  claimed_at: number | null;
 }
 interface CodeRow {
   code_hash: string;
@@ -100,6 +115,29 @@ const toSession = (r: SessionRow): SessionRecord => ({
   state: r.state as SessionState,
   createdAt: r.created_at,
   expiresAt: r.expires_at,
+  claimedBy: r.claimed_by,
+  claimedAt: r.claimed_at,
+});
+interface OutboxRow {
+  claimed_by: string | null;
+  seq: number;
+  key: string;
+  device_id: number | null;
+  effect: string;
+  not_before: number;
+  created_at: number;
+  attempts: number;
+  last_error: string | null;
+}
+const toOutbox = (r: OutboxRow): OutboxEntry => ({
+  seq: r.seq,
+  key: r.key,
+  deviceId: r.device_id,
+  effect: JSON.parse(r.effect) as Record<string, unknown>,
+  notBefore: r.not_before,
+  createdAt: r.created_at,
+  attempts: r.attempts,
+  lastError: r.last_error,
 });
 const toCode = (r: CodeRow): InstallCodeRecord => ({
   codeHash: r.code_hash,
@@ -145,9 +183,11 @@ export class SqliteAttestationStore implements AttestationStore {
     this.db.pragma("secure_delete = ON");
     const version = this.db.pragma("user_version", { simple: true }) as number;
     const hasTables = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
-    if (hasTables && version === 2) {
-      this.db.exec(`ALTER TABLE issued ADD COLUMN voided_at INTEGER; ALTER TABLE issued ADD COLUMN voided_why TEXT;`);
-      this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    if (hasTables && MIGRATIONS[version] !== undefined) {
+      this.db.transaction(() => {
+        for (let v = version; v < SCHEMA_VERSION; v++) this.db.exec(MIGRATIONS[v] ?? "");
+        this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      })();
     } else if (hasTables && version !== SCHEMA_VERSION) {
       this.db.close();
       throw new StateFileError(
@@ -171,6 +211,10 @@ export class SqliteAttestationStore implements AttestationStore {
     const r = this.db.prepare(`SELECT * FROM sessions WHERE id = ?`).get(id) as SessionRow | undefined;
     return r ? toSession(r) : undefined;
   }
+  async sessionByAkName(akName: string): Promise<SessionRecord | undefined> {
+    const r = this.db.prepare(`SELECT * FROM sessions WHERE ak_name = ? ORDER BY created_at LIMIT 1`).get(akName) as SessionRow | undefined;
+    return r ? toSession(r) : undefined;
+  }
   async transitionSession(id: string, from: SessionState, to: SessionState, data: Record<string, unknown>, now: number): Promise<boolean> {
     const res = this.db
       .prepare(`UPDATE sessions SET state = ?, data = ? WHERE id = ? AND state = ? AND expires_at > ?`)
@@ -179,6 +223,70 @@ export class SqliteAttestationStore implements AttestationStore {
   }
   async deleteSession(id: string): Promise<void> {
     this.db.prepare(`DELETE FROM sessions WHERE id = ?`).run(id);
+  }
+  async claimSession(id: string, from: SessionState, claimer: string, now: number, staleMs: number): Promise<SessionClaim> {
+    const res = this.db
+      .prepare(
+        `UPDATE sessions SET claimed_by = ?, claimed_at = ?
+         WHERE id = ? AND state = ? AND expires_at > ? AND (claimed_by IS NULL OR claimed_at <= ?)`,
+      )
+      .run(claimer, now, id, from, now, now - staleMs);
+    const row = this.db.prepare(`SELECT * FROM sessions WHERE id = ?`).get(id) as SessionRow | undefined;
+    if (!row) return { ok: false, why: "unknown" };
+    const session = toSession(row);
+    if (res.changes === 1) return { ok: true, session };
+    if (!(row.expires_at > now)) return { ok: false, why: "expired", session };
+    return { ok: false, why: row.state !== from ? "state" : "busy", session };
+  }
+  async releaseSession(id: string, claimer: string): Promise<void> {
+    this.db.prepare(`UPDATE sessions SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND claimed_by = ?`).run(id, claimer);
+  }
+  async releaseAllClaims(): Promise<number> {
+    const n = this.db.prepare(`UPDATE sessions SET claimed_by = NULL, claimed_at = NULL WHERE claimed_by IS NOT NULL`).run().changes;
+    // an outbox item a dead process held may have been delivered: its next delivery checks (attempts > 0)
+    return n + this.db.prepare(`UPDATE outbox SET claimed_by = NULL, claimed_at = NULL, attempts = attempts + 1 WHERE claimed_by IS NOT NULL`).run().changes;
+  }
+  async commit(step: StepRecord, now: number): Promise<boolean> {
+    let scrubbed = false;
+    const tx = this.db.transaction((): boolean => {
+      if (step.session) {
+        const { id, claimer, to, data } = step.session;
+        const moved = this.db
+          .prepare(`UPDATE sessions SET state = ?, data = ?, claimed_by = NULL, claimed_at = NULL WHERE id = ? AND claimed_by = ?`)
+          .run(to, JSON.stringify(data), id, claimer).changes;
+        if (moved !== 1) return false;
+      }
+      if (step.delivered) {
+        const { codeHash, claimer } = step.delivered;
+        this.db.prepare(`UPDATE install_codes SET config = '' WHERE code_hash = ? AND claimed_by = ?`).run(codeHash, claimer);
+        if (this.db.prepare(`DELETE FROM install_codes WHERE code_hash = ? AND claimed_by = ?`).run(codeHash, claimer).changes !== 1) {
+          throw new LostClaim();
+        }
+        scrubbed = true;
+      }
+      for (const c of step.issued ?? []) this.upsertIssued(c);
+      if (step.installCode) {
+        const r = step.installCode;
+        this.db.prepare(`UPDATE install_codes SET config = '' WHERE device_id = ?`).run(r.node.deviceId);
+        scrubbed ||= this.db.prepare(`DELETE FROM install_codes WHERE device_id = ?`).run(r.node.deviceId).changes > 0;
+        this.db
+          .prepare(`INSERT INTO install_codes (code_hash,device_id,node,uuid,source_address,config,expires_at) VALUES (?,?,?,?,?,?,?)`)
+          .run(r.codeHash, r.node.deviceId, r.node.name, r.uuid, r.sourceAddress, r.config, r.expiresAt);
+      }
+      if (step.bootstrapToken) this.putToken(step.bootstrapToken.node, step.bootstrapToken.tokenId, step.bootstrapToken.expiresAt);
+      this.insertOutbox(step.outbox ?? [], now);
+      for (const key of step.cancel ?? []) this.db.prepare(`DELETE FROM outbox WHERE key = ?`).run(key);
+      return true;
+    });
+    let ok: boolean;
+    try {
+      ok = tx.immediate();
+    } catch (e) {
+      if (e instanceof LostClaim) return false;
+      throw e;
+    }
+    if (ok && scrubbed) this.db.pragma("wal_checkpoint(TRUNCATE)");
+    return ok;
   }
   async expireSessions(now: number): Promise<number> {
     const n = this.db.prepare(`DELETE FROM sessions WHERE expires_at <= ?`).run(now).changes;
@@ -270,16 +378,35 @@ export class SqliteAttestationStore implements AttestationStore {
   async voidInstallCodes(deviceId: number): Promise<number> {
     return this.scrub(`device_id = ?`, deviceId);
   }
-  async takeExpiredInstallCodes(now: number): Promise<InstallCodeRecord[]> {
-    const rows = (this.db.prepare(`SELECT * FROM install_codes WHERE expires_at <= ?`).all(now) as CodeRow[]).map(toCode);
-    if (rows.length > 0) this.scrub(`expires_at <= ?`, now);
+  async takeExpiredInstallCodes(now: number, effects?: (r: InstallCodeRecord) => OutboxItem[]): Promise<InstallCodeRecord[]> {
+    const tx = this.db.transaction(() => {
+      const rows = (this.db.prepare(`SELECT * FROM install_codes WHERE expires_at <= ?`).all(now) as CodeRow[]).map(toCode);
+      if (rows.length === 0) return rows;
+      this.db.prepare(`UPDATE install_codes SET config = '' WHERE expires_at <= ?`).run(now);
+      this.db.prepare(`DELETE FROM install_codes WHERE expires_at <= ?`).run(now);
+      for (const r of rows) this.insertOutbox(effects?.(r) ?? [], now);
+      return rows;
+    });
+    const rows = tx.immediate();
+    if (rows.length > 0) this.db.pragma("wal_checkpoint(TRUNCATE)");
     return rows.map((r) => ({ ...r, config: "" }));
   }
 
   async recordIssued(c: IssuedRecord): Promise<void> {
     this.db
-      .prepare(`INSERT INTO issued (serial,device_id,node,kind,generation,not_after,issued_at,der,key_public) VALUES (?,?,?,?,?,?,?,?,?)`)
-      .run(c.serial, c.node.deviceId, c.node.name, c.kind, c.generation, c.notAfter, c.issuedAt, c.der, c.keyPublic);
+      .prepare(`INSERT INTO issued (serial,device_id,node,kind,generation,not_after,issued_at,der,key_public,voided_at,voided_why) VALUES (?,?,?,?,?,?,?,?,?,?,?)`)
+      .run(c.serial, c.node.deviceId, c.node.name, c.kind, c.generation, c.notAfter, c.issuedAt, c.der, c.keyPublic, c.voided?.at ?? null, c.voided?.why ?? null);
+  }
+  /** A reservation (recordIssued with `voided`) becomes the issued certificate; a serial not reserved is inserted. */
+  private upsertIssued(c: IssuedRecord): void {
+    this.db
+      .prepare(
+        `INSERT INTO issued (serial,device_id,node,kind,generation,not_after,issued_at,der,key_public,voided_at,voided_why) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+         ON CONFLICT(serial) DO UPDATE SET device_id=excluded.device_id, node=excluded.node, kind=excluded.kind, generation=excluded.generation,
+           not_after=excluded.not_after, issued_at=excluded.issued_at, der=excluded.der, key_public=excluded.key_public,
+           voided_at=excluded.voided_at, voided_why=excluded.voided_why`,
+      )
+      .run(c.serial, c.node.deviceId, c.node.name, c.kind, c.generation, c.notAfter, c.issuedAt, c.der, c.keyPublic, c.voided?.at ?? null, c.voided?.why ?? null);
   }
   async nextGeneration(deviceId: number): Promise<number> {
     const row = this.db
@@ -298,6 +425,9 @@ export class SqliteAttestationStore implements AttestationStore {
   }
 
   async setBootstrapToken(node: NodeRef, tokenId: string, expiresAt: number): Promise<void> {
+    this.putToken(node, tokenId, expiresAt);
+  }
+  private putToken(node: NodeRef, tokenId: string, expiresAt: number): void {
     this.db
       .prepare(
         `INSERT INTO bootstrap_tokens (device_id,node,token_id,expires_at) VALUES (?,?,?,?)
@@ -338,7 +468,53 @@ export class SqliteAttestationStore implements AttestationStore {
     return this.db.prepare(`INSERT OR IGNORE INTO once_tokens (token,expires_at) VALUES (?,?)`).run(token, expiresAt).changes === 1;
   }
 
+  private insertOutbox(items: OutboxItem[], now: number): void {
+    const put = this.db.prepare(`INSERT INTO outbox (key,device_id,effect,not_before,created_at) VALUES (?,?,?,?,?) ON CONFLICT(key) DO NOTHING`);
+    for (const i of items) put.run(i.key, i.deviceId, JSON.stringify(i.effect), i.notBefore, now);
+  }
+  async enqueue(items: OutboxItem[], now: number): Promise<void> {
+    this.db.transaction(() => this.insertOutbox(items, now))();
+  }
+  async claimOutbox(now: number, claimer: string, staleMs: number, limit: number, deviceId?: number, due = now): Promise<OutboxEntry[]> {
+    const tx = this.db.transaction((): OutboxEntry[] => {
+      const rows = this.db
+        .prepare(
+          `SELECT * FROM outbox o WHERE not_before <= ? AND (claimed_by IS NULL OR claimed_at <= ?)
+             AND (device_id IS NULL OR NOT EXISTS (SELECT 1 FROM outbox p WHERE p.device_id = o.device_id AND p.seq < o.seq))
+             ${deviceId === undefined ? "" : "AND device_id = ?"}
+           ORDER BY seq LIMIT ?`,
+        )
+        .all(...(deviceId === undefined ? [due, now - staleMs, limit] : [due, now - staleMs, deviceId, limit])) as OutboxRow[];
+      // an item whose previous claim went stale may have been delivered by its dead claimer: count that attempt
+      const mark = this.db.prepare(`UPDATE outbox SET claimed_by = ?, claimed_at = ?, attempts = attempts + ? WHERE seq = ?`);
+      return rows.map((r) => {
+        const taken = r.claimed_by !== null ? 1 : 0;
+        mark.run(claimer, now, taken, r.seq);
+        return toOutbox({ ...r, attempts: r.attempts + taken });
+      });
+    });
+    return tx.immediate();
+  }
+  async completeOutbox(key: string, claimer: string): Promise<void> {
+    this.db.prepare(`DELETE FROM outbox WHERE key = ? AND claimed_by = ?`).run(key, claimer);
+  }
+  async deferOutbox(key: string, claimer: string, notBefore: number, error: string): Promise<void> {
+    this.db
+      .prepare(`UPDATE outbox SET attempts = attempts + 1, last_error = ?, not_before = ?, claimed_by = NULL, claimed_at = NULL WHERE key = ? AND claimed_by = ?`)
+      .run(error.slice(0, 2000), notBefore, key, claimer);
+  }
+  async listOutbox(deviceId?: number): Promise<OutboxEntry[]> {
+    const rows = deviceId === undefined ? this.db.prepare(`SELECT * FROM outbox ORDER BY seq`).all() : this.db.prepare(`SELECT * FROM outbox WHERE device_id = ? ORDER BY seq`).all(deviceId);
+    return (rows as OutboxRow[]).map(toOutbox);
+  }
+  async recover(): Promise<void> {
+    // one transaction per commit: nothing is ever left half-applied
+  }
+
   async close(): Promise<void> {
     this.db.close();
   }
 }
+
+/** A claim named by a commit was lost: the transaction rolls back. */
+class LostClaim extends Error {}

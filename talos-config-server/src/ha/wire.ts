@@ -16,11 +16,14 @@ export type IssueRequest = Parameters<Issuer["issue"]>[0];
 export type IssueResult = Awaited<ReturnType<Issuer["issue"]>>;
 
 const PublicHex = z.string().regex(/^([0-9a-f]{2}){1,1024}$/, "TPMT_PUBLIC, lowercase hex, at most 1024 bytes");
+/** A certificate serial the follower reserved (the DER INTEGER's bytes, hex; the leader checks it is positive and minimal). */
+const SerialHex = z.string().regex(/^([0-9a-f]{2}){1,20}$/, "a serial number, lowercase hex, at most 20 bytes");
 export const IssueRequestBody = z.strictObject({
   node: z.string().min(1).max(253),
   generation: z.number().int().min(1).max(1_000_000),
   ldevid: PublicHex,
   lak: PublicHex,
+  serials: z.strictObject({ ldevid: SerialHex, lak: SerialHex }).optional(),
 });
 
 const B64 = z.string().regex(/^[A-Za-z0-9+/]+={0,2}$/).max(16_384);
@@ -37,12 +40,12 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 const unhex = (s: string) => new Uint8Array(Buffer.from(s, "hex"));
 
 export function toWire(req: IssueRequest): z.infer<typeof IssueRequestBody> {
-  return { node: req.node, generation: req.generation, ldevid: hex(encode(TPMT_PUBLIC, req.ldevid)), lak: hex(encode(TPMT_PUBLIC, req.lak)) };
+  return { node: req.node, generation: req.generation, ldevid: hex(encode(TPMT_PUBLIC, req.ldevid)), lak: hex(encode(TPMT_PUBLIC, req.lak)), ...(req.serials ? { serials: req.serials } : {}) };
 }
 
 /** Throws ParseError (from the codec) on a public area that does not decode exactly. */
 export function fromWire(w: z.infer<typeof IssueRequestBody>): IssueRequest {
-  return { node: w.node, generation: w.generation, ldevid: decodeExact(TPMT_PUBLIC, unhex(w.ldevid)), lak: decodeExact(TPMT_PUBLIC, unhex(w.lak)) };
+  return { node: w.node, generation: w.generation, ldevid: decodeExact(TPMT_PUBLIC, unhex(w.ldevid)), lak: decodeExact(TPMT_PUBLIC, unhex(w.lak)), ...(w.serials ? { serials: w.serials } : {}) };
 }
 
 const issuedToWire = (i: Issued) => ({ der: Buffer.from(i.der).toString("base64"), serialHex: i.serialHex, notAfter: i.notAfter.toISOString() });

@@ -1,15 +1,14 @@
 /**
  * NetBox outages in the middle of an admission (issue: reliability), against the attestation world's real
  * NetBox: its web server is stopped right before one protocol step reaches the server and started again once
- * the server has answered that step. The server must answer 503 `unavailable` (reason `netbox-unavailable`,
- * `Retry-After`), spend nothing, and the machine's retry of the **same request** (fleetd's client with
- * `retryUnavailable`) must complete: one verdict, one install code, each journal entry once, never a 500.
- * A refusal while NetBox is down is still the refusal (4xx), not a 500.
+ * the server has answered that step. Where the step must read NetBox (the gates), the server answers 503
+ * `unavailable` (reason `netbox-unavailable`, `Retry-After`), spends nothing, and the machine's retry of the
+ * **same request** (fleetd's client with `retryUnavailable`) completes: one verdict, one install code, each
+ * journal entry once, never a 500. A refusal while NetBox is down is still the refusal (4xx).
  *
- * Right after the signature and right after the install code is stored (hooks inside the server's steps): what
- * the step had made is void (certificates, listed) or undone (code, token), and the retry releases one of each.
- *
- * Not here yet (the outbox): an outage after the config is delivered.
+ * After the gates (right after the signature, right after the bootstrap token is made), and after the config is
+ * delivered, NetBox is no longer needed: the step's outcome is committed with what NetBox must hear (the
+ * outbox), the machine gets its answer, and NetBox gets the writes — once each — when it is back.
  */
 import { strict as assert } from "node:assert";
 import { X509Certificate } from "node:crypto";
@@ -22,6 +21,7 @@ import { readDevice } from "@fleetd/shared/netbox/device";
 import { netboxReachable } from "@fleetd/shared/netbox/client";
 import { attest, type AttestResult, type AttestStep, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
 import type { Claims } from "@fleetd/shared/protocol/messages";
+import { pollValue } from "../harness/ports.js";
 import { challenge, evidence, withMachine } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
 
@@ -152,7 +152,9 @@ test("NetBox down when the confirm arrives: the session is not spent, the retry 
   assert.equal(res.status, 200);
 });
 
-test("a refusal while NetBox is down is still the refusal (403), never a 500; readiness says NetBox is down meanwhile", async () => {
+test("a refusal while NetBox is down is still the refusal (403), never a 500; its journal entry arrives, once, when NetBox is back", async () => {
+  const id = await w.deviceId(NODE);
+  const before = count(await journal(), /evidence refused/);
   await withMachine(w.machines[NODE]!, w.transport, async (m) => {
     const s = await challenge(m, w.claims({ mode: "attest" }));
     const ev = await evidence(m, s);
@@ -165,44 +167,99 @@ test("a refusal while NetBox is down is still the refusal (403), never a 500; re
       const r = await w.rawTransport.post("/v1/attest/evidence", body);
       assert.equal(r.status, 403, JSON.stringify(r.body));
       assert.equal((r.body as { error: string }).error, "refused");
+      assert.ok((await w.store.listOutbox(id)).length >= 1, "the refusal's journal entry waits in the outbox");
     } finally {
       await w.fleet.nb.startWeb();
     }
     assert.deepEqual(await netboxReachable(w.admin, 2_000), { ok: true });
   });
+  assert.equal(await w.outbox.flush(id), true, "delivered once NetBox is back");
+  assert.equal(count(await journal(), /evidence refused/), before + 1, "journalled once");
 });
 
-test("NetBox down right after the certificates are signed: that pair is void and listed, the retry gets a new one; NetBox and the machine hold the same", async () => {
+test("NetBox down right after the certificates are signed: the step completes (200) and the machine holds the valid pair; NetBox gets the verdict once when it is back", async () => {
   const id = await w.deviceId(NODE);
   const before = count(await journal(), /provision: TPM evidence passed/);
-  w.hooks.afterIssue = stopNetBox; // inside the evidence step: signed, nothing recorded yet
+  w.hooks.afterIssue = stopNetBox; // inside the evidence step: gates passed, signed, nothing recorded yet
   const { result, answers } = await run("provision", undefined);
-  assertOutageAnswered(answers, "evidence");
+  assert.ok(answers.every((a) => a.status !== 500), JSON.stringify(answers));
+  assert.deepEqual(answers.find((a) => a.step === "evidence")?.status, 200, "no retry was needed: NetBox is not read after the gates");
   const issued = await w.store.listIssued(id);
-  const voided = issued.filter((r) => r.voided);
-  assert.equal(voided.length, 2, "the LDevID and LAK of the step that did not complete");
-  for (const r of voided) assert.match(r.voided?.why ?? "", /provision evidence did not complete \(netbox-unavailable\); never delivered/);
+  assert.deepEqual(issued.filter((r) => r.voided && r.issuedAt >= Date.now() - 600_000 && r.voided.why.startsWith("reserved")), [], "the reservations became the issued pair");
   const valid = issued.filter((r) => !r.voided && r.kind === "ldevid").sort((a, b) => b.generation - a.generation)[0];
-  assert.ok(valid && voided.every((v) => v.generation < valid.generation), "the delivered pair is newer than the void one");
   const delivered = new X509Certificate(Buffer.from(result.issued?.ldevid.certificate ?? new Uint8Array()));
-  assert.equal(delivered.serialNumber.toLowerCase().replace(/^0+/, ""), valid.serial.replace(/^0+/, ""), "the machine holds the valid pair");
+  assert.equal(delivered.serialNumber.toLowerCase().replace(/^0+/, ""), valid?.serial.replace(/^0+/, ""), "the machine holds the valid pair");
+  assert.equal(await w.outbox.flush(id), true);
   const { device: d } = await readDevice(w.admin, id);
-  assert.equal(String(d.cf["ldevid_serial"]).replace(/^0+/, ""), valid.serial.replace(/^0+/, ""), "NetBox names the delivered LDevID");
+  assert.equal(String(d.cf["ldevid_serial"]).replace(/^0+/, ""), valid?.serial.replace(/^0+/, ""), "NetBox names the delivered LDevID");
   assert.equal(count(await journal(), /provision: TPM evidence passed/), before + 1, "journalled once");
 });
 
-test("NetBox down right after the confirm stored its install code: code and token are undone, the retry releases one of each", async () => {
+test("NetBox down right after the bootstrap token is made: the confirm completes with one code and one token; staged and journalled once when NetBox is back", async () => {
   const id = await w.deviceId(NODE);
   const before = count(await journal(), /provision confirmed/);
-  w.hooks.afterPutInstallCode = stopNetBox; // inside the confirm: code stored, device not yet staged
+  w.hooks.afterBootstrapToken = stopNetBox; // inside the confirm: gates passed, token Secret made, nothing recorded yet
   const { result, answers } = await run("provision", undefined);
-  assertOutageAnswered(answers, "confirm");
+  assert.ok(answers.every((a) => a.status !== 500), JSON.stringify(answers));
+  assert.deepEqual(answers.find((a) => a.step === "confirm")?.status, 200);
   const token = await w.store.getBootstrapToken(id);
   const live = [...w.liveTokens()].filter(([, node]) => node === NODE).map(([t]) => t);
-  assert.deepEqual(live, [token?.tokenId], "one token Secret, the recorded one (the undone confirm's is deleted)");
+  assert.deepEqual(live, [token?.tokenId], "one token Secret, the recorded one");
+  assert.equal(await w.outbox.flush(id), true);
+  assert.equal((await readDevice(w.admin, id)).device.status, "staged");
   assert.equal(count(await journal(), /provision confirmed/), before + 1, "journalled once");
   const res = await fetch(`${w.baseUrl}/talos/config?uuid=${w.claims().uuid}&code=${result.installCode}`);
   assert.equal(res.status, 200, "the code the machine holds fetches the config");
   assert.match(await res.text(), new RegExp(`token: ${token?.tokenId}\\.`), "and that config carries the recorded token");
   assert.equal(await w.store.hasInstallCodeFor(id, Date.now()), false, "no other code is left");
 });
+
+test("NetBox down when Talos fetches its config: 503 and the code is not spent; the retry gets the config, the device becomes active, journalled once", async () => {
+  const id = await w.deviceId(NODE);
+  const { result } = await run("provision", undefined);
+  assert.equal(await w.outbox.flush(id), true);
+  const before = count(await journal(), /Talos fetched its one-time config/);
+  const url = `${w.baseUrl}/talos/config?uuid=${w.claims().uuid}&code=${result.installCode}`;
+  await w.fleet.nb.stopWeb();
+  try {
+    const down = await fetch(url);
+    assert.equal(down.status, 503);
+    assert.match(down.headers.get("retry-after") ?? "", /^[1-9][0-9]*$/);
+    assert.equal(((await down.json()) as { reason: string }).reason, "netbox-unavailable");
+  } finally {
+    await w.fleet.nb.startWeb();
+  }
+  const ok = await fetch(url);
+  assert.equal(ok.status, 200);
+  await ok.text();
+  assert.equal((await fetch(url)).status, 404, "once");
+  await waitForActive(id);
+  assert.equal(count(await journal(), /Talos fetched its one-time config/), before + 1, "journalled once");
+});
+
+test("NetBox down right after the config is delivered: the device still becomes active and the delivery is journalled once, when NetBox is back", async () => {
+  const id = await w.deviceId(NODE);
+  const { result } = await run("provision", undefined);
+  assert.equal(await w.outbox.flush(id), true);
+  const before = count(await journal(), /Talos fetched its one-time config/);
+  await w.outbox.stop(); // nothing is delivered until NetBox is down: the after-delivery writes meet the outage
+  try {
+    const ok = await fetch(`${w.baseUrl}/talos/config?uuid=${w.claims().uuid}&code=${result.installCode}`);
+    assert.equal(ok.status, 200);
+    await ok.text();
+    await pollValue("the delivery recorded", async () => ((await w.store.listOutbox(id)).length >= 2 ? true : undefined), { timeoutMs: 30_000 });
+    await w.fleet.nb.stopWeb();
+    w.outbox.start();
+    assert.equal(await w.outbox.flush(id), false, "NetBox is down: the writes wait");
+    assert.equal((await w.store.listOutbox(id)).length >= 2, true);
+  } finally {
+    w.outbox.start();
+    await w.fleet.nb.startWeb();
+  }
+  await waitForActive(id);
+  assert.equal(count(await journal(), /Talos fetched its one-time config/), before + 1, "journalled once");
+});
+
+async function waitForActive(id: number): Promise<void> {
+  await pollValue("the device active in NetBox", async () => ((await w.store.listOutbox(id)).length === 0 && (await readDevice(w.admin, id)).device.status === "active" ? true : undefined), { timeoutMs: 60_000 });
+}

@@ -27,6 +27,8 @@ import { ekBindingFromCertificate } from "@fleetd/shared/ek/binding";
 import { readCertificate } from "@fleetd/shared/ek/certificateInput";
 import { loadCaStore } from "@fleetd/shared/ek/store";
 import type { NetBox } from "@fleetd/shared/netbox/client";
+import { NetBoxOutboxDelivery } from "@fleetd/shared/netbox/outboxDelivery";
+import { OutboxWorker } from "@fleetd/shared/outbox/worker";
 import { NetBoxInventory } from "@fleetd/shared/netbox/attestationInventory";
 import { addCa, emptyBundleState } from "@fleetd/shared/pki/bundle";
 import type { BundleState } from "@fleetd/shared/pki/bundleState";
@@ -39,7 +41,7 @@ import { TalosRenderer } from "@fleetd/shared/protocol/server/adapters/renderer"
 import { type BootstrapTokens, DEFAULT_MODE_GATES, type Issuer } from "@fleetd/shared/protocol/server/deps";
 import type { AttestationStore } from "@fleetd/shared/state/store";
 import { AttestationService } from "@fleetd/shared/protocol/server/service";
-import type { InstallCodeRecord } from "@fleetd/shared/state/store";
+import type { StepRecord } from "@fleetd/shared/state/store";
 import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/shared/testing/bootScenarios";
 import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
@@ -123,6 +125,10 @@ export interface World {
   hsm: SoftHsm;
   store: SqliteAttestationStore;
   inventory: NetBoxInventory;
+  /** The inventory's NetBox client (the attestation account). */
+  netbox: NetBox;
+  /** The server's outbox worker (delivers what the steps committed to NetBox). */
+  outbox: OutboxWorker;
   server: Server;
   baseUrl: string;
   bindings: { rsa: string; ecc: string };
@@ -171,8 +177,8 @@ export interface World {
 export interface FaultHooks {
   /** After the CA signed a step's certificates, before anything records them. */
   afterIssue?: () => Promise<void>;
-  /** After a confirm stored its install code, before the device is marked staged. */
-  afterPutInstallCode?: () => Promise<void>;
+  /** After a provision confirm created its bootstrap token (a worker's), before it records anything. */
+  afterBootstrapToken?: () => Promise<void>;
 }
 
 /** Runs the hook `name` once (it is cleared first). */
@@ -182,19 +188,13 @@ async function fire(hooks: FaultHooks, name: keyof FaultHooks): Promise<void> {
   await h?.();
 }
 
-/** The SQLite store, counting the install codes put into it. */
+/** The SQLite store, counting the install codes committed into it. */
 class CountingStore extends SqliteAttestationStore {
   installCodes = 0;
-  constructor(
-    path: string,
-    private readonly hooks: FaultHooks,
-  ) {
-    super(path);
-  }
-  override async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
-    this.installCodes++;
-    await super.putInstallCode(r);
-    await fire(this.hooks, "afterPutInstallCode");
+  override async commit(step: StepRecord, now: number): Promise<boolean> {
+    const ok = await super.commit(step, now);
+    if (ok && step.installCode) this.installCodes++;
+    return ok;
   }
 }
 
@@ -204,6 +204,10 @@ const swtpmOptions = { pcrBanks: ["sha1", "sha256"] } as const;
 export interface AttestationServerParts {
   store: AttestationStore;
   inventory: NetBoxInventory;
+  /** The inventory's NetBox client (the attestation account): the outbox delivers through it. */
+  netbox: NetBox;
+  /** A session claim older than this is a dead request's (default 60 s). */
+  claimStaleMs?: number;
   issuer: Issuer;
   bootstrapTokens: BootstrapTokens;
   siteAuthoritiesDir: string;
@@ -236,8 +240,18 @@ export interface ExtraServer {
 }
 
 /** The attestation service and talos-config-server's app over `parts`, with the test settings. */
-export function attestationServer(parts: AttestationServerParts): { service: AttestationService; app: ReturnType<typeof createApp> } {
+export function attestationServer(parts: AttestationServerParts): { service: AttestationService; app: ReturnType<typeof createApp>; outbox: OutboxWorker } {
   const { store, inventory, log, now } = parts;
+  // what the steps commit for NetBox (and the token clean-ups), delivered by the server's own worker, as server.ts does
+  const outbox = new OutboxWorker({
+    store,
+    delivery: new NetBoxOutboxDelivery({ nb: parts.netbox, inventory, bootstrapTokens: parts.bootstrapTokens, store }),
+    log,
+    onDelivery: (kind, outcome) => parts.metrics.outboxDeliveries.inc({ kind, outcome }),
+    intervalMs: 200,
+    staleMs: parts.claimStaleMs ?? 60_000,
+  });
+  outbox.start();
   const service = new AttestationService({
     store,
     inventory,
@@ -258,7 +272,9 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
       maxPendingEks: parts.maxPendingEks ?? 1000,
       renewBeforeMs: 7 * 86_400_000,
       unauthenticatedJournalWindowMs: parts.unauthenticatedJournalWindowMs ?? 1,
+      claimStaleMs: parts.claimStaleMs ?? 60_000,
     },
+    outbox,
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
@@ -268,13 +284,13 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
     limiter: new StoreLimiter(store, { max: 5, windowMs: 60_000 }, { max: parts.attestRequestsPerMinute ?? 10_000, windowMs: 60_000 }),
     log,
     metrics: parts.metrics,
-    delivered: (node) => inventory.markActive(node),
+    outbox,
     stillWanted: (node) => stillStaged(inventory, node),
     now: () => Date.now(),
     staleClaimMs: 60_000,
     bodyLimit: "2mb",
   });
-  return { service, app };
+  return { service, app, outbox };
 }
 
 export async function startWorld(opts: WorldOptions): Promise<World> {
@@ -404,9 +420,10 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   let bundle: BundleState = addCa(emptyBundleState(), ca.pem, new Date(Date.now() - 3600_000));
 
   const hooks: FaultHooks = {};
-  const store = new CountingStore(join(dir, "state.db"), hooks);
+  const store = new CountingStore(join(dir, "state.db"));
   const bootstrapTokens = new Map<string, string>();
-  const inventory = new NetBoxInventory(fleet.client(fleet.handler.token), {
+  const attestationClient = fleet.client(fleet.handler.token);
+  const inventory = new NetBoxInventory(attestationClient, {
     applyAccount: fleet.apply.username,
     attestationAccount: fleet.handler.username,
     roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" }, // the nodes file's defaults
@@ -416,6 +433,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const parts: AttestationServerParts = {
     store,
     inventory,
+    netbox: attestationClient,
     issuer: ((pki: PkiIssuer): Issuer => ({
       async issue(req) {
         const r = await pki.issue(req);
@@ -424,7 +442,13 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       },
     }))(new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now })),
     // without a workload cluster (the default) the token Secrets are recorded, not created
-    bootstrapTokens: opts.bootstrapTokens ?? { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
+    bootstrapTokens: ((t: BootstrapTokens): BootstrapTokens => ({
+      async create(node, token, expiresAt) {
+        await t.create(node, token, expiresAt);
+        await fire(hooks, "afterBootstrapToken");
+      },
+      delete: (id) => t.delete(id),
+    }))(opts.bootstrapTokens ?? { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) }),
     siteAuthoritiesDir: site,
     ekCaDir: tpm.caDir,
     talosVersion: opts.talosVersion,
@@ -434,7 +458,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     now,
     workflows: new TinkerbellWorkflowGate(objects),
   };
-  const { service, app } = attestationServer(parts);
+  const { service, app, outbox } = attestationServer(parts);
+  const extraOutboxes: OutboxWorker[] = [];
   const server = createServer(app);
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));
   const baseUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
@@ -536,6 +561,8 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     hsm,
     store,
     inventory,
+    netbox: attestationClient,
+    outbox,
     server,
     baseUrl,
     bindings: main.bindings,
@@ -559,7 +586,9 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       return id;
     },
     async serverWith(limits) {
-      const extra = createServer(attestationServer({ ...parts, ...limits, metrics: createMetrics() }).app);
+      const more = attestationServer({ ...parts, ...limits, metrics: createMetrics() });
+      extraOutboxes.push(more.outbox);
+      const extra = createServer(more.app);
       await new Promise<void>((res) => extra.listen(0, "127.0.0.1", res));
       const url = `http://127.0.0.1:${(extra.address() as { port: number }).port}`;
       return {
@@ -582,6 +611,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     siteAuthoritiesDir: site,
     async stop() {
       await new Promise<void>((res) => server.close(() => res()));
+      for (const o of [outbox, ...extraOutboxes]) await o.stop();
       await signer.close();
       await store.close();
       hsm.close();

@@ -155,9 +155,10 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
     log,
   });
   issuer.attach();
-  const { app } = attestationServer({
+  const { app, outbox } = attestationServer({
     store,
     inventory: w.inventory,
+    netbox: w.netbox,
     issuer,
     // the workload cluster's token Secrets are the CSR-gate tests' subject; here they are only recorded
     bootstrapTokens: { create: async () => undefined, delete: async () => false },
@@ -211,12 +212,14 @@ async function startReplica(id: string, opts: { secret?: Uint8Array; campaign?: 
       stopped = true;
       await elector.halt();
       await closeServer();
+      await outbox.stop(); // a dead process delivers nothing more; its claims go stale
       await issuer.close(); // a dead process's PKCS#11 session is gone with it
     },
     async stop() {
       if (stopped) return;
       stopped = true;
       await closeServer();
+      await outbox.stop();
       await elector.stop();
       await issuer.close();
     },

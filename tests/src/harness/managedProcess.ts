@@ -1,11 +1,14 @@
 /**
  * Child processes of real-platform harnesses: each in its own process group (so a forking server and its
- * children stop together), output to a log file, killed when the test process exits.
+ * children stop together), output to a log file, killed when the test process exits — also when it is killed
+ * itself (SIGKILL, a runner's timeout): started through `setpriv --pdeathsig KILL`, so the kernel ends the
+ * child with its parent and no NetBox or database outlives the test that started it.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
-import { openSync, closeSync, readFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { sleep } from "./ports.js";
 
+const SETPRIV = "/usr/bin/setpriv";
 const live = new Set<ManagedProcess>();
 process.on("exit", () => {
   for (const p of live) p.killNow();
@@ -25,7 +28,8 @@ export class ManagedProcess {
   ) {
     const fd = openSync(logFile, "a");
     try {
-      this.child = spawn(cmd, args, { ...opts, detached: true, stdio: ["ignore", fd, fd] });
+      const [file, argv] = existsSync(SETPRIV) ? [SETPRIV, ["--pdeathsig", "KILL", "--", cmd, ...args]] : [cmd, args];
+      this.child = spawn(file, argv, { ...opts, detached: true, stdio: ["ignore", fd, fd] });
     } finally {
       closeSync(fd);
     }

@@ -70,8 +70,9 @@ export interface AttestInput {
   /** PCRs to quote; default PCRs 0–15 of every bank the event log carries (`quoteSelectionFor`). */
   pcrs?: PcrSelection[];
   /**
-   * Retry a step the server answered 503 `unavailable` (a dependency outage: nothing was spent) with the same
-   * request, until `deadline` (ms since the epoch). Without it, a 503 is an AttestationRefused at once.
+   * Retry a step the server answered 503 `unavailable` (a dependency outage: nothing was spent), or that did not
+   * reach the server or lost its answer (a restart), with the same request, until `deadline` (ms since the
+   * epoch). Without it, a 503 is an AttestationRefused at once and a transport failure is thrown.
    */
   retryUnavailable?: RetryUnavailable;
 }
@@ -152,15 +153,36 @@ export function call<T>(server: ServerTransport, step: AttestStep, body: unknown
  * `step`. With `retry`, a 503 `unavailable` is sent again, the same request, until the deadline.
  */
 export async function postStep<T>(server: ServerTransport, path: string, step: string, body: unknown, retry?: RetryUnavailable): Promise<T> {
+  const sleep = retry?.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   for (let attempt = 1; ; attempt++) {
-    const res = await server.post(path, body);
+    const wait = retry?.delayMs(attempt) ?? 0;
+    let res: Awaited<ReturnType<ServerTransport["post"]>>;
+    try {
+      res = await server.post(path, body);
+    } catch (e) {
+      // The request did not reach the server, or its answer was lost (a restart, a dropped connection): the
+      // same request again — a step the server had completed answers it again, unchanged (server/step.ts).
+      if (!retry || !retryableTransportFailure(e) || Date.now() + wait >= retry.deadline) throw e;
+      retry.onRetry?.(step, { error: "unavailable", reasons: [{ check: "transport", detail: (e as Error).message }] }, attempt, wait);
+      await sleep(wait);
+      continue;
+    }
     if (res.status === 200) return res.body as T;
     const refusal = res.body as Refusal;
-    const wait = retry?.delayMs(attempt) ?? 0;
     if (!retry || res.status !== 503 || refusal.error !== "unavailable" || Date.now() + wait >= retry.deadline) throw new AttestationRefused(step, res.status, refusal);
     retry.onRetry?.(step, refusal, attempt, wait);
-    await (retry.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms))))(wait);
+    await sleep(wait);
   }
+}
+
+/**
+ * A transport failure worth sending the same request again for: the transport says so (`retryable`: it could
+ * not connect, or timed out), or fetch() failed below HTTP (a refused or reset connection). Not a TLS refusal
+ * or a malformed answer: those do not heal by waiting.
+ */
+export function retryableTransportFailure(e: unknown): boolean {
+  if (typeof e === "object" && e !== null && (e as { retryable?: unknown }).retryable === true) return true;
+  return e instanceof TypeError && e.message === "fetch failed";
 }
 
 /** One EK from a profile template (recreated, read, flushed). */

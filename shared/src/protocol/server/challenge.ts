@@ -21,6 +21,7 @@ import { claimsHash } from "../bindings.js";
 import type { ChallengeRequest, ChallengeResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
+import { answersOf, replay } from "./step.js";
 
 interface PresentedEk {
   public: TPMT_PUBLIC;
@@ -41,7 +42,7 @@ function parsePublic(bytes: Uint8Array, what: string): { pub: TPMT_PUBLIC; tpmtB
   }
 }
 
-export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourceAddress: string): Promise<ChallengeResponse> {
+export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourceAddress: string, request: string): Promise<ChallengeResponse> {
   const now = ctx.now();
   // Parse everything presented before looking anything up.
   const eks: PresentedEk[] = req.eks.map((e, i) => {
@@ -124,6 +125,10 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
 
   // A fresh AK: an AK Name seen before is refused (recorded atomically, so two sessions cannot share one).
   if (!(await ctx.store.recordAkName(hex(akName), node.deviceId, now.getTime()))) {
+    // The same challenge again (the machine did not see the answer): the session it opened, as it was answered.
+    const prior = await ctx.store.sessionByAkName(hex(akName));
+    const kept = prior?.state === "challenged" ? replay<ChallengeResponse>(answersOf(prior).challenge, request, prior.node) : undefined;
+    if (kept) return kept;
     throw new Refused(403, "refused", [{ check: "ak.reused", detail: `AK ${hex(akName)} was used before; every attestation needs a fresh AK` }], ref);
   }
 
@@ -135,6 +140,7 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
     return { ekBinding: ek.binding, idObject: b64(cred.idObject), encryptedSecret: b64(cred.encryptedSecret) };
   });
   const expiresAt = now.getTime() + ctx.settings.sessionTtlMs;
+  const response: ChallengeResponse = { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credentials };
   await ctx.store.createSession({
     id: sessionId,
     node: ref,
@@ -149,12 +155,13 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
       claims: req.claims,
       sourceAddress,
       firstEkPublic: hex((approved[0] as PresentedEk).publicBytes),
+      answers: { challenge: { request, response } },
     },
     state: "challenged",
     createdAt: now.getTime(),
     expiresAt,
   });
-  return { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credentials };
+  return response;
 }
 
 export function uuidEqual(a: string, b: string): boolean {

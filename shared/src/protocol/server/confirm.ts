@@ -1,8 +1,9 @@
 /**
  * Step 4 — confirm (attestation-protocol.md "Messages" 4). The machine signs the confirm digest with the LDevID
- * it was just issued: proof that the certified key is usable in this TPM. Single use. intake → admission;
- * provision → the install code, 32 random bytes wrapped by MakeCredential to the first approved EK for Name(AK);
- * only SHA-256(code) is stored, with the rendered one-time config.
+ * it was just issued: proof that the certified key is usable in this TPM. Single use (the session is claimed,
+ * and spent only by the commit that records what it released: step.ts). intake → admission; provision → the
+ * install code, 32 random bytes wrapped by MakeCredential to the first approved EK for Name(AK); only
+ * SHA-256(code) is stored, with the one-time config sealed to the code, in the same commit as the session.
  */
 import { createHash } from "node:crypto";
 import { Checks } from "../../attest/verdict.js";
@@ -13,28 +14,39 @@ import { makeCredential } from "../../credential/makeCredential.js";
 import { TPMT_PUBLIC, TPMT_SIGNATURE } from "../../tpm/structures.js";
 import { confirmMessage } from "../bindings.js";
 import type { Confirm, ConfirmResponse } from "../messages.js";
-import type { SessionRecord } from "../../state/store.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
-import { type EvidenceSessionData, freshGates } from "./evidence.js";
+import { type EvidenceSessionData, freshGates, spendingRefusals } from "./evidence.js";
 import { sealConfig } from "../../crypto/seal.js";
+import { failpoint } from "../../outage/failpoint.js";
 import { outageOf } from "../../outage/outage.js";
+import { StepEffects } from "../../outbox/effects.js";
+import { type ClaimedStep, DEFAULT_CLAIM_STALE_MS, withClaim } from "./step.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
-export async function confirm(ctx: ServerContext, req: Confirm): Promise<ConfirmResponse> {
+export function confirm(ctx: ServerContext, req: Confirm, request: string): Promise<ConfirmResponse> {
+  return withClaim(
+    ctx,
+    {
+      sessionId: req.sessionId,
+      name: "confirm",
+      from: "evidenced",
+      request,
+      // A confirm for a confirmed session is a replay: say so (the refusals test expects the precise name).
+      moved: (session, why) =>
+        session.state === "confirmed" || why === "expired"
+          ? new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired; a confirm is single use" }], session.node)
+          : new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows accepted evidence, once` }], session.node),
+    },
+    (s) => confirmClaimed(ctx, req, s),
+  );
+}
+
+async function confirmClaimed(ctx: ServerContext, req: Confirm, s: ClaimedStep): Promise<ConfirmResponse> {
   const now = ctx.now();
-  const session = await ctx.store.getSession(req.sessionId);
-  if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
+  const session = s.session;
   const data = session.data as unknown as EvidenceSessionData;
-  if (session.state === "confirmed") {
-    // A confirm for a confirmed session is a replay: say so (it used to be reported as "confirm.state", which
-    // hid the replay behind a generic state error; the refusals test expects the precise name).
-    throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed; a confirm is single use" }], session.node);
-  }
-  if (session.state !== "evidenced") {
-    throw new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows accepted evidence, once` }], session.node);
-  }
   if (!data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
     throw new Refused(409, "refused", [{ check: "confirm.state", detail: `nothing was issued in this ${session.mode} session, so there is nothing to confirm` }], session.node);
   }
@@ -52,35 +64,22 @@ export async function confirm(ctx: ServerContext, req: Confirm): Promise<Confirm
   }
   const ldevid = decodeExact(TPMT_PUBLIC, fromHex(ldevidPublic));
   // TPM2_Sign over SHA-256(message) is a SHA-256 signature over the message; the LDevID's scheme fixes the hash.
+  // A wrong signature spends nothing (only the holder of the LDevID can confirm; anyone may try).
   verifyTpmSignature(c, "confirm.signature", ldevid, message, sig);
   if (!c.ok) throw new Refused(403, "refused", c.reasons, session.node);
-  // Single use: only one confirm moves the session on.
-  if (!(await ctx.store.transitionSession(session.id, "evidenced", "confirmed", session.data, now.getTime()))) {
-    throw new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired" }], session.node);
-  }
-  try {
-    return await release(ctx, session, data, ldevidCert, ldevidPublic, now);
-  } catch (e) {
-    // A dependency outage: what this confirm began is undone (releaseInstallCode), and the session is
-    // evidenced again, so the machine's retry of this same confirm succeeds once the dependency is back.
-    if (outageOf(e)) await ctx.store.transitionSession(session.id, "confirmed", "evidenced", session.data, now.getTime());
-    throw e;
-  }
-}
 
-/** The confirmed session's release: the gates on a fresh read, then admission (intake) or the install code. */
-async function release(ctx: ServerContext, session: SessionRecord, data: EvidenceSessionData, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
   // The gates again, on a fresh read: the install code (and admission) is released here, and an operator may
-  // have moved the device (e.g. to decommissioning) or changed desired_action since the evidence. Before this,
-  // only the node's existence was checked, so a device decommissioned between evidence and confirm still got
-  // its install code. A refusal spends the session (the stricter choice); an outage does not.
-  const node = await freshGates(ctx, session, data.claims);
+  // have moved the device (e.g. to decommissioning) or changed desired_action since the evidence. A refusal
+  // spends the session (the stricter choice); an outage does not.
+  const node = await spendingRefusals(s, "confirmed", () => freshGates(ctx, session, data.claims));
   const ref = session.node;
 
   if (session.mode === "intake") {
     await ctx.admission.admit(node, { macs: data.claims.macs, uuid: data.claims.uuid });
-    await ctx.journal.record(ref, { kind: "success", summary: "intake confirmed by the new LDevID; admission requested (provision workflow)" });
-    return { mode: "intake" };
+    s.effects.journal(ref, { kind: "success", summary: "intake confirmed by the new LDevID; admission requested (provision workflow)" });
+    const response: ConfirmResponse = { mode: "intake" };
+    await s.commit("confirmed", session.data, { response });
+    return response;
   }
   if (session.mode === "provision") {
     // One provision confirm per node at a time (every replica shares the store): two concurrent ones would each
@@ -91,17 +90,23 @@ async function release(ctx: ServerContext, session: SessionRecord, data: Evidenc
       throw new Refused(409, "refused", [{ check: "confirm.concurrent", detail: "another provision confirm of this node is in progress; nothing was released" }], ref, true);
     }
     try {
-      return await releaseInstallCode(ctx, session, data, node, ldevidCert, ldevidPublic, now);
+      return await releaseInstallCode(ctx, s, data, node, ldevidCert, ldevidPublic, now);
     } finally {
       await ctx.store.refundLimit(lock, now.getTime(), 120_000);
     }
   }
-  await ctx.journal.record(ref, { kind: "success", summary: `${session.mode} confirmed` });
-  return { mode: session.mode };
+  s.effects.journal(ref, { kind: "success", summary: `${session.mode} confirmed` });
+  const response: ConfirmResponse = { mode: session.mode };
+  await s.commit("confirmed", session.data, { response });
+  return response;
 }
 
-/** provision: render the config, create its bootstrap token, store SHA-256(code) with it, wrap the code to the TPM. */
-async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, data: EvidenceSessionData, node: NodeRecord, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
+/**
+ * provision: render the config, create its bootstrap token, and commit SHA-256(code) with the sealed config, the
+ * token, the staged status and the journal entry with the session; the code goes to the TPM wrapped to its EK.
+ */
+async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: EvidenceSessionData, node: NodeRecord, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
+  const session = s.session;
   const ref = session.node;
   const code = ctx.random(32);
   const ek = decodeExact(TPMT_PUBLIC, fromHex(data.firstEkPublic));
@@ -121,26 +126,33 @@ async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, da
   // before the first control plane boots there is no cluster to create it in, so fleetd creates and deletes
   // none (it never owned one: the Secret Talos makes carries no fleetd label).
   const previous = await ctx.store.getBootstrapToken(ref.deviceId);
-  // What this confirm created, undone in reverse if a dependency outage stops it before the machine has its
-  // answer: no token, stored code or config outlives a confirm the machine never saw (its retry makes new ones).
-  const undo: (() => Promise<unknown>)[] = [];
-  try {
-    if (node.role === "worker") {
-      try {
-        await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
-      } catch (e) {
-        if (!outageOf(e)) await ctx.journal.record(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
-        throw e;
+  const cancel: string[] = [];
+  if (node.role === "worker") {
+    // The Secret is made outside the store, so its clean-up is queued first (durably): it runs unless this
+    // commit cancels it — a confirm that never completes leaves no valid token behind, even if the process dies.
+    const cleanup = new StepEffects(`${session.id}:confirm-token:${s.claimer}`);
+    const key = cleanup.compensation({ kind: "kube.deleteBootstrapToken", tokenId: rendered.bootstrapTokenId, unlessRecordedFor: ref.deviceId }, now.getTime() + (ctx.settings.claimStaleMs ?? DEFAULT_CLAIM_STALE_MS));
+    await ctx.store.enqueue(cleanup.items, now.getTime());
+    cancel.push(key);
+    try {
+      await ctx.bootstrapTokens.create(ref.name, rendered.bootstrapToken, rendered.tokenExpiresAt);
+    } catch (e) {
+      if (!outageOf(e)) {
+        s.effects.journal(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
+        await ctx.store.enqueue(s.effects.items, now.getTime());
+        ctx.outbox?.kick();
       }
-      undo.push(() => ctx.bootstrapTokens.delete(rendered.bootstrapTokenId));
-      if (previous && previous.tokenId !== rendered.bootstrapTokenId) await ctx.bootstrapTokens.delete(previous.tokenId);
+      throw e;
     }
-    await ctx.store.setBootstrapToken(ref, rendered.bootstrapTokenId, rendered.tokenExpiresAt.getTime());
-    undo.push(() => ctx.store.deleteBootstrapToken(ref.deviceId));
+    if (previous && previous.tokenId !== rendered.bootstrapTokenId) s.effects.cleanUp({ kind: "kube.deleteBootstrapToken", tokenId: previous.tokenId });
+  }
+  failpoint("confirm.afterToken");
+  s.effects.status(ref, "staged", "provision confirmed, install code released");
+  s.effects.journal(ref, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId}); device staged` });
+  const response: ConfirmResponse = { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
+  await s.commit("confirmed", session.data, { response }, {
     // One install code per node: an earlier session's undelivered code (and its config) is void now.
-    await ctx.store.voidInstallCodes(ref.deviceId);
-    undo.push(() => ctx.store.voidInstallCodes(ref.deviceId));
-    await ctx.store.putInstallCode({
+    installCode: {
       codeHash: createHash("sha256").update(code).digest("hex"),
       node: ref,
       uuid: data.claims.uuid,
@@ -148,18 +160,11 @@ async function releaseInstallCode(ctx: ServerContext, session: SessionRecord, da
       // sealed to the code: the store never holds the config's secrets in a form it could read (crypto/seal.ts)
       config: sealConfig(code, rendered.config, { deviceId: ref.deviceId, uuid: data.claims.uuid }, ctx.random(12)),
       expiresAt: now.getTime() + ctx.settings.installCodeTtlMs,
-    });
-    await ctx.inventory.markStaged(ref);
-    await ctx.journal.record(ref, { kind: "success", summary: `provision confirmed; install code wrapped to the TPM; Talos config rendered (bootstrap token ${rendered.bootstrapTokenId}); device staged` });
-  } catch (e) {
-    if (outageOf(e)) {
-      // best effort, in reverse: a token Secret an outage keeps from being deleted still expires (and is
-      // swept by the CSR gate); the store's undo is local and does not fail with NetBox
-      for (const u of undo.reverse()) await u().catch(() => undefined);
-    }
-    throw e;
-  }
-  return { mode: "provision", installCode: { idObject: b64(wrapped.idObject), encryptedSecret: b64(wrapped.encryptedSecret) } };
+    },
+    bootstrapToken: { node: ref, tokenId: rendered.bootstrapTokenId, expiresAt: rendered.tokenExpiresAt.getTime() },
+    cancel,
+  });
+  return response;
 }
 
 function pem(der: Uint8Array): string {

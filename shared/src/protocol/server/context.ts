@@ -24,6 +24,8 @@ export interface ServerSettings {
   renewBeforeMs: number;
   /** A device's journal gets at most one unauthenticated refusal per this window; default 10 minutes. */
   unauthenticatedJournalWindowMs: number;
+  /** A session claim older than this belongs to a request whose process died (default 60 s). */
+  claimStaleMs?: number;
 }
 
 export interface ServerContext {
@@ -37,6 +39,12 @@ export interface ServerContext {
   admission: Admission;
   /** The claimed Workflow must exist in Tinkerbell for this node and mode, and be current (workflowGate.ts). */
   workflows: WorkflowGate;
+  /**
+   * The outbox worker (outbox/worker.ts): told to deliver after each commit, and asked to deliver a node's queued
+   * writes before its gates read NetBox. Absent: effects wait for a worker elsewhere (the gates then refuse to
+   * read a NetBox that does not yet hold them).
+   */
+  outbox?: { kick(): void; flush(deviceId: number): Promise<boolean> };
   ekRoots: CaStore;
   settings: ServerSettings;
   now: () => Date;
@@ -45,8 +53,6 @@ export interface ServerContext {
   onUnauthenticatedRefusal?: (step: string, reasons: Reason[]) => void;
   /** A step met a dependency outage and answered 503 (a metric and a log line). */
   onOutage?: (step: string, outage: Unavailable) => void;
-  /** A refusal's journal entry could not be written (NetBox down); the refusal was still answered. */
-  onJournalLost?: (step: string, reasons: Reason[], outage: Unavailable) => void;
 }
 
 /**
@@ -71,7 +77,14 @@ export class Refused extends Error {
      * unauthenticated caller cannot fill a device's journal or set its verdict.
      */
     readonly authenticated = false,
+    /** Its journal entry is recorded already (with the step's commit, or when the refusal was first made). */
+    readonly journalled = false,
   ) {
     super(reasons.map((r) => `${r.check}: ${r.detail}`).join("; "));
+  }
+
+  /** This refusal, its journal entry recorded. */
+  recorded(): Refused {
+    return new Refused(this.status, this.error, this.reasons, this.node, this.authenticated, true);
   }
 }

@@ -124,7 +124,12 @@ export interface Issued {
 }
 
 export interface Issuer {
-  issue(req: { node: string; generation: number; ldevid: TPMT_PUBLIC; lak: TPMT_PUBLIC }): Promise<{ ldevid: Issued; lak: Issued; bundlePem: string }>;
+  /**
+   * Sign the node's LDevID and LAK certificates of `generation`. `serials` (hex, chosen and recorded void by the
+   * caller before it asks) are the certificates' serial numbers, so one that is signed but never recorded valid is
+   * already listed.
+   */
+  issue(req: { node: string; generation: number; ldevid: TPMT_PUBLIC; lak: TPMT_PUBLIC; serials?: { ldevid: string; lak: string } }): Promise<{ ldevid: Issued; lak: Issued; bundlePem: string }>;
 }
 
 export interface ConfigRenderer {

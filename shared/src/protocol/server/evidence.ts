@@ -1,7 +1,8 @@
 /**
  * Step 2 — evidence, then step 3 — every gate, then issuance (attestation-protocol.md "Messages" 2–3).
- * The session is claimed first (its nonce is single use even if a check fails), every check runs, the inventory
- * is read again, and only when all of that holds are the MAC recorded and the LDevID and LAK certificates issued.
+ * The session is claimed first, every check runs, the inventory is read again, and only when all of that holds
+ * are the LDevID and LAK certificates issued; the outcome — pass or refusal — is committed with the session
+ * (its nonce is single use whatever the checks find), and NetBox is told through the outbox.
  */
 import { createHash } from "node:crypto";
 import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "../../attest/checkKeyAttributes.js";
@@ -15,9 +16,12 @@ import { CURVES, isCurve, TPM_ALG } from "../../tpm/constants.js";
 import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "../../tpm/structures.js";
 import { certifyExtraData, quoteExtraData } from "../bindings.js";
 import type { Claims, Evidence, EvidenceResponse } from "../messages.js";
-import type { SessionRecord } from "../../state/store.js";
-import { outageOf } from "../../outage/outage.js";
+import type { IssuedRecord, SessionRecord, SessionState } from "../../state/store.js";
+import { randomSerial } from "../../pki/serial.js";
+import { failpoint } from "../../outage/failpoint.js";
+import { Unavailable } from "../../outage/outage.js";
 import { uuidEqual } from "./challenge.js";
+import { type ClaimedStep, withClaim } from "./step.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { Issued, NodeRecord, NodeRef } from "./deps.js";
 
@@ -37,50 +41,44 @@ export interface EvidenceSessionData {
   lakPrivate?: string;
 }
 
-export function evidence(ctx: ServerContext, ev: Evidence): Promise<EvidenceResponse> {
-  return withClaimedSession(
-    ctx,
-    ev.sessionId,
-    (session) =>
-      session.data["tpm"] === "1.2"
-        ? // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
-          { check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }
-        : undefined,
-    (session, now) => judge(ctx, ev, session, now),
+export function evidence(ctx: ServerContext, ev: Evidence, request: string): Promise<EvidenceResponse> {
+  return withEvidenceSession(ctx, ev.sessionId, request, "evidence", (session) =>
+    session.data["tpm"] === "1.2"
+      ? // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
+        { check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }
+      : undefined,
+  (s, now) => judge(ctx, ev, s, now),
   );
 }
 
 /**
  * The evidence step's frame, for both protocol variants (TPM 2.0 here, TPM 1.2 in tpm12.ts): the session, of
- * this variant (`otherVariant` names the refusal otherwise), is claimed — its nonce is spent whatever the checks
- * find — and judged. Only a dependency outage gives the claim back (nothing was released: the issuance and its
- * records come last, and they undo themselves), so the machine's retry of this same request succeeds once
- * NetBox, the signer or Kubernetes is back.
+ * this variant (`otherVariant` names the refusal otherwise), is claimed and judged. Whatever the checks find,
+ * the judgement is committed with the session (its nonce is then spent) — a pass with what it released, a
+ * refusal with its journal entry; only a dependency outage before that gives the claim back (step.ts).
  */
-export async function withClaimedSession<T>(
+export function withEvidenceSession<T>(
   ctx: ServerContext,
   sessionId: string,
+  request: string,
+  name: "evidence" | "tpm12-evidence",
   otherVariant: (session: SessionRecord) => Reason | undefined,
-  judged: (session: SessionRecord, now: Date) => Promise<T>,
+  judged: (s: ClaimedStep, now: Date) => Promise<T>,
 ): Promise<T> {
-  const now = ctx.now();
-  const session = await ctx.store.getSession(sessionId);
-  if (!session) throw new Refused(404, "expired", [{ check: "session.unknown", detail: "no such session (expired, used, or never issued)" }]);
-  const other = otherVariant(session);
-  if (other) throw new Refused(409, "refused", [other], session.node);
-  if (!(await ctx.store.transitionSession(session.id, "challenged", "evidenced", session.data, now.getTime()))) {
-    throw new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }], session.node);
-  }
-  try {
-    return await judged(session, now);
-  } catch (e) {
-    if (outageOf(e)) await ctx.store.transitionSession(session.id, "evidenced", "challenged", session.data, now.getTime());
-    throw e;
-  }
+  return withClaim(
+    ctx,
+    { sessionId, name, from: "challenged", request, moved: () => new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }]) },
+    async (s) => {
+      const other = otherVariant(s.session);
+      if (other) throw new Refused(409, "refused", [other], s.session.node);
+      return judged(s, ctx.now());
+    },
+  );
 }
 
-/** The claimed session's evidence: every check, the gates on a fresh read, then issuance and its records. */
-async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, now: Date): Promise<EvidenceResponse> {
+/** The claimed session's evidence: every check, the gates on a fresh read, then issuance, committed together. */
+async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date): Promise<EvidenceResponse> {
+  const session = s.session;
   const data = session.data as unknown as EvidenceSessionData;
   const c = new Checks();
   const nonce = fromHex(session.nonce);
@@ -90,8 +88,8 @@ async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, n
   c.check(ev.secrets.length === session.secretHashes.length, "activation.count", `${ev.secrets.length} secrets for ${session.secretHashes.length} approved EKs`);
   let activated = ev.secrets.length === session.secretHashes.length;
   session.secretHashes.forEach((h, i) => {
-    const s = ev.secrets[i];
-    const ok = s !== undefined && ctEqual(new Uint8Array(createHash("sha256").update(s).digest()), fromHex(h));
+    const x = ev.secrets[i];
+    const ok = x !== undefined && ctEqual(new Uint8Array(createHash("sha256").update(x).digest()), fromHex(h));
     activated &&= ok;
     c.check(ok, "activation.secret", `the secret for approved EK ${session.ekBindings[i] ?? i} was not recovered: the AK is not in the TPM holding that EK`);
   });
@@ -140,76 +138,82 @@ async function judge(ctx: ServerContext, ev: Evidence, session: SessionRecord, n
   if (!activated) {
     // Nothing proves the caller holds the node's TPM: no verdict is written (anyone with a public EK certificate
     // could otherwise mark a node failed); the service counts it and journals it rate-limited.
-    throw new Refused(403, "refused", c.reasons, session.node);
+    return s.refuse(new Refused(403, "refused", c.reasons, session.node), "evidenced");
   }
   if (!c.ok || !ldevid || !lak) {
-    await ctx.inventory.recordAttestation(session.node, { verdict: "fail", at: now });
+    s.effects.attestation(session.node, { verdict: "fail", at: now });
     // The TPM proved it is the node's, and the node failed: in provision or attest that is a failed node.
     if (session.mode === "provision" || session.mode === "attest") {
-      await ctx.inventory.markFailed(session.node, `${session.mode}: TPM evidence failed (${c.reasons.map((r) => r.check).join(", ")})`);
+      s.effects.status(session.node, "failed", `${session.mode}: TPM evidence failed (${c.reasons.map((r) => r.check).join(", ")})`);
     }
-    throw new Refused(403, "refused", c.reasons, session.node, true);
+    return s.refuse(new Refused(403, "refused", c.reasons, session.node, true), "evidenced");
   }
 
   // Every gate, on a fresh read of the inventory (by device ID), before anything is signed.
-  const node = await freshGates(ctx, session, data.claims);
+  const node = await spendingRefusals(s, "evidenced", () => freshGates(ctx, session, data.claims));
 
   const plan = await issuancePlan(ctx, node, session.mode, now);
   let issued: { ldevid: Issued; lak: Issued; bundlePem: string } | undefined;
   let generation: number | undefined;
+  const records: IssuedRecord[] = [];
   if (plan.issue === "new") {
     generation = await ctx.store.nextGeneration(node.deviceId);
-    issued = await ctx.issuer.issue({ node: session.node.name, generation, ldevid, lak });
-  }
-  // Issuance and its records: the certificates, the verdict, the session's data, the journal. A dependency
-  // outage in between leaves them undelivered: they are void (and stay listed), and the retry gets a new pair.
-  try {
-    if (issued && generation !== undefined) {
-      for (const [kind, cert, key] of [["ldevid", issued.ldevid, ev.ldevid.public], ["lak", issued.lak, ev.lak.public]] as const) {
-        await ctx.store.recordIssued({
-          serial: cert.serialHex,
-          node: session.node,
-          kind,
-          generation,
-          notAfter: cert.notAfter.getTime(),
-          issuedAt: now.getTime(),
-          der: hex(cert.der),
-          keyPublic: hex(key),
-        });
-      }
+    // The serials are reserved before the CA signs: a certificate whose step never records its verdict (the
+    // process died, the signer failed) stays listed as void — never valid and unrecorded.
+    const serials = { ldevid: hex(randomSerial()), lak: hex(randomSerial()) };
+    const reserved = { at: now.getTime(), why: `reserved by ${session.mode} evidence (session ${session.id.slice(0, 8)}): void unless the step records its verdict; never delivered otherwise` };
+    for (const [kind, serial, key] of [["ldevid", serials.ldevid, ev.ldevid.public], ["lak", serials.lak, ev.lak.public]] as const) {
+      await ctx.store.recordIssued({ serial, node: session.node, kind, generation, notAfter: now.getTime(), issuedAt: now.getTime(), der: "", keyPublic: hex(key), voided: reserved });
     }
-    await ctx.inventory.recordAttestation(session.node, {
-      ...passRecord(data.claims, node, now),
-      ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
-    });
-    const next: EvidenceSessionData = {
-      ...data,
-      ...(issued
-        ? {
-            ldevidPublic: hex(ev.ldevid.public),
-            lakPublic: hex(ev.lak.public),
-            ldevidPrivate: hex(ev.ldevid.private),
-            lakPrivate: hex(ev.lak.private),
-            ldevidCertificate: hex(issued.ldevid.der),
-            lakCertificate: hex(issued.lak.der),
-            bundlePem: issued.bundlePem,
-          }
-        : {}),
-    };
-    await ctx.store.transitionSession(session.id, "evidenced", "evidenced", next as unknown as Record<string, unknown>, now.getTime());
-    const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
-    await ctx.journal.record(session.node, {
-      kind: "success",
-      summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); ${what}`,
-    });
-  } catch (e) {
-    const outage = outageOf(e);
-    if (outage && issued) await ctx.store.voidIssued([issued.ldevid.serialHex, issued.lak.serialHex], ctx.now().getTime(), `${session.mode} evidence did not complete (${outage.reason}); never delivered`);
-    throw e;
+    issued = await ctx.issuer.issue({ node: session.node.name, generation, ldevid, lak, serials });
+    for (const [kind, cert, key] of [["ldevid", issued.ldevid, ev.ldevid.public], ["lak", issued.lak, ev.lak.public]] as const) {
+      records.push({ serial: cert.serialHex, node: session.node, kind, generation, notAfter: cert.notAfter.getTime(), issuedAt: now.getTime(), der: hex(cert.der), keyPublic: hex(key) });
+    }
+    failpoint("evidence.afterSign");
   }
-  return issued
+  // The verdict, the certificates, the session's data and the journal entry: one commit; NetBox hears of them
+  // through the outbox.
+  s.effects.attestation(session.node, {
+    ...passRecord(data.claims, node, now),
+    ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
+  });
+  const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
+  s.effects.journal(session.node, {
+    kind: "success",
+    summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); ${what}`,
+  });
+  const next: EvidenceSessionData = {
+    ...data,
+    ...(issued
+      ? {
+          ldevidPublic: hex(ev.ldevid.public),
+          lakPublic: hex(ev.lak.public),
+          ldevidPrivate: hex(ev.ldevid.private),
+          lakPrivate: hex(ev.lak.private),
+          ldevidCertificate: hex(issued.ldevid.der),
+          lakCertificate: hex(issued.lak.der),
+          bundlePem: issued.bundlePem,
+        }
+      : {}),
+  };
+  const response: EvidenceResponse = issued
     ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
     : { verdict: "pass", issued: "none" };
+  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records });
+  return response;
+}
+
+/**
+ * `check` (the gates) with its refusals spending the session: the refusal and its journal entry are committed
+ * (the nonce is used up, the stricter choice); an outage is not a refusal and gives the claim back.
+ */
+export async function spendingRefusals<T>(s: ClaimedStep, to: SessionState, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (e) {
+    if (e instanceof Refused) return s.refuse(e, to);
+    throw e;
+  }
 }
 
 /**
@@ -275,7 +279,12 @@ export async function freshGates(
   /** Gates of one protocol variant on top (the TPM 1.2 path: the node is still recorded with a TPM 1.2). */
   also: (node: NodeRecord) => Reason[] = () => [],
 ): Promise<NodeRecord> {
-  const node = await ctx.inventory.reread(session.node.deviceId);
+  // NetBox must hold what fleetd recorded for this node before it is read (an outbox still delivering after an
+  // outage): deliver it now, or wait — the gates never read a NetBox that is behind fleetd's own record.
+  const id = session.node.deviceId;
+  const caughtUp = ctx.outbox ? await ctx.outbox.flush(id) : (await ctx.store.listOutbox(id)).length === 0;
+  if (!caughtUp) throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
+  const node = await ctx.inventory.reread(id);
   const gates = [...checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims), ...(node ? also(node) : [])];
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
   const workflow = await ctx.workflows.check(node, claims);

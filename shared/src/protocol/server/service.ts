@@ -16,7 +16,10 @@ import {
   type Tpm12ChallengeResponse,
   type Tpm12EvidenceResponse,
 } from "../messages.js";
+import { randomUUID } from "node:crypto";
+import { StepEffects } from "../../outbox/effects.js";
 import { challenge } from "./challenge.js";
+import { refusalJournal, requestHash } from "./step.js";
 import { confirm } from "./confirm.js";
 import { Refused, type ServerContext } from "./context.js";
 import { evidence } from "./evidence.js";
@@ -32,25 +35,25 @@ export class AttestationService {
   challenge(body: unknown, sourceAddress: string): Promise<Outcome<ChallengeResponse>> {
     return this.run("challenge", () => {
       const req = parse(ChallengeRequest, body);
-      return challenge(this.ctx, req, sourceAddress);
+      return challenge(this.ctx, req, sourceAddress, requestHash(body));
     });
   }
 
   evidence(body: unknown): Promise<Outcome<EvidenceResponse>> {
-    return this.run("evidence", () => evidence(this.ctx, parse(Evidence, body)));
+    return this.run("evidence", () => evidence(this.ctx, parse(Evidence, body), requestHash(body)));
   }
 
   confirm(body: unknown): Promise<Outcome<ConfirmResponse>> {
-    return this.run("confirm", () => confirm(this.ctx, parse(Confirm, body)));
+    return this.run("confirm", () => confirm(this.ctx, parse(Confirm, body), requestHash(body)));
   }
 
   /** The TPM 1.2 challenge (tpm12.ts): intake and wipe only, nothing is ever issued. Refusals are journalled alike. */
   challenge12(body: unknown, sourceAddress: string): Promise<Outcome<Tpm12ChallengeResponse>> {
-    return this.run("tpm12 challenge", () => challenge12(this.ctx, parse(Tpm12ChallengeRequest, body), sourceAddress));
+    return this.run("tpm12 challenge", () => challenge12(this.ctx, parse(Tpm12ChallengeRequest, body), sourceAddress, requestHash(body)));
   }
 
   evidence12(body: unknown): Promise<Outcome<Tpm12EvidenceResponse>> {
-    return this.run("tpm12 evidence", () => evidence12(this.ctx, parse(Tpm12Evidence, body)));
+    return this.run("tpm12 evidence", () => evidence12(this.ctx, parse(Tpm12Evidence, body), requestHash(body)));
   }
 
   private async run<T>(step: string, fn: () => Promise<T>): Promise<Outcome<T>> {
@@ -61,45 +64,21 @@ export class AttestationService {
       if (outage) {
         // The step undid what it had begun (the session is usable again): the same request may be retried.
         this.ctx.onOutage?.(step, outage);
-        return { ok: false, status: 503, retryAfterSeconds: outage.retryAfterSeconds, body: { error: "unavailable", reason: outage.reason, reasons: [{ check: outage.reason, detail: `${outage.reason.replace("-", " ")}; nothing was spent: retry this request` }] } };
+        return { ok: false, status: 503, retryAfterSeconds: outage.retryAfterSeconds, body: { error: "unavailable", reason: outage.reason, reasons: [{ check: outage.reason, detail: `${outage.reason.replace(/-/g, " ")}; nothing was spent: retry this request` }] } };
       }
       if (!(e instanceof Refused)) throw e;
-      if (e.error !== "bad-request") {
-        try {
-          await this.record(step, e);
-        } catch (j) {
-          // NetBox down: the refusal still goes to the machine (a 500 would hide it); the lost entry is counted
-          const lost = outageOf(j);
-          if (!lost) throw j;
-          this.ctx.onJournalLost?.(step, e.reasons, lost);
-        }
+      if (e.error !== "bad-request" && !e.journalled) {
+        // queued in the store (the outbox delivers it): a NetBox outage loses no refusal's entry
+        const effects = new StepEffects(`refusal:${randomUUID()}`);
+        await refusalJournal(this.ctx, step, e, effects);
+        await this.ctx.store.enqueue(effects.items, this.ctx.now().getTime());
+        if (e.node) await this.ctx.outbox?.flush(e.node.deviceId).catch(() => false);
+        this.ctx.outbox?.kick();
       }
       // The machine gets the checks and their details, never `internal` (inventory values for the journal).
       const reasons = e.reasons.map(({ internal: _i, ...r }) => r);
       return { ok: false, status: e.status, body: { error: e.error, reasons } };
     }
-  }
-
-  /**
-   * Journal a refusal. Before credential activation verified (unauthenticated: a public EK certificate is all the
-   * caller showed) a device gets at most one entry per window, however many refusals are made in its name — the
-   * rest are counted (`suppressed`) so an operator still sees that it goes on; unknown machines have no device.
-   */
-  private async record(step: string, e: Refused): Promise<void> {
-    const checks = e.reasons.map((r) => r.check).join(", ");
-    if (e.node && !e.authenticated && e.error !== "pending") {
-      const w = this.ctx.settings.unauthenticatedJournalWindowMs;
-      const charge = await this.ctx.store.chargeLimit(`journal:${e.node.deviceId}`, this.ctx.now().getTime(), w, 1);
-      this.ctx.onUnauthenticatedRefusal?.(step, e.reasons);
-      if (!charge.allowed) return;
-      await this.ctx.journal.record(e.node, {
-        kind: "warning",
-        summary: `${step} refused before the caller proved it holds this node's TPM (unauthenticated; at most one such entry per ${w >= 60_000 ? `${Math.round(w / 60_000)} min` : `${Math.max(1, Math.round(w / 1000))} s`}, the rest are counted in fleetd_attest_unauthenticated_refusals_total): ${checks}`,
-        reasons: e.reasons,
-      });
-      return;
-    }
-    await this.ctx.journal.record(e.node, { kind: e.error === "pending" ? "warning" : "danger", summary: `${step} refused: ${checks}`, reasons: e.reasons });
   }
 }
 

@@ -28,7 +28,8 @@ import { TPM12_MODES, type Tpm12ChallengeRequest, type Tpm12ChallengeResponse, t
 import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "./deps.js";
-import { type EvidenceSessionData, freshGates, passRecord, withClaimedSession } from "./evidence.js";
+import { type EvidenceSessionData, freshGates, passRecord, spendingRefusals, withEvidenceSession } from "./evidence.js";
+import { answersOf, replay, type ClaimedStep } from "./step.js";
 import type { SessionRecord } from "../../state/store.js";
 
 export { TPM12_MODES };
@@ -58,7 +59,7 @@ export function isTpm12Session(data: Record<string, unknown>): boolean {
   return data["tpm"] === "1.2";
 }
 
-export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest, sourceAddress: string): Promise<Tpm12ChallengeResponse> {
+export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest, sourceAddress: string, request: string): Promise<Tpm12ChallengeResponse> {
   const now = ctx.now();
   const ek = key12(req.ek.pubkey, "ek.pubkey", checkEkPubkey);
   const aik = key12(req.aik.pubkey, "aik.pubkey", checkAikPubkey);
@@ -116,6 +117,10 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
   // A fresh AIK (its TPM_PUBKEY's SHA-256, in the same table as TPM 2.0 AK Names, with a prefix of its own).
   const aikId = `tpm12:${hex(sha256(req.aik.pubkey))}`;
   if (!(await ctx.store.recordAkName(aikId, node.deviceId, now.getTime()))) {
+    // The same challenge again (the machine did not see the answer): the session it opened, as it was answered.
+    const prior = await ctx.store.sessionByAkName(aikId);
+    const kept = prior?.state === "challenged" ? replay<Tpm12ChallengeResponse>(answersOf(prior).challenge, request, prior.node) : undefined;
+    if (kept) return kept;
     throw new Refused(403, "refused", [{ check: "ak.reused", detail: `AIK ${aikId} was used before; every attestation needs a fresh AIK` }], ref);
   }
 
@@ -123,7 +128,8 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
   const nonce = ctx.random(32);
   const cred = makeIdentityCredential(ek.key, req.aik.pubkey, { random: ctx.random });
   const expiresAt = now.getTime() + ctx.settings.sessionTtlMs;
-  const data: Tpm12SessionData = { tpm: "1.2", claims: req.claims, sourceAddress, firstEkPublic: hex(req.ek.pubkey) };
+  const response: Tpm12ChallengeResponse = { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credential: { ekBinding: binding, blob: b64(cred.blob) } };
+  const data = { tpm: "1.2", claims: req.claims, sourceAddress, firstEkPublic: hex(req.ek.pubkey), answers: { challenge: { request, response } } };
   await ctx.store.createSession({
     id: sessionId,
     node: ref,
@@ -139,19 +145,22 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
     createdAt: now.getTime(),
     expiresAt,
   });
-  return { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credential: { ekBinding: binding, blob: b64(cred.blob) } };
+  return response;
 }
 
-export function evidence12(ctx: ServerContext, ev: Tpm12Evidence): Promise<Tpm12EvidenceResponse> {
-  return withClaimedSession(
+export function evidence12(ctx: ServerContext, ev: Tpm12Evidence, request: string): Promise<Tpm12EvidenceResponse> {
+  return withEvidenceSession(
     ctx,
     ev.sessionId,
+    request,
+    "tpm12-evidence",
     (session) => (isTpm12Session(session.data) ? undefined : { check: "session.tpm", detail: "this session was opened by the TPM 2.0 challenge; send its evidence there" }),
-    (session, now) => judge12(ctx, ev, session, now),
+    (s, now) => judge12(ctx, ev, s, now),
   );
 }
 
-async function judge12(ctx: ServerContext, ev: Tpm12Evidence, session: SessionRecord, now: Date): Promise<Tpm12EvidenceResponse> {
+async function judge12(ctx: ServerContext, ev: Tpm12Evidence, s: ClaimedStep, now: Date): Promise<Tpm12EvidenceResponse> {
+  const session = s.session;
   const data = session.data as unknown as Tpm12SessionData;
   const c = new Checks();
   const [secretHash] = session.secretHashes;
@@ -171,23 +180,24 @@ async function judge12(ctx: ServerContext, ev: Tpm12Evidence, session: SessionRe
     const mb = await ctx.measuredBoot.evaluate(profile, ev.eventLog, q.pcrs, "1.2");
     for (const r of mb.reasons) c.fail(`policy.${r.check}`, r.detail, { ...(r.pcr !== undefined ? { pcr: r.pcr } : {}), ...(r.event !== undefined ? { event: r.event } : {}) });
   }
-  if (!activated) throw new Refused(403, "refused", c.reasons, session.node);
+  if (!activated) return s.refuse(new Refused(403, "refused", c.reasons, session.node), "evidenced");
   if (!c.ok) {
-    await ctx.inventory.recordAttestation(session.node, { verdict: "fail", at: now });
-    throw new Refused(403, "refused", c.reasons, session.node, true);
+    s.effects.attestation(session.node, { verdict: "fail", at: now });
+    return s.refuse(new Refused(403, "refused", c.reasons, session.node, true), "evidenced");
   }
 
-  const node = await freshGates(ctx, session, data.claims, (n) =>
-    n.tpm === "1.2" ? [] : [{ check: "gate.tpm", detail: "the node is no longer recorded with a TPM 1.2", internal: `recorded TPM: ${n.tpm}` }],
+  const node = await spendingRefusals(s, "evidenced", () =>
+    freshGates(ctx, session, data.claims, (n) => (n.tpm === "1.2" ? [] : [{ check: "gate.tpm", detail: "the node is no longer recorded with a TPM 1.2", internal: `recorded TPM: ${n.tpm}` }])),
   );
 
-  await ctx.inventory.recordAttestation(session.node, passRecord(data.claims, node, now));
-  await ctx.store.transitionSession(session.id, "evidenced", "evidenced", session.data, now.getTime());
-  await ctx.journal.record(session.node, {
+  s.effects.attestation(session.node, passRecord(data.claims, node, now));
+  s.effects.journal(session.node, {
     kind: "success",
     summary: `${session.mode} (TPM 1.2): TPM evidence passed (EK ${binding12(session.ekBindings)}, profile ${profile}); nothing issued (a TPM 1.2 machine gets no LDevID, LAK, install code or Talos config)`,
   });
-  return { verdict: "pass", issued: "none" };
+  const response: Tpm12EvidenceResponse = { verdict: "pass", issued: "none" };
+  await s.commit("evidenced", session.data, { response });
+  return response;
 }
 
 function binding12(bindings: string[]): string {

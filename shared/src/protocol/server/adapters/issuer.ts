@@ -30,8 +30,9 @@ export class PkiIssuer implements Issuer {
     const ca = { certificate: currentCa(state, now).certificatePem, signer: this.o.signer };
     const notBefore = new Date(now.getTime() - (this.o.backdateMs ?? 5 * 60_000));
     const request = { node: req.node, generation: req.generation, notBefore, lifetimeDays: this.o.lifetimeDays };
-    const ldevid = await issueLdevidCertificate(ca, { ...request, publicKey: req.ldevid });
-    const lak = await issueLakCertificate(ca, { ...request, publicKey: req.lak });
+    const serial = (hex: string | undefined) => (hex ? { serial: new Uint8Array(Buffer.from(hex, "hex")) } : {});
+    const ldevid = await issueLdevidCertificate(ca, { ...request, publicKey: req.ldevid, ...serial(req.serials?.ldevid) });
+    const lak = await issueLakCertificate(ca, { ...request, publicKey: req.lak, ...serial(req.serials?.lak) });
     let next = recordIssuance(state, { issuerFingerprint: ldevid.issuerFingerprint, at: now, notAfter: ldevid.notAfter });
     next = recordIssuance(next, { issuerFingerprint: lak.issuerFingerprint, at: now, notAfter: lak.notAfter });
     await this.o.save(next);

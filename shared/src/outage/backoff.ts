@@ -1,5 +1,5 @@
 /**
- * Waiting while the server lists this machine as pending: exponential backoff, capped, with jitter so a rack
+ * Exponential backoff (the action waiting while it is pending, the outbox retrying a delivery), capped, with jitter so a rack
  * of machines booted together does not knock in step. The n-th wait (1-based) is drawn from
  * [d/2, d] with d = min(cap, base·2^(n-1)).
  */
