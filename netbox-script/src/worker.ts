@@ -15,6 +15,7 @@ import type { DesiredAction } from "@fleetd/shared/netbox/fields";
 import { writeJournal } from "@fleetd/shared/netbox/journal";
 import { canonicalJson } from "@fleetd/shared/netbox/sync";
 import { mdCode, safeLine } from "@fleetd/shared/text/untrusted";
+import { failpoint } from "@fleetd/shared/outage/failpoint";
 import type { HandlerConfig } from "./config.js";
 import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
 import { Handled } from "./handled.js";
@@ -194,6 +195,7 @@ export class Worker {
     // taken in the same conditional step (If-Match at that state): a change in between means nothing runs.
     const moved = await this.take(device, etag, trigger, desiredAction, requestKey, decision.intent);
     if (moved !== undefined) return this.requestChanged(device, trigger, desiredAction, moved);
+    failpoint("handler.afterTake"); // taken in NetBox, no effect yet: a restart resumes it (resume())
     const done = await this.runEffect(device, decision.intent, requestKey, node, decision);
     if (trigger === "decommissioning" && requestChange) this.settle(device, requestChange);
     return done;
@@ -291,6 +293,7 @@ export class Worker {
     const effect: EffectOutcome = this.d.effects
       ? await applyIntent(this.d.effects, intent, requestKey, node)
       : { effect: "intent-only", why: "no platform effects configured" };
+    failpoint("handler.afterEffect"); // the Workflow exists, nothing recorded: a restart finds it (same name)
     const rec = this.d.intents.record(requestKey, intent, effect);
     if (rec) log.info({ device: device.id, node: name, intent, effect }, "intent recorded");
     if (effect.effect === "refused") {

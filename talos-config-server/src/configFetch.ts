@@ -110,13 +110,13 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     res.on("finish", () => {
       finished = true;
       void (async () => {
-        failpoint("config.afterResponse");
         // The code is deleted (its config blanked) together with what NetBox must hear — the device is active,
         // and a journal entry — so an outage or a restart after the response cannot leave the device staged.
         const effects = new StepEffects(`delivered:${codeHash}`);
         effects.status(record.node, "active", "Talos fetched its config");
         effects.journal(record.node, { kind: "success", summary: "Talos fetched its one-time config (deleted after the complete response); device is active" });
         if (await deps.store.commit({ delivered: { codeHash, claimer }, outbox: effects.items }, deps.now())) {
+          failpoint("config.afterDelivered");
           deps.metrics.configFetches.inc({ outcome: "delivered" });
           deps.log.info({ node: record.node, address }, "talos config delivered; deleted");
           deps.outbox?.kick();

@@ -11,6 +11,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { backoffDelayMs } from "../outage/backoff.js";
+import { failpoint } from "../outage/failpoint.js";
 import { outageOf } from "../outage/outage.js";
 import type { AttestationStore, OutboxEntry } from "../state/store.js";
 import { Effect } from "./effects.js";
@@ -142,6 +143,7 @@ export class OutboxWorker {
     const kind = parsed.data.kind;
     try {
       const r = await this.o.delivery.deliver(i, parsed.data);
+      failpoint(`outbox.afterDeliver.${kind}`); // delivered, not yet marked so: a restart delivers it again (idempotently)
       await this.o.store.completeOutbox(i.key, this.claimer);
       this.o.onDelivery?.(kind, r);
       if (r === "moot") this.o.log.warn({ key: i.key, kind, deviceId: i.deviceId }, "outbox item dropped: its device is gone");

@@ -11,78 +11,37 @@ import { issued } from "./machine.js";
 import { strict as assert } from "node:assert";
 import { spawnSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { request } from "node:https";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { stringify } from "yaml";
 import { ekBindingFromCertificate } from "@fleetd/shared/ek/binding";
 import { readCertificate } from "@fleetd/shared/ek/certificateInput";
 import { listDevices } from "@fleetd/shared/netbox/device";
-import { addCa, emptyBundleState } from "@fleetd/shared/pki/bundle";
-import { parseBundleState, serializeBundleState } from "@fleetd/shared/pki/bundleState";
+import { parseBundleState } from "@fleetd/shared/pki/bundleState";
 import { attest, AttestationRefused, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
-import { siteConfigFixture } from "@fleetd/shared/talos/config/testkit";
 import { TcpTransport, TpmClient } from "@fleetd/shared/tpmclient/index";
 import { ManagedProcess } from "../harness/managedProcess.js";
-import { openssl } from "../harness/openssl.js";
 import { freePort, waitFor } from "../harness/ports.js";
 import { startSwtpm } from "../harness/swtpm.js";
-import { fleetd, GROUP, repoRoot } from "../netbox/fixture.js";
+import { fleetd, repoRoot } from "../netbox/fixture.js";
+import { httpsRequest, MAIN, makeCert, startServerProcess, type ServerProcess } from "./serverProcess.js";
 import { NODE, startWorld, type World } from "./world.js";
 
-const MAIN = join(repoRoot, "talos-config-server/dist/main.js");
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 
 let w: World;
+let sp: ServerProcess;
 let dir: string;
 let certPem: string;
 let otherCaPem: string;
 let configFile: string;
 let bundleFile: string;
-let baseConfig: Record<string, unknown>;
 let url: string;
 let proc: ManagedProcess;
 let env: NodeJS.ProcessEnv;
+let writeConfig: ServerProcess["writeConfig"];
 
-/** An HTTPS request that trusts exactly `ca` (the server's self-signed certificate). */
-function httpsRequest(target: string, opts: { method?: string; body?: string; ca: string }): Promise<{ status: number; contentType: string; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(target, { method: opts.method ?? "GET", ca: opts.ca, headers: opts.body ? { "content-type": "application/json" } : {} }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers["content-type"] ?? ""), text: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end(opts.body);
-  });
-}
-
-const transport = (): ServerTransport =>
-  w.withWorkflows({
-    async post(path, body) {
-      const r = await httpsRequest(url + path, { method: "POST", body: JSON.stringify(body), ca: certPem });
-      return { status: r.status, body: JSON.parse(r.text) as unknown };
-    },
-  });
-
-function makeCert(name: string, san: string): { cert: string; key: string } {
-  const cert = join(dir, `${name}.crt`);
-  const key = join(dir, `${name}.key`);
-  const r = openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", `/CN=${name}`, "-addext", `subjectAltName=${san}`]);
-  assert.equal(r.status, 0, r.stderr);
-  return { cert, key };
-}
-
-let n = 0;
-function writeConfig(over: (c: Record<string, unknown>) => void = () => undefined): string {
-  const c = structuredClone(baseConfig);
-  over(c);
-  const p = join(dir, `config-${++n}.yaml`);
-  writeFileSync(p, stringify(c));
-  return p;
-}
+const transport = (): ServerTransport => sp.transport();
 
 /** Runs main.js to completion (for configurations that must be refused at start-up). */
 function startupRefusal(file: string, extraEnv: NodeJS.ProcessEnv = {}): { code: number | null; stderr: string; stdout: string } {
@@ -94,44 +53,13 @@ const server = (c: Record<string, unknown>) => c["server"] as Record<string, unk
 
 before(async () => {
   w = await startWorld({ talosVersion: TALOS_VERSION });
-  dir = join(w.dir, "server");
-  mkdirSync(dir);
-  const tls = makeCert("talos-config-server.test", "IP:127.0.0.1");
-  certPem = readFileSync(tls.cert, "utf8");
-  otherCaPem = readFileSync(makeCert("someone-else.test", "IP:127.0.0.1").cert, "utf8");
-  bundleFile = join(dir, "ca-bundle.json");
-  writeFileSync(bundleFile, serializeBundleState(addCa(emptyBundleState(), w.caPem, new Date(Date.now() - 3600_000))));
-  const talosSite = join(dir, "talos-site.yaml");
-  writeFileSync(talosSite, stringify(siteConfigFixture(TALOS_VERSION)));
-  const port = await freePort();
-  url = `https://127.0.0.1:${port}`;
-  baseConfig = {
-    netbox: { url: w.fleet.nb.url },
-    accounts: { apply: w.fleet.apply.username, handler: w.fleet.handler.username },
-    // the management cluster: the server's Workflow gate reads the claimed Workflows there
-    kubernetes: { management: { kubeconfig: w.cp.kubeconfig, namespace: w.tinkerbellNamespace }, workload: { kubeconfig: w.cp.kubeconfig } },
-    authorizedGroup: GROUP,
-    server: {
-      listen: { host: "127.0.0.1", port },
-      tls: { certFile: tls.cert, keyFile: tls.key },
-      stateDb: join(dir, "state", "state.db"),
-      roleSlugs: { worker: "worker", "control-plane": "control-plane" },
-      ekRootsDir: w.tpm.caDir,
-      siteAuthoritiesDir: w.siteAuthoritiesDir,
-      ca: { signer: w.hsm.signerConfig("fleetd-ca", "ca"), bundleStateFile: bundleFile, ldevidLifetimeDays: 7 },
-      talos: { siteFile: talosSite },
-      logLevel: "info",
-    },
-  };
-  configFile = writeConfig();
-  // SOFTHSM2_CONF and the PIN variable are in this process's environment (the harness set them)
-  env = { ...process.env, FLEETD_NETBOX_TOKEN: w.fleet.handler.token, FLEETD_CONFIG: "" };
-  proc = new ManagedProcess("talos-config-server", join(dir, "server.log"), process.execPath, [MAIN, "--config", configFile], { env });
-  await waitFor("talos-config-server /healthz over TLS", 60_000, async () => (await httpsRequest(`${url}/healthz`, { ca: certPem })).status === 200, () => proc.deadReason());
+  sp = await startServerProcess(w);
+  ({ dir, certPem, configFile, bundleFile, url, env, proc, writeConfig } = sp);
+  otherCaPem = readFileSync(makeCert(dir, "someone-else.test", "IP:127.0.0.1").cert, "utf8");
 }, { timeout: 20 * 60_000 });
 
 after(async () => {
-  await proc?.stop();
+  await sp?.stop();
   await w?.stop();
 });
 
@@ -289,7 +217,7 @@ test("a bad configuration is refused with the field's path; secrets never appear
 test("SIGTERM: stops accepting, closes the PKCS#11 session and the state, exits 0; no secret in its log", async () => {
   await proc.stop("SIGTERM");
   assert.deepEqual(proc.exit, { code: 0, signal: null });
-  const log = readFileSync(join(dir, "server.log"), "utf8");
+  const log = readFileSync(proc.logFile, "utf8");
   assert.match(log, /talos-config-server stopped: listener closed, PKCS#11 session closed, state closed/);
   assert.ok(!log.includes(w.fleet.handler.token), "the NetBox token is never logged");
   assert.ok(!log.includes(process.env[w.hsm.pinEnv("fleetd-ca")] ?? "123456"), "the PIN is never logged");

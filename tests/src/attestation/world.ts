@@ -127,6 +127,8 @@ export interface World {
   inventory: NetBoxInventory;
   /** The inventory's NetBox client (the attestation account). */
   netbox: NetBox;
+  /** The Talos version configs are rendered for. */
+  talosVersion: string;
   /** The server's outbox worker (delivers what the steps committed to NetBox). */
   outbox: OutboxWorker;
   server: Server;
@@ -562,6 +564,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     store,
     inventory,
     netbox: attestationClient,
+    talosVersion: opts.talosVersion,
     outbox,
     server,
     baseUrl,

@@ -49,6 +49,11 @@ export class ManagedProcess {
     });
   }
 
+  /** Resolves when the process has exited (on its own, killed, or stopped). */
+  waitExit(): Promise<void> {
+    return this.exited;
+  }
+
   /** Undefined while running, else a sentence for error messages. */
   deadReason(): string | undefined {
     if (!this.exit) return undefined;
