@@ -247,8 +247,13 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       assert.deepEqual({ ok: wrong.ok, why: !wrong.ok && wrong.why }, { ok: false, why: "state" });
       const late = await s.claimSession("c1", "challenged", "D", 2000, 0);
       assert.deepEqual({ ok: late.ok, why: !late.ok && late.why }, { ok: false, why: "expired" });
-      assert.equal(await s.releaseAllClaims() >= 1, true);
+      assert.equal((await s.chargeLimit("lock:provision:7", 1250, 60_000, 1)).allowed, true);
+      assert.equal((await s.chargeLimit("lock:provision:7", 1251, 60_000, 1)).allowed, false, "a request's lock is held");
+      await s.chargeLimit("addr:10.0.0.1", 1250, 60_000, 1);
+      assert.equal(await s.releaseAllClaims() >= 2, true);
       assert.equal((await s.claimSession("c1", "challenged", "E", 1300, 60_000)).ok, true, "all claims released");
+      assert.equal((await s.chargeLimit("lock:provision:7", 1301, 60_000, 1)).allowed, true, "and the locks");
+      assert.equal((await s.chargeLimit("addr:10.0.0.1", 1301, 60_000, 1)).allowed, false, "but not the failure budgets");
       await s.createSession(session("race"));
       const wins = await Promise.all(["P", "Q", "R", "S"].map((c) => s.claimSession("race", "challenged", c, 1400, 60_000)));
       assert.equal(wins.filter((w) => w.ok).length, 1, "one claim of concurrent ones");

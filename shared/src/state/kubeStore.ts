@@ -122,7 +122,8 @@ const Issued = z.object({
 });
 const Generation = z.object({ deviceId: z.number(), last: z.number().int().min(1) });
 const Token = z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() });
-const Limit = z.object({ windowStart: z.number(), count: z.number().int() });
+/** `key` (the budget's name, so request locks `lock:…` can be found) is absent in records of older fleetd. */
+const Limit = z.object({ key: z.string().optional(), windowStart: z.number(), count: z.number().int() });
 const Once = z.object({ expiresAt: z.number() });
 
 /** What a commit (or an install code's finish) releases besides its anchor, applied idempotently after it. */
@@ -335,6 +336,10 @@ export class KubeAttestationStore implements AttestationStore {
       if (!s.record.claimedBy) continue;
       const next = { ...s.record, claimedBy: null, claimedAt: null };
       if (await this.replace("session", s.record.id, next, s.resourceVersion, this.sessionLabels(next))) n++;
+    }
+    // request locks are failure budgets named `lock:…`: their objects are named by a hash, so each is read back
+    for (const l of await this.list("limit", Limit)) {
+      if (l.record.key?.startsWith("lock:") && l.record.count > 0 && (await this.removeByName(l.name, l.resourceVersion))) n++;
     }
     for (const o of await this.list("outbox", OutboxRecord)) {
       if (!o.record.claimedBy) continue;
@@ -607,9 +612,9 @@ export class KubeAttestationStore implements AttestationStore {
   chargeLimit(key: string, now: number, windowMs: number, max: number): Promise<LimitCharge> {
     return this.casLoop(`limit ${key}`, async () => {
       const cur = await this.read("limit", key, Limit);
-      if (!cur) return (await this.create("limit", key, { windowStart: now, count: 1 })) ? { done: { allowed: 1 <= max, count: 1 } } : "retry";
+      if (!cur) return (await this.create("limit", key, { key, windowStart: now, count: 1 })) ? { done: { allowed: 1 <= max, count: 1 } } : "retry";
       const fresh = now - cur.record.windowStart >= windowMs;
-      const next = fresh ? { windowStart: now, count: 1 } : { windowStart: cur.record.windowStart, count: cur.record.count + 1 };
+      const next = fresh ? { key, windowStart: now, count: 1 } : { key, windowStart: cur.record.windowStart, count: cur.record.count + 1 };
       return (await this.replace("limit", key, next, cur.resourceVersion)) ? { done: { allowed: next.count <= max, count: next.count } } : "retry";
     });
   }

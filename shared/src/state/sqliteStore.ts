@@ -242,7 +242,9 @@ export class SqliteAttestationStore implements AttestationStore {
     this.db.prepare(`UPDATE sessions SET claimed_by = NULL, claimed_at = NULL WHERE id = ? AND claimed_by = ?`).run(id, claimer);
   }
   async releaseAllClaims(): Promise<number> {
-    const n = this.db.prepare(`UPDATE sessions SET claimed_by = NULL, claimed_at = NULL WHERE claimed_by IS NOT NULL`).run().changes;
+    const n =
+      this.db.prepare(`UPDATE sessions SET claimed_by = NULL, claimed_at = NULL WHERE claimed_by IS NOT NULL`).run().changes +
+      this.db.prepare(`DELETE FROM limits WHERE key LIKE 'lock:%' AND count > 0`).run().changes;
     // an outbox item a dead process held may have been delivered: its next delivery checks (attempts > 0)
     return n + this.db.prepare(`UPDATE outbox SET claimed_by = NULL, claimed_at = NULL, attempts = attempts + 1 WHERE claimed_by IS NOT NULL`).run().changes;
   }

@@ -169,7 +169,10 @@ export interface AttestationStore {
   claimSession(id: string, from: SessionState, claimer: string, now: number, staleMs: number): Promise<SessionClaim>;
   /** End a claim without an outcome (a dependency outage: the session is usable again). */
   releaseSession(id: string, claimer: string): Promise<void>;
-  /** End every claim (a single server at its start: no request of a previous process is still running). */
+  /**
+   * End every claim and request lock — session and outbox claims, and failure budgets whose key starts with
+   * `lock:` (a single server at its start: no request of a previous process is still running).
+   */
   releaseAllClaims(): Promise<number>;
   /** Record a step's outcome atomically (StepRecord); false when a claim it names was lost, and nothing changed. */
   commit(step: StepRecord, now: number): Promise<boolean>;

@@ -181,9 +181,15 @@ export async function postStep<T>(server: ServerTransport, path: string, step: s
  * or a malformed answer: those do not heal by waiting.
  */
 export function retryableTransportFailure(e: unknown): boolean {
-  if (typeof e === "object" && e !== null && (e as { retryable?: unknown }).retryable === true) return true;
-  return e instanceof TypeError && e.message === "fetch failed";
+  if (typeof e !== "object" || e === null) return false;
+  if ((e as { retryable?: unknown }).retryable === true) return true;
+  if (e instanceof TypeError && e.message === "fetch failed") return true;
+  const code = (e as { code?: unknown }).code;
+  return typeof code === "string" && CONNECTION_FAILURES.has(code);
 }
+
+/** Node's errors for a connection that was refused, reset or cut (not a TLS refusal). */
+const CONNECTION_FAILURES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ECONNABORTED", "ETIMEDOUT"]);
 
 /** One EK from a profile template (recreated, read, flushed). */
 export async function presentEk(tpm: TpmClient, templateId: EkTemplateId, certificate?: Uint8Array): Promise<PresentedEk> {

@@ -84,15 +84,18 @@ async function confirmClaimed(ctx: ServerContext, req: Confirm, s: ClaimedStep):
   if (session.mode === "provision") {
     // One provision confirm per node at a time (every replica shares the store): two concurrent ones would each
     // create a bootstrap token and store a code, leaving one token valid that no stored record names.
-    const lock = `provision:${ref.deviceId}`;
-    if (!(await ctx.store.chargeLimit(lock, now.getTime(), 120_000, 1)).allowed) {
-      await ctx.store.refundLimit(lock, now.getTime(), 120_000);
+    // A request's lock (`lock:` keys): it ends with the request, with the claim staleness if its process died,
+    // or at once when a single server starts again (releaseAllClaims).
+    const lock = `lock:provision:${ref.deviceId}`;
+    const window = ctx.settings.claimStaleMs ?? DEFAULT_CLAIM_STALE_MS;
+    if (!(await ctx.store.chargeLimit(lock, now.getTime(), window, 1)).allowed) {
+      await ctx.store.refundLimit(lock, now.getTime(), window);
       throw new Refused(409, "refused", [{ check: "confirm.concurrent", detail: "another provision confirm of this node is in progress; nothing was released" }], ref, true);
     }
     try {
       return await releaseInstallCode(ctx, s, data, node, ldevidCert, ldevidPublic, now);
     } finally {
-      await ctx.store.refundLimit(lock, now.getTime(), 120_000);
+      await ctx.store.refundLimit(lock, now.getTime(), window);
     }
   }
   s.effects.journal(ref, { kind: "success", summary: `${session.mode} confirmed` });
