@@ -9,6 +9,8 @@ import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFi
 import { applyListenerLimits, listenerOptions } from "@fleetd/shared/http/listenerLimits";
 import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
 import { missingCustomFields } from "@fleetd/shared/netbox/setup";
+import { backoffDelayMs } from "@fleetd/shared/outage/backoff";
+import { outageOf } from "@fleetd/shared/outage/outage";
 import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
 import { provenBootMac } from "@fleetd/shared/netbox/bootMac";
 import { attestationAccount } from "@fleetd/shared/netbox/config";
@@ -75,7 +77,21 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
     const p = await provenBootMac(nb, id, attestationAccount(cfg.site));
     return p.ok ? p.mac : undefined;
   };
-  const missing = await missingCustomFields(nb, CUSTOM_FIELDS.map((f) => f.name));
+  // NetBox down at start is an outage, not a refusal: wait for it (nothing can be decided without it, and the
+  // queue on disk keeps every job); fields it says are missing stop the start.
+  let missing: string[];
+  for (let attempt = 1; ; attempt++) {
+    try {
+      missing = await missingCustomFields(nb, CUSTOM_FIELDS.map((f) => f.name));
+      break;
+    } catch (e) {
+      const outage = outageOf(e);
+      if (!outage) throw e;
+      const wait = backoffDelayMs(attempt, Math.random(), { baseMs: 500, capMs: 30_000 });
+      log.warn({ reason: outage.reason, detail: outage.detail, retryInMs: wait }, "NetBox unavailable at start; waiting for it");
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
   if (missing.length > 0) throw new HandlerStartError(`NetBox lacks fleetd's custom fields ${missing.join(", ")}: run \`fleetd netbox setup\``);
   let tinkerbell = opts.tinkerbell;
   if (!tinkerbell) {
