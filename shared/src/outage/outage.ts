@@ -1,5 +1,5 @@
 /**
- * A dependency outage, as opposed to a refusal or a defect: NetBox, the CA signer or a Kubernetes API server
+ * A dependency outage, as opposed to a refusal or a defect: NetBox, the CA signer, a Kubernetes API server or SPIRE
  * did not answer (or answered 5xx). The step that met it changed nothing it cannot undo, so the caller may
  * retry the same request once the dependency is back: HTTP servers answer `503` with `Retry-After` and the
  * reason; loops retry with backoff.
@@ -7,8 +7,9 @@
  * The adapters' own error types say when they mean an outage (`outage()`), so this module knows none of them
  * and every layer can ask `outageOf(e)`.
  */
-export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable";
+export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable" | "spire-unavailable";
 
+/** What the attestation server's 503 can name (talos-config-server/openapi.yaml); it never calls SPIRE. */
 export const OUTAGE_REASONS: readonly OutageReason[] = ["netbox-unavailable", "signer-unavailable", "kubernetes-unavailable"];
 
 export class Unavailable extends Error {
