@@ -23,7 +23,7 @@ import { writeSuccess } from "@fleetd/tink-action/outputs";
 import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
 import { pollValue } from "../harness/ports.js";
-import { AGENT_CONF_SUBSTITUTABLE, SERVER_CONF_SUBSTITUTABLE, SHIPPED_AGENT_CONF, SHIPPED_SERVER_CONF, startSpireAgent, startSpireServer, type SpireAgent, type SpireServer } from "../harness/spire.js";
+import { AGENT_CONF_SUBSTITUTABLE, SERVER_CONF_SUBSTITUTABLE, SHIPPED_AGENT_CONF, SHIPPED_SERVER_CONF, startSpireAgent, startSpireServer, type DevidFiles, type SpireAgent, type SpireServer } from "../harness/spire.js";
 import { tpmUnixSocket, type TpmUnixSocket } from "../harness/tpmUnixSocket.js";
 import { changedValues } from "./confDiff.js";
 
@@ -43,6 +43,7 @@ let spire: SpireServerClient;
 let leaf: X509Certificate;
 let leafDer: Uint8Array;
 let caDer: Uint8Array;
+let devidFiles: DevidFiles;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "fleetd-spire-e2e-"));
@@ -64,10 +65,8 @@ before(async () => {
   server = await startSpireServer({ devidCaPath: devidCa, endorsementCaPath: w.tpm.caCerts.issuer });
   spire = server.client();
   door = await tpmUnixSocket(join(dir, "tpm.sock"), { host: w.tpm.host, port: w.tpm.port });
-  agent = await startSpireAgent(server, {
-    tpmSocketPath: door.path,
-    devid: { cert: join(devidDir, "ldevid.crt"), pub: join(devidDir, "ldevid.pub"), priv: join(devidDir, "ldevid.priv") },
-  });
+  devidFiles = { cert: join(devidDir, "ldevid.crt"), pub: join(devidDir, "ldevid.pub"), priv: join(devidDir, "ldevid.priv") };
+  agent = await startSpireAgent(server, { tpmSocketPath: door.path, devid: devidFiles });
 }, { timeout: 25 * 60_000 });
 
 after(async () => {
@@ -161,18 +160,14 @@ test("BanAgent, found by the agent ID SPIRE derives from the LDevID leaf; an unk
     [[id, true]],
   );
   assert.deepEqual(await spire.listAgents({ byBanned: false }), []);
-  // The banned agent's next call to the server is refused and it gives up its identity: the Workload API has nothing for us.
-  await pollValue(
-    "the banned agent to stop serving SVIDs",
-    async () => {
-      if (agent.process.exit) return "exited";
-      try {
-        await fetchX509Svids(agent.socketPath, { timeoutMs: 5000 });
-        return undefined;
-      } catch (e) {
-        return e instanceof SpireApiError ? e.code : "other";
-      }
-    },
-    { timeoutMs: 120_000, intervalMs: 1000, context: () => agent.process.tail(20) },
-  );
+  // The banned agent's next call to the server is refused (PERMISSION_DENIED, AGENT_BANNED): it removes its SVID
+  // and exits (SPIRE pkg/agent/manager/manager.go).
+  await pollValue("the banned agent to shut down", async () => agent.process.exit, { timeoutMs: 120_000, intervalMs: 500, context: () => agent.process.tail(20) });
+  assert.match(readFileSync(agent.process.logFile, "utf8"), /Agent is banned: removing SVID and shutting down/);
+  // A banned agent stays banned until it is deleted; deleting it forgets it, and the same LDevID attests again.
+  await spire.deleteAgent(id);
+  assert.deepEqual(await spire.listAgents({ byAttestationType: "tpm_devid" }), []);
+  await agent.stop();
+  agent = await startSpireAgent(server, { tpmSocketPath: door.path, devid: devidFiles });
+  assert.deepEqual((await spire.listAgents({ byAttestationType: "tpm_devid" })).map((a) => [a.id, a.banned]), [[id, false]]);
 });
