@@ -4,8 +4,8 @@
  * `spiffe://<td>/node/<name>`, parent `spiffe://<td>/spire/server`, a CN and a CA-fingerprint selector) sent as raw
  * `BatchCreateEntry` batches of 50, one after another, into an empty datastore; then the same entries read back
  * as a paged list (pages of 500; what a sync that changes nothing costs); then all deleted in batches of 200.
- *   pnpm -s build && node tests/dist/bench/spire.js [--entries N]
- * FLEETD_BENCH_SPIRE_ENTRIES sets N inside `pnpm bench` (default 10,000). The research note measured 42.7 s for
+ *   pnpm -s build && node tests/dist/bench/spire.js [--entries N] [--batch B]
+ * FLEETD_BENCH_SPIRE_ENTRIES and FLEETD_BENCH_SPIRE_BATCH set N and B inside `pnpm bench` (default 10,000 and 50). The research note measured 42.7 s for
  * the create on SQLite here (../shared/research/spire.md §8, batches of 1,000).
  */
 import { createHash } from "node:crypto";
@@ -19,11 +19,13 @@ import { makeCa } from "@fleetd/shared/testing/pki";
 import { startSpireServer } from "../harness/spire.js";
 import { printRows, type BenchRow } from "./measure.js";
 
-const CREATE_BATCH = 50;
 const DELETE_BATCH = 200;
 const PAGE = 500;
 
-export async function benchSpire(entries = Number(process.env["FLEETD_BENCH_SPIRE_ENTRIES"] ?? 10_000)): Promise<BenchRow[]> {
+export async function benchSpire(
+  entries = Number(process.env["FLEETD_BENCH_SPIRE_ENTRIES"] ?? 10_000),
+  createBatch = Number(process.env["FLEETD_BENCH_SPIRE_BATCH"] ?? 50),
+): Promise<BenchRow[]> {
   const dir = mkdtempSync(join(tmpdir(), "fleetd-bench-spire-"));
   try {
     await makeCa(dir, "ca", "bench CA");
@@ -48,8 +50,8 @@ export async function benchSpire(entries = Number(process.env["FLEETD_BENCH_SPIR
       rpcs = 0;
       let t0 = process.hrtime.bigint();
       const ids: string[] = [];
-      for (let i = 0; i < all.length; i += CREATE_BATCH) {
-        const results = await spire.batchCreateEntry(all.slice(i, i + CREATE_BATCH));
+      for (let i = 0; i < all.length; i += createBatch) {
+        const results = await spire.batchCreateEntry(all.slice(i, i + createBatch));
         for (const r of results) {
           if (r.status.code !== 0 || !r.entry) throw new Error(`BatchCreateEntry item: ${r.status.codeName} ${r.status.message}`);
           ids.push(r.entry.id);
@@ -77,7 +79,7 @@ export async function benchSpire(entries = Number(process.env["FLEETD_BENCH_SPIR
 
       const n = entries.toLocaleString("en");
       return [
-        { name: `create ${n} node entries into an empty datastore (${createRpcs} BatchCreateEntry of ${CREATE_BATCH})`, value: createS, unit: "s" },
+        { name: `create ${n} node entries into an empty datastore (${createRpcs} BatchCreateEntry of ${createBatch})`, value: createS, unit: "s" },
         { name: "  the same, per entry", value: entries / createS, unit: "entries/s" },
         { name: `list ${n} entries (${listRpcs} ListEntries, pages of ${PAGE})`, value: listS, unit: "s" },
         { name: `delete ${n} entries (${deleteRpcs} BatchDeleteEntry of ${DELETE_BATCH})`, value: deleteS, unit: "s" },
@@ -92,7 +94,7 @@ export async function benchSpire(entries = Number(process.env["FLEETD_BENCH_SPIR
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const i = process.argv.indexOf("--entries");
-  const rows = await benchSpire(i > 0 ? Number(process.argv[i + 1]) : undefined);
+  const arg = (name: string) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) : undefined);
+  const rows = await benchSpire(arg("--entries"), arg("--batch"));
   printRows("SPIRE's own floor: spire-server v1.13.3, SQLite, admin socket on loopback", rows);
 }
