@@ -1,5 +1,5 @@
 /**
- * A dependency outage, as opposed to a refusal or a defect: NetBox, the CA signer or a Kubernetes API server
+ * A dependency outage, as opposed to a refusal or a defect: NetBox, the CA signer, a Kubernetes API server or SPIRE
  * did not answer (or answered 5xx). The step that met it changed nothing it cannot undo, so the caller may
  * retry the same request once the dependency is back: HTTP servers answer `503` with `Retry-After` and the
  * reason; loops retry with backoff.
@@ -7,12 +7,13 @@
  * The adapters' own error types say when they mean an outage (`outage()`), so this module knows none of them
  * and every layer can ask `outageOf(e)`.
  */
-export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable" | "netbox-writes-pending" | "session-busy";
+export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable" | "netbox-writes-pending" | "session-busy" | "spire-unavailable";
 
 /**
  * Why a step answered 503: a dependency is down (NetBox, the signer, a Kubernetes API server), NetBox does not
  * yet hold what fleetd recorded for this node (its queued writes — the outbox — are still being delivered; the
- * gates read NetBox and wait for it), or another request is working on the same session right now.
+ * gates read NetBox and wait for it), or another request is working on the same session right now. SPIRE
+ * (`spire-unavailable`) is never behind the attestation server's 503: the SPIRE sync is what calls it.
  */
 export const OUTAGE_REASONS: readonly OutageReason[] = ["netbox-unavailable", "signer-unavailable", "kubernetes-unavailable", "netbox-writes-pending", "session-busy"];
 
