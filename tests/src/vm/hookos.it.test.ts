@@ -1,0 +1,270 @@
+/**
+ * Real firmware, real boot: lab machines (QEMU/TCG + OVMF with the lab's Secure Boot keys + swtpm) netboot the lab
+ * HookOS from the boot network (dnsmasq DHCP/TFTP in a network namespace, the firmware's own PXE), and fleetd's
+ * action, run by the HookOS under Node.js 24, reads the firmware's event log from securityfs, talks to
+ * /dev/tpmrm0 and attests (intake) against the real attestation server of the world (NetBox 4.7, SoftHSM2 CA,
+ * the express server; tests/src/attestation/world.ts) through the boot network's gateway. The server judges the
+ * boot by the `hookos` profile with the lab kit's certificates as its site authorities.
+ *
+ * Good and bad machines differ only in what really happened at boot:
+ *  - good: Secure Boot on, the HookOS signed by the lab's HookOS key, a TPM its node approves → pass, certificates;
+ *  - Secure Boot off in its variable store → the action runs and the server refuses it by policy, journalled;
+ *  - HookOS signed by a key no db lists, or not signed → the firmware refuses to load it: no HookOS ever runs;
+ *  - a TPM its node does not approve → the action waits as pending; the server lists its EK.
+ * Boot times and QEMU's CPU seconds are printed (never judged: no timing in pass/fail).
+ */
+import { strict as assert } from "node:assert";
+import { createHash, randomUUID, X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, test } from "node:test";
+import { parseEventLog } from "@fleetd/shared/eventlog/parse";
+import { interpretLog } from "@fleetd/shared/eventlog/interpret";
+import { EV } from "@fleetd/shared/eventlog/events";
+import { listDevices } from "@fleetd/shared/netbox/device";
+import { readJournal } from "@fleetd/shared/netbox/journal";
+import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
+import { startWorld, type World } from "../attestation/world.js";
+import { startBootNetwork, type BootNetwork, type Gateway } from "./bootNetwork.js";
+import { actionBundle, declareNodes, serveHookos, type DeclaredNode, type HookosJob } from "./hookos.js";
+import { labKit, type HookosImage, type LabKit, type VarsStore } from "./kit.js";
+import { startMachine, type Machine } from "./machine.js";
+import { manufactureMachineTpm, type MachineTpm } from "./machineTpm.js";
+
+const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
+const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+const BOOT_FILE = "hookos.efi";
+/** Generous: a boot is ~30 s on an idle machine and roughly doubles under a loaded suite (lab-machines.md). */
+const BOOT_TIMEOUT_MS = 8 * 60_000;
+const EXIT_MARKER = /^\[fleetd-hookos\] action exit=(\d+) /m;
+const FIRMWARE_REFUSED = /BdsDxe: failed to load Boot\d+ "UEFI PXEv4[^"]*" from .*: Access Denied/;
+
+let kit: LabKit;
+let w: World;
+let net: BootNetwork;
+let gw: Gateway;
+let dir: string;
+let bundle: string;
+const machines: Machine[] = [];
+const tpms: MachineTpm[] = [];
+const timings: string[] = [];
+
+before(
+  async () => {
+    kit = await labKit();
+    w = await startWorld({ talosVersion: TALOS_VERSION, siteAuthoritiesDir: kit.siteAuthoritiesDir });
+    net = await startBootNetwork({ bootFile: BOOT_FILE });
+    gw = await net.expose(w.baseUrl);
+    dir = mkdtempSync(join(tmpdir(), "fleetd-vm-it-"));
+    bundle = await actionBundle(join(dir, "fleetd-tink-action.mjs"));
+  },
+  { timeout: 20 * 60_000 },
+);
+after(async () => {
+  for (const m of machines) await m.stop().catch(() => undefined);
+  for (const m of machines) m.remove();
+  for (const t of tpms) t.remove();
+  await net?.stop();
+  await w?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  if (timings.length) console.log(`lab machine boots (QEMU/TCG, 1 vCPU, OVMF, swtpm; kernel ${kit.kernelRelease}):\n${timings.join("\n")}`);
+});
+
+/** A machine's TPM, made by the world's manufacturer (the server's EK CA store trusts it). */
+async function machineTpm(): Promise<MachineTpm> {
+  const t = await manufactureMachineTpm({ caDir: w.tpm.caDir });
+  tpms.push(t);
+  return t;
+}
+
+const macOf = (n: number) => `52:54:00:fd:00:${n.toString(16).padStart(2, "0")}`;
+const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
+const fileSha256 = (f: string) => sha256(readFileSync(f));
+
+interface BootSpec {
+  name: string;
+  n: number;
+  tpm: MachineTpm;
+  node?: DeclaredNode;
+  vars: VarsStore;
+  image: HookosImage;
+  job?: Partial<HookosJob>;
+}
+
+/** Serves the machine its HookOS (and job), gives it a switch port cabled as NetBox says, and powers it on. */
+async function boot(s: BootSpec): Promise<Machine> {
+  const mac = macOf(s.n);
+  const workflow = enrollmentWorkflowName(mac);
+  // The enrollment Workflow tink-server would create for an unknown agent (the server's Workflow gate reads it).
+  if (s.node) await w.ensureWorkflow(s.node.name, { workflow, mode: "intake", macs: [mac], bootMac: mac });
+  serveHookos(net, mac, {
+    image: kit.image(s.image),
+    bootFile: BOOT_FILE,
+    job: { mode: "intake", workflow, server: gw.url, ...s.job },
+    bundle,
+  });
+  const port = await net.addPort(s.node ? { lldp: s.node.switch } : {});
+  const m = await startMachine({ name: s.name, kit, network: net, port, tpm: s.tpm, vars: s.vars, mac, smbios: { serial: s.node?.serial ?? `LAB-VM-${s.n}`, uuid: randomUUID() } });
+  machines.push(m);
+  return m;
+}
+
+/** The action's pino lines on the console. */
+function actionLogs(m: Machine): Record<string, unknown>[] {
+  return m.lines().flatMap((l) => {
+    const i = l.text.indexOf('{"level":');
+    if (i < 0) return [];
+    try {
+      return [JSON.parse(l.text.slice(i)) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** Boot times from the console: firmware's PXE start, the image downloaded, HookOS's /init, the action's start and end. */
+function recordTimes(m: Machine, what: string): void {
+  const s = (ms: number | undefined) => (ms === undefined ? "   -  " : `${(ms / 1000).toFixed(1).padStart(5)}s`);
+  const mk = (t: string) => m.markers().find((k) => k.text.startsWith(t))?.atMs;
+  timings.push(
+    `  ${m.name.padEnd(14)} ${what.padEnd(34)} PXE ${s(m.firstLine(/Start PXE over IPv4/))}  image ${s(m.firstLine(/NBP file downloaded|Access Denied/))}  /init ${s(mk("init:"))}  action ${s(mk("action start"))}  end ${s(mk("action exit="))}  total ${s(m.elapsedMs())}  QEMU CPU ${m.cpuSeconds().toFixed(1)}s`,
+  );
+}
+
+async function deviceId(name: string): Promise<number> {
+  const [d] = await listDevices(w.admin, { name });
+  assert.ok(d, `device ${name} exists`);
+  return d.id;
+}
+
+/** The challenges a machine claiming `serial` sent through the gateway. */
+const challengeOf = (serial: string) => gw.requests.filter((r) => r.path === "/v1/attest/challenge" && (JSON.parse(r.requestBody.toString()) as { claims: { serial: string } }).claims.serial === serial);
+/** The evidence requests of the sessions those challenges opened. */
+function evidenceOf(serial: string) {
+  const sessions = new Set(challengeOf(serial).flatMap((r) => (r.status === 200 ? [(JSON.parse(r.responseBody.toString()) as { sessionId: string }).sessionId] : [])));
+  return gw.requests.filter((r) => r.path === "/v1/attest/evidence" && sessions.has((JSON.parse(r.requestBody.toString()) as { sessionId: string }).sessionId));
+}
+
+test("a lab machine netboots the signed HookOS; the action attests with the firmware's event log from securityfs and /dev/tpmrm0, and passes `hookos`", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
+  const tpm = await machineTpm();
+  const { "lab-good": node } = declareNodes(w, { "lab-good": { n: 71, ek: tpm.ek } });
+  assert.ok(node);
+  const signaturesBefore = w.signatures();
+  const m = await boot({ name: "lab-good", n: 71, tpm, node, vars: "secureboot", image: "hookos" });
+  const disk = fileSha256(m.disk);
+  const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
+  await m.qemu.exited;
+  recordTimes(m, "Secure Boot on, HookOS key: pass");
+  assert.equal(end.match[1], "0", `the action exits 0; its log:\n${actionLogs(m).map((l) => JSON.stringify(l)).join("\n")}`);
+
+  // The firmware verified the image and the kernel saw Secure Boot on.
+  const con = m.console();
+  assert.match(con, /NBP file downloaded successfully/);
+  assert.match(con, /EFI stub: UEFI Secure Boot is enabled/);
+
+  // The event log the server judged is the one securityfs held in the machine.
+  const marker = m.markers().find((k) => k.text.startsWith("securityfs event log"));
+  assert.ok(marker, "the HookOS printed the securityfs log's digest");
+  const [, logSha] = /sha256=([0-9a-f]{64})/.exec(marker.text) ?? [];
+  const mine = evidenceOf(node.serial);
+  assert.deepEqual(mine.map((r) => r.status), [200], "one evidence request, passed");
+  const evidence = JSON.parse((mine[0] as { requestBody: Buffer }).requestBody.toString()) as { eventLog: string };
+  const logBytes = new Uint8Array(Buffer.from(evidence.eventLog, "base64"));
+  assert.equal(sha256(logBytes), logSha, "the evidence carries exactly the firmware log read from /sys/kernel/security/tpm0/binary_bios_measurements");
+  const claimed = actionLogs(m).find((l) => l["msg"] === "claims collected") as { eventLogBytes: number; claims: { serial: string; uuid: string } } | undefined;
+  assert.ok(claimed, "the action collected its claims");
+  assert.equal(claimed.eventLogBytes, logBytes.length);
+  assert.equal(claimed.claims.serial, node.serial, "the SMBIOS serial QEMU set");
+
+  // What the firmware measured: Secure Boot on, the lab's PK/KEK/db, and PCR 7 naming the lab's HookOS db certificate.
+  const log = parseEventLog(logBytes);
+  const mb = interpretLog(log, new Set([0, 1, 2, 3, 4, 5, 6, 7]));
+  const sb = mb.secureBoot;
+  assert.ok(sb, "PCR 7 interpreted");
+  assert.equal(sb.enabled, true, "SecureBoot = 1 in EV_EFI_VARIABLE_DRIVER_CONFIG");
+  const der = (pem: string) => sha256(new Uint8Array(new X509Certificate(pem).raw));
+  assert.deepEqual(sb.pk?.certs.map((c) => c.sha256), [der(kit.certs.pk)]);
+  assert.deepEqual(sb.kek?.certs.map((c) => c.sha256), [der(kit.certs.kek)]);
+  assert.deepEqual(sb.db?.certs.map((c) => c.sha256).sort(), [der(kit.certs.hookos), der(kit.certs.talos)].sort());
+  assert.deepEqual(
+    sb.postSeparatorAuthorities.map((a) => a.cert?.sha256),
+    [der(kit.certs.hookos)],
+    "PCR 7's EV_EFI_VARIABLE_AUTHORITY names exactly the lab's HookOS db certificate",
+  );
+  const apps = log.events.filter((e) => e.pcr === 4 && e.type === EV.EFI_BOOT_SERVICES_APPLICATION);
+  assert.equal(apps.length, 1, "one boot application: the UKI");
+
+  // The server's verdict and what it released.
+  assert.equal(w.signatures() - signaturesBefore, 2, "LDevID and LAK signed");
+  const done = actionLogs(m).find((l) => typeof l["msg"] === "string" && (l["msg"] as string).startsWith("attested"));
+  assert.ok(done, "the action reports attested");
+  assert.equal(done["node"], "lab-good");
+  const journal = (await readJournal(w.admin, await deviceId("lab-good"))).map((j) => j.comments).join("\n");
+  assert.match(journal, /pass/i, `the node's journal records the pass:\n${journal}`);
+  assert.equal(fileSha256(m.disk), disk, "intake never touches the disk");
+});
+
+test("Secure Boot off in the machine's variable store: the action runs and the server refuses it by the `hookos` profile, journalled", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
+  const tpm = await machineTpm();
+  const { "lab-sb-off": node } = declareNodes(w, { "lab-sb-off": { n: 72, ek: tpm.ek } });
+  assert.ok(node);
+  const signaturesBefore = w.signatures();
+  const m = await boot({ name: "lab-sb-off", n: 72, tpm, node, vars: "secureboot-off", image: "hookos" });
+  const disk = fileSha256(m.disk);
+  const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
+  await m.qemu.exited;
+  recordTimes(m, "Secure Boot off: refused (policy)");
+  assert.equal(end.match[1], "3", "exit 3: refused by the server");
+  assert.doesNotMatch(m.console(), /EFI stub: UEFI Secure Boot is enabled/);
+  const refusal = actionLogs(m).find((l) => l["code"] === "refused") as { step: string; reasons: { check: string; detail: string }[] } | undefined;
+  assert.ok(refusal, "the action logs the refusal");
+  assert.equal(refusal.step, "evidence");
+  assert.ok(
+    refusal.reasons.some((r) => /secure ?boot/i.test(`${r.check} ${r.detail}`)),
+    `a reason names Secure Boot: ${JSON.stringify(refusal.reasons)}`,
+  );
+  assert.equal(w.signatures(), signaturesBefore, "nothing signed");
+  const journal = (await readJournal(w.admin, await deviceId("lab-sb-off"))).map((j) => j.comments).join("\n");
+  assert.match(journal, /secure ?boot/i, `the refusal is in the node's journal:\n${journal}`);
+  assert.equal(fileSha256(m.disk), disk, "disk untouched");
+});
+
+test("HookOS signed by a key no db lists, or not signed at all: the firmware refuses to load it and no HookOS runs", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
+  const [t1, t2] = await Promise.all([machineTpm(), machineTpm()]);
+  const nodes = declareNodes(w, { "lab-rogue": { n: 73, ek: t1.ek }, "lab-unsigned": { n: 74, ek: t2.ek } });
+  const ms = await Promise.all([
+    boot({ name: "lab-rogue", n: 73, tpm: t1, node: nodes["lab-rogue"], vars: "secureboot", image: "hookos-rogue" }),
+    boot({ name: "lab-unsigned", n: 74, tpm: t2, node: nodes["lab-unsigned"], vars: "secureboot", image: "hookos-unsigned" }),
+  ]);
+  const disks = ms.map((m) => fileSha256(m.disk));
+  for (const m of ms) {
+    await m.waitForConsole(FIRMWARE_REFUSED, "the firmware's refusal", BOOT_TIMEOUT_MS);
+    await m.stop();
+    recordTimes(m, `${m.name === "lab-rogue" ? "unlisted key" : "unsigned"}: refused (firmware)`);
+    assert.match(m.console(), /NBP file downloaded successfully/, "the image was downloaded, then refused");
+    assert.doesNotMatch(m.console(), /EFI stub|\[fleetd-hookos\]|Linux version/, "nothing of the image ran");
+  }
+  for (const n of ["lab-rogue", "lab-unsigned"]) assert.equal(challengeOf(nodes[n]?.serial ?? "").length, 0, `${n} never reached the server`);
+  ms.forEach((m, i) => assert.equal(fileSha256(m.disk), disks[i], `${m.name}: disk untouched`));
+});
+
+test("a TPM its node does not approve: the action waits as pending and the server lists its EK", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
+  const [tpm, approved] = await Promise.all([machineTpm(), machineTpm()]);
+  // The node approves another TPM's EKs (e.g. the motherboard was swapped): this machine's are unknown.
+  const { "lab-pending": node } = declareNodes(w, { "lab-pending": { n: 75, ek: approved.ek } });
+  assert.ok(node);
+  const signaturesBefore = w.signatures();
+  const m = await boot({ name: "lab-pending", n: 75, tpm, node, vars: "secureboot", image: "hookos", job: { timeoutSeconds: 3600 } });
+  const disk = fileSha256(m.disk);
+  await m.waitForConsole(/"msg":"pending: the server does not know this machine's TPM yet/, "a pending retry", BOOT_TIMEOUT_MS);
+  const pending = await w.store.listPendingEks();
+  for (const b of [tpm.ek.rsa.binding, tpm.ek.ecc.binding]) assert.ok(pending.some((p) => p.binding === b), `the server lists EK ${b} as pending`);
+  // Still waiting: the action has not ended.
+  assert.equal(m.markers().find((k) => k.text.startsWith("action exit=")), undefined, "the action is still waiting");
+  await m.stop();
+  recordTimes(m, "unapproved TPM: pending (stopped)");
+  assert.equal(w.signatures(), signaturesBefore, "nothing signed");
+  assert.equal(fileSha256(m.disk), disk, "disk untouched");
+});
