@@ -1,14 +1,17 @@
 /**
  * The lab's netboot network, all on this machine: a network namespace the harness creates, holding a bridge (the
- * top-of-rack switch's boot VLAN) with
- *  - dnsmasq on the bridge: DHCP (no router, no DNS: a machine reaches nothing but this segment) and TFTP, each
- *    machine served from its own directory (`--tftp-unique-root=mac`): the image its firmware boots, then what its
- *    HookOS fetches (its job and the action bundle). A machine whose MAC has no directory gets nothing;
+ * top-of-rack switch's boot VLAN, LAB_SEGMENT.0/24 — the same addresses in every lab: each lab has its own
+ * namespace, so they never meet) with
+ *  - dnsmasq on the bridge at LAB_SEGMENT.1: DHCP (no router, no DNS) and TFTP, each machine served from its own
+ *    directory (`--tftp-unique-root=mac`): the image its firmware boots, then what its HookOS fetches (its job and
+ *    the action bundle). A machine whose MAC has no directory gets nothing;
  *  - one switch port per machine: a tap QEMU opens, with an LLDP speaker (Debian's lldpd, as in
  *    tests/src/harness/lldp.ts) that says which switch and port NetBox cables the machine to;
- *  - a veth pair to the host namespace: its host end has the segment's `.254` address, where `expose()` puts an
- *    HTTP forwarder to a service listening on the host's loopback (the attestation server, NetBox). The host does
- *    not route (the machines get no router), so nothing a machine sends leaves this machine.
+ *  - services of the host (the attestation server, which also serves `/talos/config`) at LAB_SEGMENT.1:PORT:
+ *    `expose()` starts an HTTP forwarder on a Unix socket in the host namespace and socat in the lab's namespace
+ *    from that TCP port to the socket. There is no interface, address or route between the namespace and the
+ *    host: a machine reaches exactly the forwarded ports and nothing beyond, and the addresses machines use are
+ *    fixed (the lab OS image names its config URL: tests/scripts/vm/build.sh).
  *
  * Why dnsmasq and not Tinkerbell's Smee: the lab boots the firmware's own PXE client straight into the signed UKI.
  * Smee's TFTP serves only its embedded iPXE builds (unsigned: a Secure Boot firmware refuses them unless the lab
@@ -16,10 +19,10 @@
  * costs about 18 s per boot under TCG (lab-machines.md). The Smee path stays open: `serverAddress` is where a
  * machine's DHCP and TFTP come from either way.
  *
- * Needs root (CAP_NET_ADMIN), iproute2, dnsmasq-base and lldpd (.ci/setup installs them).
+ * Needs root (CAP_NET_ADMIN), iproute2, dnsmasq-base, socat and lldpd (.ci/setup installs them).
  */
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,8 +45,13 @@ export interface GatewayRequest {
   responseBody: Buffer;
 }
 
+/** The boot network's segment (a /24) in every lab: the boot server is .1, machines lease .100–.199. */
+export const LAB_SEGMENT = "10.99.0";
+/** The port machines reach the attestation server on (its API and `/talos/config`): http://10.99.0.1. */
+export const LAB_API_PORT = 80;
+
 export interface Gateway {
-  /** The URL machines use (on the host's address of the boot network). */
+  /** The URL machines use (the boot server's address, the exposed port). */
   readonly url: string;
   /** Every request forwarded so far, in order. */
   readonly requests: readonly GatewayRequest[];
@@ -52,18 +60,14 @@ export interface Gateway {
 
 export interface BootNetwork {
   readonly netns: string;
-  /** The first three octets of the segment (a /24). */
-  readonly prefix: string;
-  /** dnsmasq's address: DHCP server, TFTP server (the machines' "boot server"). */
+  /** dnsmasq's address: DHCP server, TFTP server (the machines' "boot server"), and where exposed services are. */
   readonly serverAddress: string;
-  /** The host's address on the segment (where gateways listen). */
-  readonly hostAddress: string;
   readonly dir: string;
   /** Files (name → content, or a file to copy) TFTP serves to the machine with this MAC, and only to it. */
   serveTo(mac: string, files: Record<string, string | Uint8Array | { copyOf: string }>): void;
   addPort(opts?: { lldp?: { device: string; port: string } }): Promise<SwitchPort>;
-  /** An HTTP forwarder on hostAddress to `target` (http://127.0.0.1:PORT), recording what passes. */
-  expose(target: string): Promise<Gateway>;
+  /** `target` (http://127.0.0.1:PORT on the host) at serverAddress:`port` for the machines, recording what passes. */
+  expose(target: string, port: number): Promise<Gateway>;
   /** dnsmasq's log so far (DHCP and TFTP, for diagnostics). */
   log(): string;
   stop(): Promise<void>;
@@ -72,17 +76,6 @@ export interface BootNetwork {
 async function ip(args: string[]): Promise<void> {
   const r = await runProcess("ip", args, { timeoutMs: 15_000 });
   if (r.code !== 0) throw new Error(`ip ${args.join(" ")} exited ${r.code}: ${r.stderr.toString().trim()}`);
-}
-
-/** A /24 under 10.0.0.0/8 that no interface or route of this machine uses. */
-async function freeSegment(): Promise<string> {
-  const used = (await runProcess("ip", ["-4", "-o", "addr", "show"])).stdout.toString() + (await runProcess("ip", ["-4", "route", "show", "table", "all"])).stdout.toString();
-  for (let i = 0; i < 200; i++) {
-    const b = randomBytes(2);
-    const prefix = `10.${200 + ((b[0] as number) % 50)}.${b[1] as number}`;
-    if (!used.includes(`${prefix}.`)) return prefix;
-  }
-  throw new Error("no free /24 under 10.200.0.0/13 for a boot network");
 }
 
 /** dnsmasq's per-MAC TFTP directory name: lowercase, zero-padded, dash-separated. */
@@ -95,19 +88,17 @@ export function tftpDirOf(mac: string): string {
 export async function startBootNetwork(opts: { bootFile?: string } = {}): Promise<BootNetwork> {
   const id = randomBytes(3).toString("hex");
   const netns = `fleetd-vm-${id}`;
-  const hostIf = `fvh${id}`;
   const dir = mkdtempSync(join(tmpdir(), "fleetd-bootnet-"));
   chmodSync(dir, 0o755); // dnsmasq serves TFTP as nobody; lldpcli is setuid _lldpd
   const tftpRoot = join(dir, "tftp");
   mkdirSync(tftpRoot, { mode: 0o755 });
-  const prefix = await freeSegment();
+  const prefix = LAB_SEGMENT;
   const serverAddress = `${prefix}.1`;
-  const hostAddress = `${prefix}.254`;
   const daemons: Daemon[] = [];
   const ports: SwitchPort[] = [];
   const gateways: Gateway[] = [];
   const unregister = registerCleanup(() => {
-    // best effort on abnormal exit: deleting the namespace removes the taps and both ends of the veth pair
+    // best effort on abnormal exit: deleting the namespace removes the bridge and the taps
     void runProcess("ip", ["netns", "del", netns]);
     rmSync(dir, { recursive: true, force: true });
   });
@@ -119,7 +110,6 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
     for (const p of ports) await p.stop();
     for (const d of daemons) await d.stop();
     await runProcess("ip", ["netns", "del", netns], { timeoutMs: 15_000 });
-    await runProcess("ip", ["link", "del", hostIf], { timeoutMs: 15_000 }); // normally gone with the namespace
     rmSync(dir, { recursive: true, force: true });
     unregister();
   };
@@ -130,11 +120,6 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
     await ip(["-n", netns, "link", "add", "br0", "type", "bridge"]);
     await ip(["-n", netns, "addr", "add", `${serverAddress}/24`, "dev", "br0"]);
     await ip(["-n", netns, "link", "set", "br0", "up"]);
-    await ip(["link", "add", hostIf, "type", "veth", "peer", "name", "uplink", "netns", netns]);
-    await ip(["-n", netns, "link", "set", "uplink", "master", "br0"]);
-    await ip(["-n", netns, "link", "set", "uplink", "up"]);
-    await ip(["addr", "add", `${hostAddress}/24`, "dev", hostIf]);
-    await ip(["link", "set", hostIf, "up"]);
 
     const dnsmasq = startDaemon("dnsmasq (boot network)", "ip", [
       "netns",
@@ -181,9 +166,7 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
   let portSeq = 0;
   return {
     netns,
-    prefix,
     serverAddress,
-    hostAddress,
     dir,
     serveTo(mac, files) {
       const d = join(tftpRoot, tftpDirOf(mac));
@@ -230,10 +213,27 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
       ports.push(port);
       return port;
     },
-    async expose(target) {
-      const g = await startGateway(hostAddress, target);
-      gateways.push(g);
-      return g;
+    async expose(target, port) {
+      const socket = join(dir, `gateway-${port}.sock`);
+      const g = await startGateway(socket, target);
+      // socat in the namespace: TCP serverAddress:port → the forwarder's Unix socket (one child per connection)
+      const relay = startDaemon(`socat (boot network :${port})`, "ip", [
+        "netns",
+        "exec",
+        netns,
+        "socat",
+        `TCP-LISTEN:${port},bind=${serverAddress},reuseaddr,fork`,
+        `UNIX-CONNECT:${socket}`,
+      ]);
+      daemons.push(relay);
+      await waitFor(
+        `socat did not listen on ${serverAddress}:${port}`,
+        async () => (await runProcess("ip", ["netns", "exec", netns, "ss", "-Htln", `sport = :${port}`])).stdout.toString().includes(`${serverAddress}:${port}`),
+        { timeoutMs: 20_000, abort: () => (relay.hasExited() ? `socat exited: ${relay.output()}` : undefined) },
+      );
+      const exposed: Gateway = { url: `http://${serverAddress}${port === 80 ? "" : `:${port}`}`, requests: g.requests, close: g.close };
+      gateways.push(exposed);
+      return exposed;
     },
     log: () => {
       try {
@@ -255,7 +255,8 @@ function forwardable(h: IncomingHttpHeaders): Record<string, string | string[]> 
   return out;
 }
 
-async function startGateway(address: string, target: string): Promise<Gateway> {
+/** An HTTP forwarder on the Unix socket `socket` to `target` (a loopback http:// service). */
+async function startGateway(socket: string, target: string): Promise<Pick<Gateway, "requests" | "close">> {
   const to = new URL(target);
   if (to.protocol !== "http:" || !["127.0.0.1", "localhost"].includes(to.hostname)) throw new Error(`a gateway forwards to a loopback http:// service, not ${target}`);
   const requests: GatewayRequest[] = [];
@@ -285,13 +286,12 @@ async function startGateway(address: string, target: string): Promise<Gateway> {
       up.end(requestBody);
     });
   });
+  if (existsSync(socket)) rmSync(socket);
   await new Promise<void>((res, rej) => {
     server.once("error", rej);
-    server.listen(0, address, () => res());
+    server.listen(socket, () => res());
   });
-  const port = (server.address() as { port: number }).port;
   return {
-    url: `http://${address}:${port}`,
     requests,
     close: () =>
       new Promise<void>((res) => {

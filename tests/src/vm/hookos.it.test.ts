@@ -27,7 +27,7 @@ import { listDevices } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
 import { startWorld, type World } from "../attestation/world.js";
-import { startBootNetwork, type BootNetwork, type Gateway } from "./bootNetwork.js";
+import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway } from "./bootNetwork.js";
 import { actionBundle, declareNodes, serveHookos, type DeclaredNode, type HookosJob } from "./hookos.js";
 import { labKit, type HookosImage, type LabKit, type VarsStore } from "./kit.js";
 import { startMachine, type Machine } from "./machine.js";
@@ -56,7 +56,7 @@ before(
     kit = await labKit();
     w = await startWorld({ talosVersion: TALOS_VERSION, siteAuthoritiesDir: kit.siteAuthoritiesDir });
     net = await startBootNetwork({ bootFile: BOOT_FILE });
-    gw = await net.expose(w.baseUrl);
+    gw = await net.expose(w.baseUrl, LAB_API_PORT);
     dir = mkdtempSync(join(tmpdir(), "fleetd-vm-it-"));
     bundle = await actionBundle(join(dir, "fleetd-tink-action.mjs"));
   },
