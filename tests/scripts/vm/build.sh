@@ -13,13 +13,21 @@
 #   hookos/     the lab HookOS, a unified kernel image (systemd's stub + Debian's kernel + a busybox initramfs
 #               whose /init is hookos-init.sh): hookos.efi signed with the HookOS key, hookos-rogue.efi signed
 #               with the rogue key, hookos-unsigned.efi
-#   runtime/    the read-only share the HookOS mounts over virtio-9p: Node.js 24 (.ci/node24.sh), lldpd and
-#               lldpcli (Debian's, for the action's LLDP claim), and the libraries they load
+#   labos/      the lab OS (what the provision Workflow installs in place of Talos, which cannot be fetched here):
+#               labos.efi, a UKI signed with the Talos key whose /init is labos-init.sh and whose command line names
+#               `talos.config=http://10.99.0.1/talos/config?uuid=${uuid}&code=${code}` (the boot network's API
+#               address, tests/src/vm/bootNetwork.ts); disk.img, a Talos-like GPT (EFI, BIOS, BOOT, META, STATE;
+#               written by Talos's own partitioning code, tests/go/talos mkimage) whose EFI partition is a FAT ESP
+#               holding labos.efi as \EFI\BOOT\BOOTX64.EFI
+#   runtime/    the read-only share the lab's machines mount over virtio-9p: Node.js 24 (.ci/node24.sh), lldpd and
+#               lldpcli (Debian's, for the action's LLDP claim), and the libraries they load; Talos's META reader
+#               and config validator (tests/go/talos advread, validate-config; static) for the lab OS
 #   kernel/     the kernel version and its package name
 #
 # Inputs: Debian's linux-image (the version linux-image-amd64 depends on, fetched with `apt-get download`),
 # busybox-static, systemd-boot-efi (the stub), ovmf (the empty variable store), lldpd, the pinned Node.js 24,
-# virt-firmware from PyPI (virt-firmware.sh), and the files of this directory.
+# virt-firmware from PyPI (virt-firmware.sh), Talos's Go tools (tests/go/talos/build.sh), and the files of this
+# directory.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
@@ -33,7 +41,7 @@ MODULES=(virtio_pci virtio_net virtio_blk 9pnet_virtio 9p)
 log() { printf '\033[1m[vm-kit]\033[0m %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-for t in qemu-system-x86_64 sbsign sbattach objcopy objdump mkfs.vfat mcopy cpio swtpm lldpd; do
+for t in qemu-system-x86_64 sbsign sbattach objcopy objdump mkfs.vfat mmd mcopy sgdisk cpio swtpm lldpd; do
   command -v "$t" >/dev/null || die "$t is missing (run .ci/setup)"
 done
 [ -f "$STUB" ] || die "$STUB is missing (systemd-boot-efi; run .ci/setup)"
@@ -53,6 +61,9 @@ KVER_PKG="$(apt-cache show "$KPKG" 2>/dev/null | awk '/^Version:/ {print $2; exi
 
 VFW="$(bash "$HERE/virt-firmware.sh")"
 NODE_DIR="$(bash "$REPO/.ci/node24.sh")"
+TALOS_DIR="$(bash "$REPO/tests/go/talos/build.sh")"
+# The lab OS's config URL: the boot network's API address (LAB_SEGMENT.1, LAB_API_PORT in tests/src/vm/bootNetwork.ts).
+LABOS_CONFIG_URL='http://10.99.0.1/talos/config?uuid=${uuid}&code=${code}'
 ver() { dpkg-query -W -f='${Version}' "$1"; }
 KEY="$(
   {
@@ -60,7 +71,8 @@ KEY="$(
     for p in busybox-static systemd-boot-efi ovmf lldpd libc6; do echo "$p $(ver "$p")"; done
     "$NODE_DIR/bin/node" --version
     "$VFW/bin/pip" show virt-firmware 2>/dev/null | awk '/^Version:/ {print $2}'
-    cat "$HERE/build.sh" "$HERE/hookos-init.sh" "$HERE/udhcpc.sh"
+    basename "$TALOS_DIR"
+    cat "$HERE/build.sh" "$HERE/hookos-init.sh" "$HERE/labos-init.sh" "$HERE/udhcpc.sh"
   } | sha256sum | cut -c1-16
 )"
 OUT="$CACHE_ROOT/kit-$KEY"
@@ -73,26 +85,29 @@ if [ -f "$OUT/READY" ]; then echo "$OUT"; exit 0; fi
 start=$(date +%s)
 tmp="$(mktemp -d "$CACHE_ROOT/.kit-build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"/{keys,vars,site,hookos,runtime/bin,runtime/lib/x86_64-linux-gnu,runtime/lib64,runtime/etc,kernel,work}
+mkdir -p "$tmp"/{keys,vars,site,hookos,labos,runtime/bin,runtime/lib/x86_64-linux-gnu,runtime/lib64,runtime/etc,kernel,work}
 W="$tmp/work"
 
 # ---- the kernel: Debian's package, its signature stripped (the lab signs the whole UKI with its own key) ----
-log "kernel: apt-get download $KPKG ($KVER_PKG)"
-(cd "$W" && apt-get download -q "$KPKG" >/dev/null 2>&1) || die "apt-get download $KPKG failed"
-dpkg-deb -x "$W"/"$KPKG"_*.deb "$W/k"
+# The package is kept (by version) beside the kits, so a rebuild for another reason does not fetch it again.
+DEBS="$CACHE_ROOT/debs"
+mkdir -p "$DEBS"
+deb="$(ls "$DEBS/${KPKG}_${KVER_PKG//:/%3a}_"*.deb 2>/dev/null | head -1 || true)"
+if [ -z "$deb" ]; then
+  log "kernel: apt-get download $KPKG ($KVER_PKG)"
+  (cd "$W" && apt-get download -q "$KPKG=$KVER_PKG" >/dev/null 2>&1) || die "apt-get download $KPKG=$KVER_PKG failed"
+  for f in "$W/${KPKG}_"*.deb; do mv "$f" "$DEBS/"; done
+  ls -1t "$DEBS"/linux-image-*.deb | tail -n +3 | xargs -r rm -f
+  deb="$(ls "$DEBS/${KPKG}_"*.deb | head -1)"
+fi
+dpkg-deb -x "$deb" "$W/k"
 KREL="${KPKG#linux-image-}"
 sbattach --remove "$W/k/boot/vmlinuz-$KREL" >/dev/null 2>&1 || true
 cp "$W/k/boot/vmlinuz-$KREL" "$W/vmlinuz"
 printf '%s\n' "$KREL" >"$tmp/kernel/release"
 printf '%s %s\n' "$KPKG" "$KVER_PKG" >"$tmp/kernel/package"
 
-# ---- the initramfs: busybox, /init, the modules in dependency order ----
-log "initramfs: busybox, /init, modules ${MODULES[*]}"
-R="$W/initramfs"
-mkdir -p "$R"/{bin,modules,proc,sys,dev,tmp,run}
-cp /bin/busybox "$R/bin/busybox"
-install -m 0755 "$HERE/hookos-init.sh" "$R/init"
-install -m 0755 "$HERE/udhcpc.sh" "$R/udhcpc.sh"
+# ---- the initramfs: busybox, an /init, the modules in dependency order ----
 MODDIR="$W/k/lib/modules/$KREL"
 modpath() { find "$MODDIR/kernel" -name "$1.ko" -print -quit; }
 moddeps() { objcopy -O binary --only-section=.modinfo "$1" /dev/stdout | tr '\0' '\n' | sed -n 's/^depends=//p' | tr ',' ' '; }
@@ -105,30 +120,47 @@ visit() {
   f="$(modpath "$m")"
   [ -n "$f" ] || die "module $m is not in $KPKG"
   for d in $(moddeps "$f"); do visit "$d"; done
-  cp "$f" "$R/modules/$m.ko"
   order+=("$m")
 }
 for m in "${MODULES[@]}"; do visit "$m"; done
-printf '%s\n' "${order[@]}" >"$R/modules/order"
-(cd "$R" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet --reproducible | gzip -9n >"$W/initrd.img")
+# make_initramfs INIT OUT: busybox, INIT as /init, the udhcpc script, the modules and their order
+make_initramfs() {
+  local R="$W/initramfs-$(basename "$2")" m
+  mkdir -p "$R"/{bin,modules,proc,sys,dev,tmp,run}
+  cp /bin/busybox "$R/bin/busybox"
+  install -m 0755 "$1" "$R/init"
+  install -m 0755 "$HERE/udhcpc.sh" "$R/udhcpc.sh"
+  for m in "${order[@]}"; do cp "$(modpath "$m")" "$R/modules/$m.ko"; done
+  printf '%s\n' "${order[@]}" >"$R/modules/order"
+  (cd "$R" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet --reproducible | gzip -9n >"$2")
+}
+log "initramfs: busybox, modules ${order[*]}; /init: hookos-init.sh, labos-init.sh"
+make_initramfs "$HERE/hookos-init.sh" "$W/hookos-initrd.img"
+make_initramfs "$HERE/labos-init.sh" "$W/labos-initrd.img"
 
-# ---- the UKI: systemd's stub with .osrel, .cmdline, .linux, .initrd (what ukify does, with objcopy) ----
-log "UKI: $(basename "$STUB") + vmlinuz-$KREL + initramfs ($(du -h "$W/initrd.img" | cut -f1))"
-printf 'NAME="fleetd lab HookOS"\nID=fleetd-lab-hookos\nVERSION_ID=%s\n' "$KEY" >"$W/osrel"
+# ---- UKIs: systemd's stub with .osrel, .cmdline, .linux, .initrd (what ukify does, with objcopy) ----
+# make_uki NAME INITRD CMDLINE OUT
+make_uki() {
+  printf 'NAME="%s"\nID=fleetd-lab\nVERSION_ID=%s\n' "$1" "$KEY" >"$W/osrel"
+  printf '%s' "$3" >"$W/cmdline"
+  local align last offs args=() s name file
+  align="$((16#$(objdump -p "$STUB" | awk '/SectionAlignment/ {print $2}')))"
+  last="$(objdump -h "$STUB" | awk '$1 ~ /^[0-9]+$/ {vma=$4; size=$3} END {print vma, size}')"
+  offs=$((16#${last% *} + 16#${last#* }))
+  for s in osrel:"$W/osrel" cmdline:"$W/cmdline" linux:"$W/vmlinuz" initrd:"$2"; do
+    name=${s%%:*}
+    file=${s#*:}
+    offs=$(((offs + align - 1) / align * align))
+    args+=(--add-section ".$name=$file" --change-section-vma ".$name=$(printf 0x%x "$offs")")
+    offs=$((offs + $(stat -Lc%s "$file")))
+  done
+  objcopy "${args[@]}" "$STUB" "$4"
+}
+log "UKIs: $(basename "$STUB") + vmlinuz-$KREL + initramfs"
 # Serial console, quiet kernel, and no reboot loop: a panic powers off through QEMU's -no-reboot.
-printf 'console=ttyS0,115200 loglevel=4 panic=-1' >"$W/cmdline"
-align="$((16#$(objdump -p "$STUB" | awk '/SectionAlignment/ {print $2}')))"
-last="$(objdump -h "$STUB" | awk '$1 ~ /^[0-9]+$/ {vma=$4; size=$3} END {print vma, size}')"
-offs=$((16#${last% *} + 16#${last#* }))
-args=()
-for s in osrel:"$W/osrel" cmdline:"$W/cmdline" linux:"$W/vmlinuz" initrd:"$W/initrd.img"; do
-  name=${s%%:*}
-  file=${s#*:}
-  offs=$(((offs + align - 1) / align * align))
-  args+=(--add-section ".$name=$file" --change-section-vma ".$name=$(printf 0x%x "$offs")")
-  offs=$((offs + $(stat -Lc%s "$file")))
-done
-objcopy "${args[@]}" "$STUB" "$tmp/hookos/hookos-unsigned.efi"
+BASE_CMDLINE='console=ttyS0,115200 loglevel=4 panic=-1'
+make_uki "fleetd lab HookOS" "$W/hookos-initrd.img" "$BASE_CMDLINE" "$tmp/hookos/hookos-unsigned.efi"
+make_uki "fleetd lab OS" "$W/labos-initrd.img" "$BASE_CMDLINE talos.config=$LABOS_CONFIG_URL" "$W/labos-unsigned.efi"
 
 # ---- the lab's Secure Boot keys and the signed images ----
 log "Secure Boot keys: PK, KEK, db (HookOS, Talos), an unlisted key"
@@ -142,7 +174,24 @@ cat /proc/sys/kernel/random/uuid >"$tmp/keys/owner.guid"
 GUID="$(cat "$tmp/keys/owner.guid")"
 sbsign --key "$tmp/keys/hookos.key" --cert "$tmp/keys/hookos.crt" --output "$tmp/hookos/hookos.efi" "$tmp/hookos/hookos-unsigned.efi" >/dev/null 2>&1
 sbsign --key "$tmp/keys/rogue.key" --cert "$tmp/keys/rogue.crt" --output "$tmp/hookos/hookos-rogue.efi" "$tmp/hookos/hookos-unsigned.efi" >/dev/null 2>&1
+sbsign --key "$tmp/keys/talos.key" --cert "$tmp/keys/talos.crt" --output "$tmp/labos/labos.efi" "$W/labos-unsigned.efi" >/dev/null 2>&1
 sbverify --cert "$tmp/keys/hookos.crt" "$tmp/hookos/hookos.efi" >/dev/null 2>&1 || die "the signed HookOS does not verify"
+sbverify --cert "$tmp/keys/talos.crt" "$tmp/labos/labos.efi" >/dev/null 2>&1 || die "the signed lab OS does not verify"
+
+# ---- the lab OS disk image: Talos's GPT layout, the UKI on a FAT ESP in the EFI partition ----
+log "lab OS disk image: Talos-like GPT (mkimage), ESP with the lab OS UKI"
+GUID_EFI=C12A7328-F81F-11D2-BA4B-00A0C93EC93B
+GUID_BIOS=21686148-6449-6E6F-744E-656564454649
+GUID_LINUX=0FC63DAF-8483-4772-8E79-3D69D8477DE4
+ESP_KIB=24576
+"$TALOS_DIR/mkimage" --size-mib 40 --part "EFI:$ESP_KIB:$GUID_EFI" --part "BIOS:1024:$GUID_BIOS" --part "BOOT:1024:$GUID_LINUX" \
+  --part "META:1024:$GUID_LINUX" --part "STATE:4096:$GUID_LINUX" "$tmp/labos/disk.img" >/dev/null
+mkfs.vfat -C -n EFI "$W/esp.img" "$ESP_KIB" >/dev/null
+mmd -i "$W/esp.img" ::/EFI ::/EFI/BOOT
+mcopy -i "$W/esp.img" "$tmp/labos/labos.efi" ::/EFI/BOOT/BOOTX64.EFI
+first="$(sgdisk -i 1 "$tmp/labos/disk.img" | awk '/^First sector:/ {print $3}')"
+[ -n "$first" ] || die "the lab OS image has no partition 1"
+dd if="$W/esp.img" of="$tmp/labos/disk.img" bs=512 seek="$first" conv=notrunc status=none
 
 # ---- OVMF variable stores with the keys enrolled ----
 log "OVMF variable stores: Secure Boot on, and off"
@@ -160,6 +209,7 @@ cp "$tmp/keys/hookos.crt" "$tmp/site/hookos-signer.pem"
 log "runtime share: node $("$NODE_DIR/bin/node" --version), lldpd, lldpcli"
 ln "$NODE_DIR/bin/node" "$tmp/runtime/bin/node" 2>/dev/null || cp "$NODE_DIR/bin/node" "$tmp/runtime/bin/node"
 cp /usr/sbin/lldpd /usr/sbin/lldpcli "$tmp/runtime/bin/"
+cp "$TALOS_DIR/advread" "$TALOS_DIR/validate-config" "$tmp/runtime/bin/"
 for b in "$tmp/runtime/bin/node" /usr/sbin/lldpd /usr/sbin/lldpcli; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do cp -L "$lib" "$tmp/runtime/lib/x86_64-linux-gnu/"; done

@@ -6,9 +6,10 @@
 # ("[fleetd-hookos] …"); the harness (tests/src/vm/machine.ts) waits on them.
 #
 # The job is the stand-in for a Tinkerbell workflow as the agent receives it: FLEETD_* settings (the action's
-# `environment:`), only lines of the form FLEETD_NAME=value (no quotes, no shell syntax) are taken, plus the
-# action bundle. Where the real agent plugs in: this script's `run_job` is what tink-agent does with a
-# container runtime (pull the action image, run it privileged with /worker mounted).
+# `environment:`; only lines of the form FLEETD_NAME=value, no quotes, no shell syntax, are taken), FLEETD_STEPS
+# (the actions, in order), plus the action bundle. Where the real agent plugs in: the steps loop at the end is
+# what tink-agent does with a container runtime (pull the action image, run each action privileged with /worker
+# mounted, stop at the first failure).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export HOME=/root
@@ -75,9 +76,26 @@ grep -E '^FLEETD_[A-Z0-9_]+=[A-Za-z0-9_.:/@,+=-]*$' /tmp/job.env >/tmp/job.clean
 while IFS= read -r line; do export "$line"; done </tmp/job.clean
 mark "job mode=${FLEETD_MODE:-?} workflow=${FLEETD_WORKFLOW:-?} action sha256=$(sha256sum /tmp/action.mjs | cut -d' ' -f1)"
 
-mark "action start"
-node /tmp/action.mjs attest --mode "$FLEETD_MODE"
-rc=$?
+# The job's steps, in order, as Tinkerbell runs a Workflow's actions: the first that fails stops the rest.
+#   attest      fleetd-tink-action attest --mode $FLEETD_MODE (results in $FLEETD_OUT)
+#   write-meta  fleetd-tink-action write-meta --disk /dev/vda --code-file $FLEETD_OUT/install-code
+rc=0
+for step in $(echo "${FLEETD_STEPS:-attest}" | tr ',' ' '); do
+  case "$step" in
+    attest) set -- attest --mode "$FLEETD_MODE" ;;
+    write-meta) set -- write-meta --disk /dev/vda --code-file "${FLEETD_OUT:-/worker/fleetd}/install-code" ;;
+    *)
+      mark "unknown step $step"
+      rc=2
+      break
+      ;;
+  esac
+  mark "action start: $step"
+  node /tmp/action.mjs "$@"
+  rc=$?
+  mark "action end: $step exit=$rc"
+  [ "$rc" -eq 0 ] || break
+done
 mark "action exit=$rc"
 poweroff -f
 sleep 30

@@ -15,7 +15,7 @@
  */
 import { strict as assert } from "node:assert";
 import { createHash, randomUUID, X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,7 +27,8 @@ import { listDevices } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
 import { startWorld, type World } from "../attestation/world.js";
-import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway } from "./bootNetwork.js";
+import { advread } from "../talos/goTools.js";
+import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort } from "./bootNetwork.js";
 import { actionBundle, declareNodes, serveHookos, type DeclaredNode, type HookosJob } from "./hookos.js";
 import { labKit, type HookosImage, type LabKit, type VarsStore } from "./kit.js";
 import { startMachine, type Machine } from "./machine.js";
@@ -48,6 +49,8 @@ let gw: Gateway;
 let dir: string;
 let bundle: string;
 const machines: Machine[] = [];
+/** The good machine of the first test, which the provision test boots again: same TPM, disk, NIC, SMBIOS. */
+let good: { node: DeclaredNode; tpm: MachineTpm; mac: string; uuid: string; disk: string; port: SwitchPort } | undefined;
 const tpms: MachineTpm[] = [];
 const timings: string[] = [];
 
@@ -91,6 +94,8 @@ interface BootSpec {
   vars: VarsStore;
   image: HookosImage;
   job?: Partial<HookosJob>;
+  /** The same machine again: its switch port, SMBIOS UUID and disk. */
+  again?: { port: SwitchPort; uuid: string; disk: string };
 }
 
 /** Serves the machine its HookOS (and job), gives it a switch port cabled as NetBox says, and powers it on. */
@@ -105,8 +110,9 @@ async function boot(s: BootSpec): Promise<Machine> {
     job: { mode: "intake", workflow, server: gw.url, ...s.job },
     bundle,
   });
-  const port = await net.addPort(s.node ? { lldp: s.node.switch } : {});
-  const m = await startMachine({ name: s.name, kit, network: net, port, tpm: s.tpm, vars: s.vars, mac, smbios: { serial: s.node?.serial ?? `LAB-VM-${s.n}`, uuid: randomUUID() } });
+  const port = s.again?.port ?? (await net.addPort(s.node ? { lldp: s.node.switch } : {}));
+  const smbios = { serial: s.node?.serial ?? `LAB-VM-${s.n}`, uuid: s.again?.uuid ?? randomUUID() };
+  const m = await startMachine({ name: s.name, kit, network: net, port, tpm: s.tpm, vars: s.vars, mac, smbios, ...(s.again ? { disk: s.again.disk } : {}) });
   machines.push(m);
   return m;
 }
@@ -148,9 +154,12 @@ function evidenceOf(serial: string) {
 }
 
 test("a lab machine netboots the signed HookOS; the action attests with the firmware's event log from securityfs and /dev/tpmrm0, and passes `hookos`", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
+  const t0 = Date.now();
   const tpm = await machineTpm();
+  const t1 = Date.now();
   const { "lab-good": node } = declareNodes(w, { "lab-good": { n: 71, ek: tpm.ek } });
   assert.ok(node);
+  timings.push(`  (lab-good: TPM manufactured in ${((t1 - t0) / 1000).toFixed(1)}s, node declared and applied in ${((Date.now() - t1) / 1000).toFixed(1)}s)`);
   const signaturesBefore = w.signatures();
   const m = await boot({ name: "lab-good", n: 71, tpm, node, vars: "secureboot", image: "hookos" });
   const disk = fileSha256(m.disk);
@@ -204,6 +213,8 @@ test("a lab machine netboots the signed HookOS; the action attests with the firm
   const journal = (await readJournal(w.admin, await deviceId("lab-good"))).map((j) => j.comments).join("\n");
   assert.match(journal, /pass/i, `the node's journal records the pass:\n${journal}`);
   assert.equal(fileSha256(m.disk), disk, "intake never touches the disk");
+  assert.equal(claimed.claims.uuid, m.smbios.uuid, "the SMBIOS UUID QEMU set");
+  good = { node, tpm, mac: m.mac, uuid: m.smbios.uuid, disk: m.disk, port: m.port };
 });
 
 test("Secure Boot off in the machine's variable store: the action runs and the server refuses it by the `hookos` profile, journalled", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
@@ -267,4 +278,49 @@ test("a TPM its node does not approve: the action waits as pending and the serve
   recordTimes(m, "unapproved TPM: pending (stopped)");
   assert.equal(w.signatures(), signaturesBefore, "nothing signed");
   assert.equal(fileSha256(m.disk), disk, "disk untouched");
+});
+
+test("the same machine is provisioned: HookOS attests in provision mode and writes the install code into META of the lab OS disk; the lab OS boots from disk, reads META 0x0b with Talos's reader, fetches its config once and Talos's machinery validates it", { timeout: 2 * BOOT_TIMEOUT_MS + 60_000 }, async () => {
+  assert.ok(good, "the first test's machine passed intake");
+  const g = good;
+  // The install action's part, done by the harness until the agent runs the Workflow's containers (the
+  // images/agent issue): the lab OS image is written over the machine's disk.
+  copyFileSync(kit.labos.disk, g.disk);
+  const installed = fileSha256(g.disk);
+  const workflow = "fleetd-lab-good-provision-vm";
+  await w.ensureWorkflow(g.node.name, { workflow, mode: "provision", macs: [g.mac], bootMac: g.mac });
+  const signaturesBefore = w.signatures();
+  const prov = await boot({ name: "lab-good-provision", n: 71, tpm: g.tpm, node: g.node, vars: "secureboot", image: "hookos", job: { mode: "provision", workflow, steps: ["attest", "write-meta"] }, again: g });
+  const end = await prov.waitForConsole(EXIT_MARKER, "end of the provision job", BOOT_TIMEOUT_MS);
+  await prov.qemu.exited;
+  recordTimes(prov, "provision: attest + write-meta");
+  assert.equal(end.match[1], "0", `attest and write-meta exit 0; the action's log:\n${actionLogs(prov).map((l) => JSON.stringify(l)).join("\n")}`);
+  assert.ok(w.signatures() - signaturesBefore >= 2, "provision re-issued the LDevID and LAK");
+  assert.notEqual(fileSha256(g.disk), installed, "write-meta changed the disk");
+  const meta = advread(g.disk);
+  const code = meta.tags["0x0b"]?.text ?? "";
+  assert.match(code, /^[0-9a-f]{64}$/, "META 0x0b holds the install code (Talos's reader, on the host)");
+
+  // The BMC's next boot device: the disk. The firmware boots the lab OS (signed by the Talos key) from its ESP.
+  const os = await startMachine({ name: "lab-good-os", kit, network: net, port: g.port, tpm: g.tpm, vars: "secureboot", mac: g.mac, smbios: { serial: g.node.serial, uuid: g.uuid }, disk: g.disk, bootFrom: "disk" });
+  machines.push(os);
+  const done = await os.waitForConsole(/^\[fleetd-labos\] (done|error: .*) \(uptime/m, "the lab OS's end", BOOT_TIMEOUT_MS);
+  await os.qemu.exited;
+  const marks = os.lines().filter((l) => l.text.startsWith("[fleetd-labos]"));
+  const at = (t: string) => marks.find((l) => l.text.includes(t))?.atMs;
+  const sec = (ms: number | undefined) => (ms === undefined ? "-" : `${(ms / 1000).toFixed(1)}s`);
+  timings.push(`  ${"lab-good-os".padEnd(14)} ${"lab OS from disk: config fetched".padEnd(34)} /init ${sec(at("init:"))}  config ${sec(at("config fetched"))}  end ${sec(at("] done"))}  total ${sec(os.elapsedMs())}  QEMU CPU ${os.cpuSeconds().toFixed(1)}s`);
+  assert.equal(done.match[1], "done", `the lab OS finished; its console:\n${marks.map((l) => l.text).join("\n")}`);
+  const con = os.console();
+  assert.match(con, /EFI stub: UEFI Secure Boot is enabled/, "the firmware verified the lab OS (Talos key) with Secure Boot on");
+  assert.match(con, /\[fleetd-labos\] META 0x0b: an install code of 64 characters/);
+  assert.doesNotMatch(con, new RegExp(code), "the code never appears on the console");
+  assert.match(con, /\[fleetd-labos\] config validated exit=0 /, "Talos's machinery validates the fetched config");
+  const fetches = gw.requests.filter((r) => r.path.startsWith("/talos/config?"));
+  assert.deepEqual(fetches.map((r) => r.status), [200], "one config fetch, served");
+  // Fetched once: the same code again is refused.
+  const again = await fetch(`${w.baseUrl}/talos/config?uuid=${g.uuid}&code=${code}`);
+  assert.equal(again.status, 404, "a second fetch fails");
+  const [d] = await listDevices(w.admin, { name: g.node.name });
+  assert.equal(d?.status, "active", "the device is active once its config was delivered");
 });

@@ -75,6 +75,8 @@ export interface HookosJob {
   /** How long the action keeps retrying a pending machine (FLEETD_TIMEOUT_SECONDS). */
   timeoutSeconds?: number;
   lldpWaitSeconds?: number;
+  /** The actions, in order (default: attest alone); the HookOS stops at the first that fails. */
+  steps?: readonly ("attest" | "write-meta")[];
 }
 
 /** The action's environment: FLEETD_* lines the lab HookOS exports (it takes no other line). */
@@ -88,6 +90,7 @@ export function jobEnv(job: HookosJob): string {
     FLEETD_LLDP_WAIT_SECONDS: String(job.lldpWaitSeconds ?? 40),
     FLEETD_OUT: "/worker/fleetd",
     FLEETD_LOG_LEVEL: "info",
+    FLEETD_STEPS: (job.steps ?? ["attest"]).join(","),
   };
   for (const [k, v] of Object.entries(env)) if (!/^[A-Za-z0-9_.:/@,+=-]*$/.test(v)) throw new Error(`${k}: ${v} has characters the lab HookOS does not take`);
   return Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join("");

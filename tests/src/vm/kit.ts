@@ -26,7 +26,9 @@ export interface LabKit {
   siteAuthoritiesDir: string;
   image(which: HookosImage): string;
   vars(which: VarsStore): string;
-  /** The read-only share (virtio-9p) holding node, lldpd and their libraries. */
+  /** The lab OS: its UKI (signed with the Talos key) and the disk image the install writes (Talos-like GPT, META). */
+  labos: { image: string; disk: string };
+  /** The read-only share (virtio-9p) holding node, lldpd, Talos's advread and validate-config, their libraries. */
   runtimeDir: string;
   /** Debian's kernel release inside the images. */
   kernelRelease: string;
@@ -55,6 +57,7 @@ export function kitAt(dir: string): LabKit {
     siteAuthoritiesDir: file("site"),
     image: (which) => file("hookos", `${which}.efi`),
     vars: (which) => file("vars", `${which}.fd`),
+    labos: { image: file("labos", "labos.efi"), disk: file("labos", "disk.img") },
     runtimeDir: file("runtime"),
     kernelRelease: readFileSync(file("kernel", "release"), "utf8").trim(),
   };

@@ -32,6 +32,8 @@ export interface MachineOptions {
   diskMiB?: number;
   /** Guest memory; default 1024 MiB (the lab's ceiling). */
   memoryMiB?: number;
+  /** The boot device the BMC set: the NIC (firmware PXE, the default) or the disk (the installed OS). */
+  bootFrom?: "network" | "disk";
 }
 
 /** A line the lab HookOS printed (`[fleetd-hookos] … (uptime Ns)`), with when the host saw it. */
@@ -49,6 +51,8 @@ export interface Machine {
   readonly dir: string;
   readonly consoleFile: string;
   readonly disk: string;
+  readonly port: SwitchPort;
+  readonly smbios: { serial: string; uuid: string };
   readonly tpm: ServedTpm;
   readonly qemu: Daemon;
   /** The console so far. */
@@ -102,6 +106,7 @@ export async function startMachine(o: MachineOptions): Promise<Machine> {
   const consoleFile = join(dir, "console.log");
   writeFileSync(consoleFile, "");
   const tpm = await o.tpm.serve();
+  const [nicIndex, diskIndex] = o.bootFrom === "disk" ? [2, 1] : [1, 2];
   const args = [
     "-name",
     o.name,
@@ -132,11 +137,11 @@ export async function startMachine(o: MachineOptions): Promise<Machine> {
     "-netdev",
     `tap,id=net0,ifname=${o.port.tap},script=no,downscript=no`,
     "-device",
-    `virtio-net-pci,netdev=net0,mac=${o.mac},romfile=,bootindex=1`,
+    `virtio-net-pci,netdev=net0,mac=${o.mac},romfile=,bootindex=${nicIndex}`,
     "-drive",
     `if=none,id=disk0,format=raw,file=${disk}`,
     "-device",
-    "virtio-blk-pci,drive=disk0,bootindex=2",
+    `virtio-blk-pci,drive=disk0,bootindex=${diskIndex}`,
     "-virtfs",
     `local,path=${o.kit.runtimeDir},mount_tag=fleetd-runtime,security_model=none,readonly=on`,
     "-smbios",
@@ -198,6 +203,8 @@ export async function startMachine(o: MachineOptions): Promise<Machine> {
     dir,
     consoleFile,
     disk,
+    port: o.port,
+    smbios: o.smbios,
     tpm,
     qemu,
     console: () => (poll(), text),
