@@ -28,6 +28,7 @@ import { readJournal } from "@fleetd/shared/netbox/journal";
 import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
 import { startWorld, type World } from "../attestation/world.js";
 import { advread } from "../talos/goTools.js";
+import { authenticodeSha256 } from "./authenticode.js";
 import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort } from "./bootNetwork.js";
 import { actionBundle, declareNodes, serveHookos, type DeclaredNode, type HookosJob } from "./hookos.js";
 import { labKit, type HookosImage, type LabKit, type VarsStore } from "./kit.js";
@@ -101,13 +102,15 @@ interface BootSpec {
 /** Serves the machine its HookOS (and job), gives it a switch port cabled as NetBox says, and powers it on. */
 async function boot(s: BootSpec): Promise<Machine> {
   const mac = macOf(s.n);
-  const workflow = enrollmentWorkflowName(mac);
-  // The enrollment Workflow tink-server would create for an unknown agent (the server's Workflow gate reads it).
-  if (s.node) await w.ensureWorkflow(s.node.name, { workflow, mode: "intake", macs: [mac], bootMac: mac });
+  const mode = s.job?.mode ?? "intake";
+  const workflow = s.job?.workflow ?? enrollmentWorkflowName(mac);
+  // The Workflow the machine runs in: the enrollment Workflow tink-server creates for an unknown agent, or the
+  // node's fleetd Workflow of the mode the handler creates (the server's Workflow gate reads it).
+  if (s.node) await w.ensureWorkflow(s.node.name, { workflow, mode, macs: [mac], bootMac: mac });
   serveHookos(net, mac, {
     image: kit.image(s.image),
     bootFile: BOOT_FILE,
-    job: { mode: "intake", workflow, server: gw.url, ...s.job },
+    job: { server: gw.url, ...s.job, mode, workflow },
     bundle,
   });
   const port = s.again?.port ?? (await net.addPort(s.node ? { lldp: s.node.switch } : {}));
@@ -204,6 +207,12 @@ test("a lab machine netboots the signed HookOS; the action attests with the firm
   );
   const apps = log.events.filter((e) => e.pcr === 4 && e.type === EV.EFI_BOOT_SERVICES_APPLICATION);
   assert.equal(apps.length, 1, "one boot application: the UKI");
+  const served = authenticodeSha256(new Uint8Array(readFileSync(kit.image("hookos"))));
+  assert.deepEqual(
+    apps[0]?.digests.map((d) => Buffer.from(d.digest).toString("hex")),
+    [served],
+    "PCR 4's boot application is the signed HookOS UKI the boot server served (its Authenticode SHA-256)",
+  );
 
   // The server's verdict and what it released.
   assert.equal(w.signatures() - signaturesBefore, 2, "LDevID and LAK signed");
@@ -288,7 +297,6 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   copyFileSync(kit.labos.disk, g.disk);
   const installed = fileSha256(g.disk);
   const workflow = "fleetd-lab-good-provision-vm";
-  await w.ensureWorkflow(g.node.name, { workflow, mode: "provision", macs: [g.mac], bootMac: g.mac });
   const signaturesBefore = w.signatures();
   const prov = await boot({ name: "lab-good-provision", n: 71, tpm: g.tpm, node: g.node, vars: "secureboot", image: "hookos", job: { mode: "provision", workflow, steps: ["attest", "write-meta"] }, again: g });
   const end = await prov.waitForConsole(EXIT_MARKER, "end of the provision job", BOOT_TIMEOUT_MS);
