@@ -138,7 +138,7 @@ function recordTimes(m: Machine, what: string): void {
   const s = (ms: number | undefined) => (ms === undefined ? "   -  " : `${(ms / 1000).toFixed(1).padStart(5)}s`);
   const mk = (t: string) => m.markers().find((k) => k.text.startsWith(t))?.atMs;
   timings.push(
-    `  ${m.name.padEnd(14)} ${what.padEnd(34)} PXE ${s(m.firstLine(/Start PXE over IPv4/))}  image ${s(m.firstLine(/NBP file downloaded|Access Denied/))}  /init ${s(mk("init:"))}  action ${s(mk("action start"))}  end ${s(mk("action exit="))}  total ${s(m.elapsedMs())}  QEMU CPU ${m.cpuSeconds().toFixed(1)}s`,
+    `  ${m.name.padEnd(18)} ${what.padEnd(34)} PXE ${s(m.firstLine(/Start PXE over IPv4/))}  image ${s(m.firstLine(/NBP file downloaded|Access Denied/))}  /init ${s(mk("init:"))}  action ${s(mk("action start"))}  end ${s(mk("action exit="))}  total ${s(m.elapsedMs())}  QEMU CPU ${m.cpuSeconds().toFixed(1)}s`,
   );
 }
 
@@ -317,7 +317,7 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   const marks = os.lines().filter((l) => l.text.startsWith("[fleetd-labos]"));
   const at = (t: string) => marks.find((l) => l.text.includes(t))?.atMs;
   const sec = (ms: number | undefined) => (ms === undefined ? "-" : `${(ms / 1000).toFixed(1)}s`);
-  timings.push(`  ${"lab-good-os".padEnd(14)} ${"lab OS from disk: config fetched".padEnd(34)} /init ${sec(at("init:"))}  config ${sec(at("config fetched"))}  end ${sec(at("] done"))}  total ${sec(os.elapsedMs())}  QEMU CPU ${os.cpuSeconds().toFixed(1)}s`);
+  timings.push(`  ${"lab-good-os".padEnd(18)} ${"lab OS from disk: config fetched".padEnd(34)} /init ${sec(at("init:"))}  config ${sec(at("config fetched"))}  end ${sec(at("] done"))}  total ${sec(os.elapsedMs())}  QEMU CPU ${os.cpuSeconds().toFixed(1)}s`);
   assert.equal(done.match[1], "done", `the lab OS finished; its console:\n${marks.map((l) => l.text).join("\n")}`);
   const con = os.console();
   assert.match(con, /EFI stub: UEFI Secure Boot is enabled/, "the firmware verified the lab OS (Talos key) with Secure Boot on");
