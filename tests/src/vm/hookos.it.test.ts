@@ -14,12 +14,12 @@
  * Boot times and QEMU's CPU seconds are printed (never judged: no timing in pass/fail).
  */
 import { strict as assert } from "node:assert";
-import { createHash, randomUUID, X509Certificate } from "node:crypto";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createHash, randomBytes, randomUUID, X509Certificate } from "node:crypto";
+import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { after, before, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { parseEventLog } from "@fleetd/shared/eventlog/parse";
 import { interpretLog } from "@fleetd/shared/eventlog/interpret";
 import { EV } from "@fleetd/shared/eventlog/events";
@@ -95,8 +95,25 @@ interface BootSpec {
   vars: VarsStore;
   image: HookosImage;
   job?: Partial<HookosJob>;
+  /** The disk image (default: a new one, see newDisk). */
+  disk?: string;
   /** The same machine again: its switch port, SMBIOS UUID and disk. */
   again?: { port: SwitchPort; uuid: string; disk: string };
+}
+
+/** A 64 MiB disk image with random bytes in its first and last MiB: "untouched" compares them all. */
+function newDisk(name: string): string {
+  const f = join(dir, `${name}.img`);
+  const mib = 1 << 20;
+  const fd = openSync(f, "w");
+  try {
+    writeSync(fd, randomBytes(mib), 0, mib, 0);
+    writeSync(fd, randomBytes(mib), 0, mib, 63 * mib);
+  } finally {
+    closeSync(fd);
+  }
+  truncateSync(f, 64 * mib);
+  return f;
 }
 
 /** Serves the machine its HookOS (and job), gives it a switch port cabled as NetBox says, and powers it on. */
@@ -115,7 +132,7 @@ async function boot(s: BootSpec): Promise<Machine> {
   });
   const port = s.again?.port ?? (await net.addPort(s.node ? { lldp: s.node.switch } : {}));
   const smbios = { serial: s.node?.serial ?? `LAB-VM-${s.n}`, uuid: s.again?.uuid ?? randomUUID() };
-  const m = await startMachine({ name: s.name, kit, network: net, port, tpm: s.tpm, vars: s.vars, mac, smbios, ...(s.again ? { disk: s.again.disk } : {}) });
+  const m = await startMachine({ name: s.name, kit, network: net, port, tpm: s.tpm, vars: s.vars, mac, smbios, disk: s.again?.disk ?? s.disk ?? newDisk(s.name) });
   machines.push(m);
   return m;
 }
@@ -164,8 +181,9 @@ test("a lab machine netboots the signed HookOS; the action attests with the firm
   assert.ok(node);
   timings.push(`  (lab-good: TPM manufactured in ${((t1 - t0) / 1000).toFixed(1)}s, node declared and applied in ${((Date.now() - t1) / 1000).toFixed(1)}s)`);
   const signaturesBefore = w.signatures();
-  const m = await boot({ name: "lab-good", n: 71, tpm, node, vars: "secureboot", image: "hookos" });
-  const disk = fileSha256(m.disk);
+  const goodDisk = newDisk("lab-good");
+  const disk = fileSha256(goodDisk);
+  const m = await boot({ name: "lab-good", n: 71, tpm, node, vars: "secureboot", image: "hookos", disk: goodDisk });
   const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
   await m.qemu.exited;
   recordTimes(m, "Secure Boot on, HookOS key: pass");
@@ -226,67 +244,88 @@ test("a lab machine netboots the signed HookOS; the action attests with the firm
   good = { node, tpm, mac: m.mac, uuid: m.smbios.uuid, disk: m.disk, port: m.port };
 });
 
-test("Secure Boot off in the machine's variable store: the action runs and the server refuses it by the `hookos` profile, journalled", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
-  const tpm = await machineTpm();
-  const { "lab-sb-off": node } = declareNodes(w, { "lab-sb-off": { n: 72, ek: tpm.ek } });
-  assert.ok(node);
-  const signaturesBefore = w.signatures();
-  const m = await boot({ name: "lab-sb-off", n: 72, tpm, node, vars: "secureboot-off", image: "hookos" });
-  const disk = fileSha256(m.disk);
-  const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
-  await m.qemu.exited;
-  recordTimes(m, "Secure Boot off: refused (policy)");
-  assert.equal(end.match[1], "3", "exit 3: refused by the server");
-  assert.doesNotMatch(m.console(), /EFI stub: UEFI Secure Boot is enabled/);
-  const refusal = actionLogs(m).find((l) => l["code"] === "refused") as { step: string; reasons: { check: string; detail: string }[] } | undefined;
-  assert.ok(refusal, "the action logs the refusal");
-  assert.equal(refusal.step, "evidence");
-  assert.ok(
-    refusal.reasons.some((r) => /secure ?boot/i.test(`${r.check} ${r.detail}`)),
-    `a reason names Secure Boot: ${JSON.stringify(refusal.reasons)}`,
-  );
-  assert.equal(w.signatures(), signaturesBefore, "nothing signed");
-  const journal = (await readJournal(w.admin, await deviceId("lab-sb-off"))).map((j) => j.comments).join("\n");
-  assert.match(journal, /secure ?boot/i, `the refusal is in the node's journal:\n${journal}`);
-  assert.equal(fileSha256(m.disk), disk, "disk untouched");
-});
-
-test("HookOS signed by a key no db lists, or not signed at all: the firmware refuses to load it and no HookOS runs", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
-  const [t1, t2] = await Promise.all([machineTpm(), machineTpm()]);
-  const nodes = declareNodes(w, { "lab-rogue": { n: 73, ek: t1.ek }, "lab-unsigned": { n: 74, ek: t2.ek } });
-  const ms = await Promise.all([
-    boot({ name: "lab-rogue", n: 73, tpm: t1, node: nodes["lab-rogue"], vars: "secureboot", image: "hookos-rogue" }),
-    boot({ name: "lab-unsigned", n: 74, tpm: t2, node: nodes["lab-unsigned"], vars: "secureboot", image: "hookos-unsigned" }),
-  ]);
-  const disks = ms.map((m) => fileSha256(m.disk));
-  for (const m of ms) {
-    await m.waitForConsole(FIRMWARE_REFUSED, "the firmware's refusal", BOOT_TIMEOUT_MS);
-    await m.stop();
-    recordTimes(m, `${m.name === "lab-rogue" ? "unlisted key" : "unsigned"}: refused (firmware)`);
-    assert.match(m.console(), /NBP file downloaded successfully/, "the image was downloaded, then refused");
-    assert.doesNotMatch(m.console(), /EFI stub|\[fleetd-hookos\]|Linux version/, "nothing of the image ran");
+describe("bad machines, booted side by side: each is refused for what really happened at its boot, its disk untouched", () => {
+  interface Bad {
+    m: Machine;
+    node: DeclaredNode;
+    tpm: MachineTpm;
+    disk: string;
   }
-  for (const n of ["lab-rogue", "lab-unsigned"]) assert.equal(challengeOf(nodes[n]?.serial ?? "").length, 0, `${n} never reached the server`);
-  ms.forEach((m, i) => assert.equal(fileSha256(m.disk), disks[i], `${m.name}: disk untouched`));
-});
+  const bad = {} as Record<"sbOff" | "rogue" | "unsigned" | "pending", Bad>; // filled by before()
+  let signaturesBefore = 0;
+  before(
+    async () => {
+      const [sbOff, rogue, unsigned, pending, approved] = await Promise.all([machineTpm(), machineTpm(), machineTpm(), machineTpm(), machineTpm()]);
+      // One nodes-file apply for all four. lab-pending approves another TPM's EKs (as after a motherboard swap): the
+      // machine that claims it has a TPM nobody approved.
+      const nodes = declareNodes(w, {
+        "lab-sb-off": { n: 72, ek: sbOff.ek },
+        "lab-rogue": { n: 73, ek: rogue.ek },
+        "lab-unsigned": { n: 74, ek: unsigned.ek },
+        "lab-pending": { n: 75, ek: approved.ek },
+      });
+      signaturesBefore = w.signatures();
+      const start = async (key: keyof typeof bad, name: string, n: number, tpm: MachineTpm, vars: VarsStore, image: HookosImage, job?: Partial<HookosJob>) => {
+        const node = nodes[name] as DeclaredNode;
+        const disk = newDisk(name);
+        const m = await boot({ name, n, tpm, node, vars, image, disk, ...(job ? { job } : {}) });
+        bad[key] = { m, node, tpm, disk: fileSha256(disk) };
+      };
+      await Promise.all([
+        start("sbOff", "lab-sb-off", 72, sbOff, "secureboot-off", "hookos"),
+        start("rogue", "lab-rogue", 73, rogue, "secureboot", "hookos-rogue"),
+        start("unsigned", "lab-unsigned", 74, unsigned, "secureboot", "hookos-unsigned"),
+        start("pending", "lab-pending", 75, pending, "secureboot", "hookos", { timeoutSeconds: 3600 }),
+      ]);
+    },
+    { timeout: 10 * 60_000 },
+  );
 
-test("a TPM its node does not approve: the action waits as pending and the server lists its EK", { timeout: BOOT_TIMEOUT_MS + 60_000 }, async () => {
-  const [tpm, approved] = await Promise.all([machineTpm(), machineTpm()]);
-  // The node approves another TPM's EKs (e.g. the motherboard was swapped): this machine's are unknown.
-  const { "lab-pending": node } = declareNodes(w, { "lab-pending": { n: 75, ek: approved.ek } });
-  assert.ok(node);
-  const signaturesBefore = w.signatures();
-  const m = await boot({ name: "lab-pending", n: 75, tpm, node, vars: "secureboot", image: "hookos", job: { timeoutSeconds: 3600 } });
-  const disk = fileSha256(m.disk);
-  await m.waitForConsole(/"msg":"pending: the server does not know this machine's TPM yet/, "a pending retry", BOOT_TIMEOUT_MS);
-  const pending = await w.store.listPendingEks();
-  for (const b of [tpm.ek.rsa.binding, tpm.ek.ecc.binding]) assert.ok(pending.some((p) => p.binding === b), `the server lists EK ${b} as pending`);
-  // Still waiting: the action has not ended.
-  assert.equal(m.markers().find((k) => k.text.startsWith("action exit=")), undefined, "the action is still waiting");
-  await m.stop();
-  recordTimes(m, "unapproved TPM: pending (stopped)");
-  assert.equal(w.signatures(), signaturesBefore, "nothing signed");
-  assert.equal(fileSha256(m.disk), disk, "disk untouched");
+  test("Secure Boot off in the machine's variable store: the action runs and the server refuses it by the `hookos` profile, journalled", { timeout: BOOT_TIMEOUT_MS }, async () => {
+    const { m, disk } = bad.sbOff;
+    const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
+    await m.qemu.exited;
+    recordTimes(m, "Secure Boot off: refused (policy)");
+    assert.equal(end.match[1], "3", "exit 3: refused by the server");
+    assert.doesNotMatch(m.console(), /EFI stub: UEFI Secure Boot is enabled/);
+    const refusal = actionLogs(m).find((l) => l["code"] === "refused") as { step: string; reasons: { check: string; detail: string }[] } | undefined;
+    assert.ok(refusal, "the action logs the refusal");
+    assert.equal(refusal.step, "evidence");
+    assert.ok(
+      refusal.reasons.some((r) => r.check === "policy.secure-boot"),
+      `the reason is the profile's Secure Boot check: ${JSON.stringify(refusal.reasons)}`,
+    );
+    assert.equal(w.signatures(), signaturesBefore, "nothing signed");
+    const journal = (await readJournal(w.admin, await deviceId("lab-sb-off"))).map((j) => j.comments).join("\n");
+    assert.match(journal, /policy\.secure-boot/, `the refusal is in the node's journal:\n${journal}`);
+    assert.equal(fileSha256(m.disk), disk, "disk untouched");
+  });
+
+  test("HookOS signed by a key no db lists, or not signed at all: the firmware refuses to load it and no HookOS runs", { timeout: BOOT_TIMEOUT_MS }, async () => {
+    for (const [key, what] of [["rogue", "unlisted key"], ["unsigned", "unsigned"]] as const) {
+      const { m, node, disk } = bad[key];
+      await m.waitForConsole(FIRMWARE_REFUSED, "the firmware's refusal", BOOT_TIMEOUT_MS);
+      await m.stop();
+      recordTimes(m, `${what}: refused (firmware)`);
+      assert.match(m.console(), /NBP file downloaded successfully/, `${m.name}: the image was downloaded, then refused`);
+      assert.doesNotMatch(m.console(), /EFI stub|\[fleetd-hookos\]|Linux version/, `${m.name}: nothing of the image ran`);
+      assert.equal(challengeOf(node.serial).length, 0, `${m.name} never reached the server`);
+      assert.equal(fileSha256(m.disk), disk, `${m.name}: disk untouched`);
+    }
+  });
+
+  test("a TPM its node does not approve: the action waits as pending and the server lists its EK", { timeout: BOOT_TIMEOUT_MS }, async () => {
+    const { m, tpm, disk } = bad.pending;
+    await m.waitForConsole(/"msg":"pending: the server does not know this machine's TPM yet/, "a pending retry", BOOT_TIMEOUT_MS);
+    const pending = await w.store.listPendingEks();
+    for (const b of [tpm.ek.rsa.binding, tpm.ek.ecc.binding]) assert.ok(pending.some((p) => p.binding === b), `the server lists EK ${b} as pending`);
+    // Still waiting: the action has not ended.
+    assert.equal(m.markers().find((k) => k.text.startsWith("action exit=")), undefined, "the action is still waiting");
+    await m.stop();
+    recordTimes(m, "unapproved TPM: pending (stopped)");
+    assert.equal(w.signatures(), signaturesBefore, "nothing signed");
+    assert.equal(fileSha256(m.disk), disk, "disk untouched");
+  });
 });
 
 test("the same machine is provisioned: HookOS attests in provision mode and writes the install code into META of the lab OS disk; the lab OS boots from disk, reads META 0x0b with Talos's reader, fetches its config once and Talos's machinery validates it", { timeout: 2 * BOOT_TIMEOUT_MS + 60_000 }, async () => {
