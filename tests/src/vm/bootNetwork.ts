@@ -14,10 +14,13 @@
  *    fixed (the lab OS image names its config URL: tests/scripts/vm/build.sh).
  *
  * Why dnsmasq and not Tinkerbell's Smee: the lab boots the firmware's own PXE client straight into the signed UKI.
- * Smee's TFTP serves only its embedded iPXE builds (unsigned: a Secure Boot firmware refuses them unless the lab
- * signs one) and answers only machines that have a Tinkerbell Hardware object; chaining through a lab-signed iPXE
- * costs about 18 s per boot under TCG (lab-machines.md). The Smee path stays open: `serverAddress` is where a
- * machine's DHCP and TFTP come from either way.
+ * Smee's TFTP serves its embedded iPXE builds (unsigned: a Secure Boot firmware refuses them unless the lab signs
+ * one), its DHCP answers machines that have a Tinkerbell Hardware object (or every machine, with one static
+ * script, in auto-proxy mode), and it hands HookOS its kernel command line (`worker_id=…`) through an iPXE script —
+ * which a signed UKI ignores (its command line is part of what was signed), so the lab HookOS names itself by its
+ * boot MAC, the agent ID's default. Chaining through a lab-signed iPXE also costs about 18 s per boot under TCG
+ * (lab-machines.md: iPXE's own DHCP). The Smee path stays open: `serverAddress` is where a machine's DHCP and boot
+ * file come from either way.
  *
  * Needs root (CAP_NET_ADMIN), iproute2, dnsmasq-base, socat and lldpd (.ci/setup installs them).
  */
