@@ -28,6 +28,7 @@ import { readJournal } from "@fleetd/shared/netbox/journal";
 import { enrollmentWorkflowName } from "@fleetd/shared/tinkerbell/names";
 import { startWorld, type World } from "../attestation/world.js";
 import { advread } from "../talos/goTools.js";
+import { waitFor } from "../harness/process.js";
 import { authenticodeSha256 } from "./authenticode.js";
 import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort } from "./bootNetwork.js";
 import { actionBundle, declareNodes, serveHookos, type DeclaredNode, type HookosJob } from "./hookos.js";
@@ -377,6 +378,8 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   // Fetched once: the same code again is refused.
   const again = await fetch(`${w.baseUrl}/talos/config?uuid=${g.uuid}&code=${code}`);
   assert.equal(again.status, 404, "a second fetch fails");
-  const [d] = await listDevices(w.admin, { name: g.node.name });
-  assert.equal(d?.status, "active", "the device is active once its config was delivered");
+  // The server marks the device active once the response has gone out (after it, not before): wait for NetBox.
+  const status = async () => (await listDevices(w.admin, { name: g.node.name }))[0]?.status;
+  await waitFor("the device did not become active", async () => (await status()) === "active", { timeoutMs: 60_000, intervalMs: 250 }).catch(() => undefined);
+  assert.equal(await status(), "active", "the device is active once its config was delivered");
 });

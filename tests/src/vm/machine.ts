@@ -65,7 +65,7 @@ export interface Machine {
   waitForConsole(pattern: RegExp, what: string, timeoutMs: number): Promise<{ match: RegExpExecArray; atMs: number }>;
   /** QEMU's user + system CPU seconds (the last sample while it ran). */
   cpuSeconds(): number;
-  /** Milliseconds since QEMU started. */
+  /** Milliseconds from QEMU's start until now, or until it ended. */
   elapsedMs(): number;
   /** Kill QEMU (if it still runs) and the boot's swtpm; the machine's dir (console, disk) stays until `remove()`. */
   stop(): Promise<void>;
@@ -195,7 +195,11 @@ export async function startMachine(o: MachineOptions): Promise<Machine> {
     await qemu.stop(2000);
     await tpm.stop();
   };
-  void qemu.exited.then(() => poll());
+  let endedAt: number | undefined;
+  void qemu.exited.then(() => {
+    endedAt = Date.now();
+    poll();
+  });
 
   return {
     name: o.name,
@@ -239,7 +243,7 @@ export async function startMachine(o: MachineOptions): Promise<Machine> {
       }
     },
     cpuSeconds: () => (poll(), cpu),
-    elapsedMs: () => Date.now() - started,
+    elapsedMs: () => (endedAt ?? Date.now()) - started,
     stop,
     remove() {
       rmSync(dir, { recursive: true, force: true });
