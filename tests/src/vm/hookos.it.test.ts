@@ -170,6 +170,14 @@ async function deviceId(name: string): Promise<number> {
   return d.id;
 }
 
+/** The node's journal, once an entry matches `re` (NetBox may hear of a verdict after the machine does); at most 60 s. */
+async function journalUntil(name: string, re: RegExp): Promise<string> {
+  const id = await deviceId(name);
+  const read = async () => (await readJournal(w.admin, id)).map((j) => j.comments).join("\n");
+  await waitFor(`no journal entry of ${name} matches ${re}`, async () => re.test(await read()), { timeoutMs: 60_000, intervalMs: 500 }).catch(() => undefined);
+  return read();
+}
+
 /** The challenges a machine claiming `serial` sent through the gateway. */
 const challengeOf = (serial: string) => gw.requests.filter((r) => r.path === "/v1/attest/challenge" && (JSON.parse(r.requestBody.toString()) as { claims: { serial: string } }).claims.serial === serial);
 /** The evidence requests of the sessions those challenges opened. */
@@ -242,7 +250,7 @@ test("a lab machine netboots the signed HookOS; the action attests with the firm
   const done = actionLogs(m).find((l) => typeof l["msg"] === "string" && (l["msg"] as string).startsWith("attested"));
   assert.ok(done, "the action reports attested");
   assert.equal(done["node"], "lab-good");
-  const journal = (await readJournal(w.admin, await deviceId("lab-good"))).map((j) => j.comments).join("\n");
+  const journal = await journalUntil("lab-good", /pass/i);
   assert.match(journal, /pass/i, `the node's journal records the pass:\n${journal}`);
   assert.equal(fileSha256(m.disk), disk, "intake never touches the disk");
   assert.equal(claimed.claims.uuid, m.smbios.uuid, "the SMBIOS UUID QEMU set");
@@ -307,7 +315,7 @@ describe("bad machines, booted side by side: each is refused for what really hap
       `the reason is the profile's Secure Boot check: ${JSON.stringify(refusal.reasons)}`,
     );
     assert.equal(w.signatures(), signaturesBefore, "nothing signed");
-    const journal = (await readJournal(w.admin, await deviceId("lab-sb-off"))).map((j) => j.comments).join("\n");
+    const journal = await journalUntil("lab-sb-off", /policy\.secure-boot/);
     assert.match(journal, /policy\.secure-boot/, `the refusal is in the node's journal:\n${journal}`);
     assert.equal(fileSha256(m.disk), disk, "disk untouched");
   });
