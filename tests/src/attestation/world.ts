@@ -95,6 +95,11 @@ export interface WorldOptions {
   bootstrapTokens?: BootstrapTokens;
   /** The site's Talos settings (default: siteConfigFixture, which renders workers only). */
   talosSite?: TalosSiteConfig;
+  /**
+   * The site's Secure Boot authorities (the policy's `site:` sets) the server judges boots by. Default: the test
+   * keys the simulated boots are signed with; lab machines with real firmware bring the lab kit's (tests/src/vm/kit.ts).
+   */
+  siteAuthoritiesDir?: string;
 }
 
 /** A TPM 1.2 machine of the world. */
@@ -379,7 +384,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
 
   // Each machine booted HookOS (its own way): the measurements are in its TPM and in its event log.
   const keys = await makeLabKeys();
-  const site = writeSiteAuthorities(join(dir, "site"), keys);
+  const site = opts.siteAuthoritiesDir ?? writeSiteAuthorities(join(dir, "site"), keys);
   const logs = new Map<string, Uint8Array>();
   for (const [name, t] of tpms) {
     const boot = bootScenario("hookos", keys, specOf(name).boot ?? {});

@@ -262,7 +262,8 @@ async function isOurs(tcti: string, layout: Layout, dir: string): Promise<boolea
   }
 }
 
-interface Layout {
+/** What `manufacture` made: the state, the CA that issued its certificates, and the certificates' files. */
+export interface Layout {
   stateDir: string;
   workDir: string;
   caDir: string;
@@ -272,8 +273,11 @@ interface Layout {
   ekCerts: boolean;
 }
 
-/** swtpm_setup with a private configuration and local CA: the TPM's "factory". */
-async function manufacture(dir: string, opts: SwtpmOptions, timeoutMs: number): Promise<Layout> {
+/**
+ * swtpm_setup with a private configuration and local CA: the TPM's "factory". Exported for TPMs that another
+ * program serves (a lab machine's swtpm, started per boot for QEMU: tests/src/vm/machineTpm.ts).
+ */
+export async function manufacture(dir: string, opts: SwtpmOptions, timeoutMs: number): Promise<Layout> {
   const stateDir = join(dir, "state");
   const certsDir = join(dir, "ek-certs");
   const workDir = join(dir, "work");

@@ -1,0 +1,113 @@
+/**
+ * What a lab machine needs from the rest of the lab to boot HookOS and run fleetd's action:
+ *  - `declareNodes`: its node in NetBox, as an operator declares one: the world's nodes file gets a node per
+ *    machine (a copy of worker-1 with its own serial, switch port, addresses, and the machine TPM's EK bindings
+ *    approved) and the apply account applies it (`fleetd inventory apply`), exactly the production path;
+ *  - `serveHookos`: what its boot server serves it (its own TFTP directory): the image its firmware boots, the
+ *    job its HookOS fetches (the action's FLEETD_* environment, as a Tinkerbell Template's action carries it)
+ *    and the action bundle;
+ *  - `actionBundle`: the action as the image ships it (tink-action/scripts/bundle.mjs: one ES module, no
+ *    node_modules), from the compiled workspace.
+ *
+ * Where the other parts plug in: the real Tinkerbell agent replaces the job (tink-server sends the Workflow's
+ * actions; the agent pulls the action image from the lab registry and runs it privileged) — see the lab
+ * HookOS's /init, tests/scripts/vm/hookos-init.sh, `run the action`; Smee may replace dnsmasq as the boot server
+ * (bootNetwork.ts says why the lab starts with dnsmasq).
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parse as parseYaml, stringify } from "yaml";
+import type { Mode } from "@fleetd/shared/protocol/messages";
+import { fleetd } from "../netbox/fixture.js";
+import { runProcess } from "../harness/process.js";
+import type { World } from "../attestation/world.js";
+import type { BootNetwork } from "./bootNetwork.js";
+import type { MachineTpm } from "./machineTpm.js";
+
+const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
+
+export interface DeclaredNode {
+  name: string;
+  serial: string;
+  switch: { device: string; port: string };
+}
+
+/**
+ * Adds a node per entry to the world's nodes file (each approving `ek`'s bindings: the TPM of the machine that
+ * will claim the node, or of another one) and applies the file as the apply account. `n` picks the node's
+ * serial suffix, switch port and addresses (distinct from the world's own nodes: 70 and up).
+ */
+export function declareNodes(w: World, nodes: Record<string, { n: number; ek: MachineTpm["ek"] }>): Record<string, DeclaredNode> {
+  const file = join(w.dir, "nodes.yaml");
+  const doc = parseYaml(readFileSync(file, "utf8")) as { nodes: Record<string, Record<string, unknown>> };
+  const w1 = doc.nodes["worker-1"];
+  if (!w1) throw new Error("the world's nodes file lacks worker-1");
+  const out: Record<string, DeclaredNode> = {};
+  for (const [name, { n, ek }] of Object.entries(nodes)) {
+    if (doc.nodes[name]) throw new Error(`the world already has a node ${name}`);
+    const serial = `LAB-VM-${n}`;
+    const sw = { device: (w1["switch"] as { device: string }).device, port: `ethernet1/1/${n}` };
+    doc.nodes[name] = {
+      ...structuredClone(w1),
+      serial,
+      switch: sw,
+      address: { cidr: `10.20.0.${n}/24`, gateway: "10.20.0.1" },
+      bmc: { type: "redfish", address: `10.20.1.${n}`, credentials: `secret:tinkerbell/fleetd-bmc-${name}` },
+      ek: [
+        { alg: "rsa", sha256: ek.rsa.binding },
+        { alg: "ecc", sha256: ek.ecc.binding },
+      ],
+    };
+    out[name] = { name, serial, switch: sw };
+  }
+  writeFileSync(file, stringify(doc));
+  const r = fleetd(["inventory", "apply", file, "--config", w.fleet.configFile(w.fleet.apply.token)]);
+  if (r.code !== 0) throw new Error(`fleetd inventory apply: ${r.stderr}`);
+  return out;
+}
+
+export interface HookosJob {
+  mode: Mode;
+  workflow: string;
+  /** The attestation API as the machine reaches it (a gateway of the boot network). */
+  server: string;
+  /** How long the action keeps retrying a pending machine (FLEETD_TIMEOUT_SECONDS). */
+  timeoutSeconds?: number;
+  lldpWaitSeconds?: number;
+  /** The actions, in order (default: attest alone); the HookOS stops at the first that fails. */
+  steps?: readonly ("attest" | "write-meta")[];
+}
+
+/** The action's environment: FLEETD_* lines the lab HookOS exports (it takes no other line). */
+export function jobEnv(job: HookosJob): string {
+  const env: Record<string, string> = {
+    FLEETD_SERVER: job.server,
+    FLEETD_ALLOW_HTTP: "lab", // the gateway is plain HTTP on the boot network: lab only
+    FLEETD_MODE: job.mode,
+    FLEETD_WORKFLOW: job.workflow,
+    FLEETD_TIMEOUT_SECONDS: String(job.timeoutSeconds ?? 600),
+    FLEETD_LLDP_WAIT_SECONDS: String(job.lldpWaitSeconds ?? 40),
+    FLEETD_OUT: "/worker/fleetd",
+    FLEETD_LOG_LEVEL: "info",
+    FLEETD_STEPS: (job.steps ?? ["attest"]).join(","),
+  };
+  for (const [k, v] of Object.entries(env)) if (!/^[A-Za-z0-9_.:/@,+=-]*$/.test(v)) throw new Error(`${k}: ${v} has characters the lab HookOS does not take`);
+  return Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join("");
+}
+
+/** The boot server serves `mac`: `image` as the boot file, then (when given) its job and the action bundle. */
+export function serveHookos(net: BootNetwork, mac: string, o: { image: string; bootFile: string; job?: HookosJob; bundle?: string }): void {
+  net.serveTo(mac, {
+    [o.bootFile]: { copyOf: o.image },
+    ...(o.job ? { "job.env": jobEnv(o.job) } : {}),
+    ...(o.bundle ? { "action.mjs": { copyOf: o.bundle } } : {}),
+  });
+}
+
+/** Bundles the compiled action (run `pnpm -s build` first) into `out`, as tink-action/docker/build.sh does. */
+export async function actionBundle(out: string): Promise<string> {
+  const r = await runProcess(process.execPath, [join(repo, "tink-action/scripts/bundle.mjs"), out], { timeoutMs: 120_000 });
+  if (r.code !== 0) throw new Error(`bundling the action failed: ${r.stderr.toString()}`);
+  return out;
+}
