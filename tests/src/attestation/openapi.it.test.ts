@@ -117,15 +117,29 @@ test("intake and provision through fleetd's client: every request and response i
   assertDocumented([ok, again]);
 });
 
-test("replays and unknown sessions: 409 and 404 bodies are as documented", async () => {
+test("retries, replays and unknown sessions: the kept 200, and 409 and 404 bodies, are as documented", async () => {
   const ok = rec.exchanges.filter((e) => e.status === 200 && e.requestText !== undefined);
   const evidence = ok.find((e) => e.path === "/v1/attest/evidence");
   const confirm = ok.find((e) => e.path === "/v1/attest/confirm");
   assert.ok(evidence?.requestText && confirm?.requestText);
   const start = rec.exchanges.length;
-  const replayE = await rec.request("POST", "/v1/attest/evidence", { text: evidence.requestText, contentType: "application/json" });
+  // The same request again: the answer kept for it (200, the same body).
+  const retryE = await rec.request("POST", "/v1/attest/evidence", { text: evidence.requestText, contentType: "application/json" });
+  assert.equal(retryE.status, 200);
+  assert.deepEqual(retryE.body, evidence.body);
+  const retryC = await rec.request("POST", "/v1/attest/confirm", { text: confirm.requestText, contentType: "application/json" });
+  assert.equal(retryC.status, 200);
+  // Any other request over a spent session: 409.
+  const flipped = (b64: string) => {
+    const b = Buffer.from(b64, "base64");
+    b[0] = (b[0] ?? 0) ^ 1;
+    return b.toString("base64");
+  };
+  const ev = JSON.parse(evidence.requestText) as { eventLog: string };
+  const replayE = await rec.post("/v1/attest/evidence", { ...ev, eventLog: flipped(ev.eventLog) });
   assert.equal(replayE.status, 409);
-  const replayC = await rec.request("POST", "/v1/attest/confirm", { text: confirm.requestText, contentType: "application/json" });
+  const conf = JSON.parse(confirm.requestText) as { signature: string };
+  const replayC = await rec.post("/v1/attest/confirm", { ...conf, signature: flipped(conf.signature) });
   assert.equal(replayC.status, 409);
   const stranger = { ...(JSON.parse(evidence.requestText) as Record<string, unknown>), sessionId: "0".repeat(32) };
   assert.equal((await rec.post("/v1/attest/evidence", stranger)).status, 404);

@@ -145,6 +145,15 @@ async function assertRefusal(b: Baseline, r: AttestationRefused, e: Expect): Pro
   for (const c of names.filter((n) => e.checks.some((x) => has([n], x)))) assert.ok(added.includes(`\`${c}\``), `journal names ${c}:\n${added}`);
 }
 
+/** A request answered from what was kept: nothing signed, issued, coded or journalled since `b`; disk untouched. */
+async function assertUnchanged(b: Baseline): Promise<void> {
+  assert.equal((await w.store.listIssued(await w.deviceId(b.node))).length, b.issued, "no certificate issued");
+  assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
+  assert.equal(w.installCodesIssued(), b.codes, "no install code issued");
+  assert.equal(await w.store.hasInstallCodeFor(await w.deviceId(b.node), Date.now()), b.hasCode, "the install code is as it was");
+  assert.equal((await journal(b.node)).length, b.journal, "no journal entry");
+}
+
 /** Count of a config-fetch outcome in the server's metrics. */
 async function fetchOutcomes(outcome: string): Promise<number> {
   const text = await (await fetch(`${w.baseUrl}/metrics`)).text();
@@ -195,15 +204,18 @@ test("control for the chain case: a foreign-made TPM on a node approving its EKs
   assert.equal((await w.store.listIssued(await w.deviceId(UNCHAINED))).length, 2, "LDevID and LAK issued");
 });
 
-test("a replayed nonce: the same evidence sent again after it was accepted", async () => {
-  const { body } = await run(async (m) => {
+test("a replayed nonce: the evidence sent again gets its own answer back and nothing more; a new quote over the spent nonce is refused", async () => {
+  const first = await run(async (m) => {
     const s = await challenge(m, provision());
     const ev = await evidence(m, s);
-    await sendEvidence(m, ev.body);
-    return ev;
+    return { s, ev, accepted: await sendEvidence(m, ev.body) };
   });
   const b = await baseline(NODE);
-  const r = await refusedRun(b, () => run(async (m) => void (await sendEvidence(m, body))));
+  // The same request again (a machine that lost the answer retries): the answer kept for it, nothing done twice.
+  assert.deepEqual(await run((m) => sendEvidence(m, first.ev.body)), first.accepted, "the kept answer, as it was");
+  await assertUnchanged(b);
+  // Anything else over that nonce — here a fresh quote and certify by the same TPM — is a reuse.
+  const r = await refusedRun(b, () => run(async (m) => void (await sendEvidence(m, (await evidence(m, first.s)).body))));
   await assertRefusal(b, r, { step: "evidence", status: 409, checks: ["nonce.reused"] });
 });
 
@@ -290,8 +302,16 @@ test("a certify from an earlier session: session 1's LDevID certify sent in sess
   await assertRefusal(b, r, { step: "evidence", checks: ["ldevid.certify.extraData"] });
 });
 
-test("a reused AK: the AK of an earlier session presented again", async () => {
-  const first = await run(async (m) => challenge(m, provision()));
+test("a reused AK: the AK of an earlier session presented again (the same challenge retried while its session is open gets that session back)", async () => {
+  const first = await run(async (m) => {
+    const claims = provision();
+    const s = await challenge(m, claims);
+    // The identical challenge again before the session moved on: the same session, nothing new opened.
+    const again = await challenge(m, claims, { ak: s.ak });
+    assert.equal(again.response.sessionId, s.response.sessionId, "the retried challenge gets its own session back");
+    await sendEvidence(m, (await evidence(m, s)).body);
+    return s;
+  });
   const b = await baseline(NODE);
   const r = await refusedRun(b, () => run(async (m) => void (await challenge(m, provision(), { ak: first.ak }))));
   await assertRefusal(b, r, { step: "challenge", checks: ["ak.reused"] });
@@ -368,7 +388,7 @@ test("a device moved to decommissioning between evidence and confirm: no install
 
 let installCode = "";
 
-test("a confirm replayed: the accepted confirm sent again gets nothing (and the first code stays the one stored)", async () => {
+test("a confirm replayed: the accepted confirm sent again gets its own answer (the stored code); any other confirm for that session gets nothing", async () => {
   // The honest run: its install code goes to META on the machine's disk (the control for "untouched" above).
   const disk = newDisk();
   const before = sha256(disk);
@@ -381,7 +401,13 @@ test("a confirm replayed: the accepted confirm sent again gets nothing (and the 
 
   const b = await baseline(NODE);
   assert.ok(b.hasCode);
-  const r = await refusedRun(b, () => run(async (m) => unwrap(m, done.session, await sendConfirm(m, done.confirm))));
+  // The same confirm again (the machine lost the answer): the same code, wrapped to the same TPM; nothing new.
+  assert.equal(await run(async (m) => unwrap(m, done.session, await sendConfirm(m, done.confirm))), installCode, "the kept answer unwraps to the stored code");
+  await assertUnchanged(b);
+  // A confirm that is not that request — signed by another key — for the confirmed session gets nothing.
+  const r = await refusedRun(b, () =>
+    run(async (m) => unwrap(m, done.session, await sendConfirm(m, await confirmBody(m, done.session, done.evidence, done.accepted, await uncertifiedKey(m))))),
+  );
   await assertRefusal(b, r, { step: "confirm", status: 409, checks: ["confirm.replayed"] });
 });
 

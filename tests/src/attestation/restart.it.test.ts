@@ -151,7 +151,8 @@ test("killed right after a worker's bootstrap token Secret was made: the retry c
   const cfg = await httpsRequest(`${sp.url}/talos/config?uuid=${w.claims().uuid}&code=${r.installCode}`, { ca: sp.certPem });
   assert.equal(cfg.status, 200, "the code the machine holds fetches the config");
   assert.match(cfg.text, new RegExp(`token: ${recorded.tokenId}\\.`), "with the recorded token");
-  assert.equal(await withState((s) => s.hasInstallCodeFor(id, Date.now())), false, "one code, now delivered");
+  // the delivery is recorded once the response went out (just after the client has it)
+  await pollValue("one code, now delivered", async () => ((await withState((s) => s.hasInstallCodeFor(id, Date.now()))) ? undefined : true), { timeoutMs: 30_000 });
 });
 
 test("killed right after a config was delivered and recorded: after the restart NetBox says active and the delivery is journalled once", async () => {

@@ -25,7 +25,7 @@ export const MAIN = join(repoRoot, "talos-config-server/dist/main.js");
 /** An HTTPS request that trusts exactly `ca` (the server's self-signed certificate). */
 export function httpsRequest(target: string, opts: { method?: string; body?: string; ca: string }): Promise<{ status: number; contentType: string; text: string; headers: Record<string, string | string[] | undefined> }> {
   return new Promise((resolve, reject) => {
-    const req = request(target, { method: opts.method ?? "GET", ca: opts.ca, headers: opts.body ? { "content-type": "application/json" } : {} }, (res) => {
+    const req = request(target, { method: opts.method ?? "GET", ca: opts.ca, agent: false /* a connection each: no race with the server closing an idle keep-alive socket */, headers: opts.body ? { "content-type": "application/json" } : {} }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers["content-type"] ?? ""), text: Buffer.concat(chunks).toString("utf8"), headers: res.headers }));

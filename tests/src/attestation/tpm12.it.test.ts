@@ -173,9 +173,17 @@ test("a replayed nonce, a secret for another session, a changed log and a TPM 1.
   assert.ok(a.evidence);
   const ok = await post(w.transport, ATTEST12_PATHS.evidence, a.evidence);
   assert.equal(ok.status, 200, JSON.stringify(ok.body));
-  const replay = await post(w.transport, ATTEST12_PATHS.evidence, a.evidence);
+  // The same evidence again (a machine that lost the answer): its kept answer; nothing recorded twice.
+  const entries = (await journal(LEGACY)).length;
+  const retried = await post(w.transport, ATTEST12_PATHS.evidence, a.evidence);
+  assert.equal(retried.status, 200);
+  assert.deepEqual(retried.body, ok.body);
+  // Other evidence over the spent nonce (here another boot's log) is a reuse.
+  const replay = await post(w.transport, ATTEST12_PATHS.evidence, { ...a.evidence, eventLog: b64(m12(WRONG_BOOT).eventLog) });
   assert.equal(replay.status, 409);
   assert.deepEqual(checks(replay), ["nonce.reused"]);
+  await w.outbox.flush(await w.deviceId(LEGACY));
+  assert.equal((await journal(LEGACY)).length, entries + 1, "the retry journalled nothing; the reuse once");
 
   const b = await challengeAndEvidence(m, m.claims({ mode: "intake" }));
   const c = await challengeAndEvidence(m, m.claims({ mode: "intake" }));
@@ -285,7 +293,7 @@ test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): d
   }
 });
 
-test("the TPM 1.2 exchanges — an honest intake, a refused TPM 2.0 mode, a replayed evidence — are what openapi.yaml documents", async () => {
+test("the TPM 1.2 exchanges — an honest intake, a refused TPM 2.0 mode, a retried and a replayed evidence — are what openapi.yaml documents", async () => {
   const rec = new Recorder(w.baseUrl);
   const doc = OpenApiValidator.fromFile();
   const t = w.withWorkflows(rec.transport());
@@ -300,11 +308,14 @@ test("the TPM 1.2 exchanges — an honest intake, a refused TPM 2.0 mode, a repl
   const again = await challengeAndEvidence(m, m.claims({ mode: "intake" }), { transport: t });
   await t.post(ATTEST12_PATHS.evidence, again.evidence);
   await t.post(ATTEST12_PATHS.evidence, again.evidence);
+  assert.ok(again.evidence);
+  await t.post(ATTEST12_PATHS.evidence, { ...again.evidence, eventLog: b64(m12(WRONG_BOOT).eventLog) });
   assert.deepEqual(rec.exchanges.map((e) => `${e.path} ${e.status}`), [
     "/v1/attest/tpm12/challenge 200",
     "/v1/attest/tpm12/evidence 200",
     "/v1/attest/tpm12/challenge 403",
     "/v1/attest/tpm12/challenge 200",
+    "/v1/attest/tpm12/evidence 200",
     "/v1/attest/tpm12/evidence 200",
     "/v1/attest/tpm12/evidence 409",
   ]);

@@ -378,7 +378,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const adminCfg = fleet.configFile(fleet.nb.authorization.replace(/^Bearer /, ""));
   const applyCfg = fleet.configFile(fleet.apply.token);
   for (const args of [["netbox", "setup", "--config", adminCfg], ["inventory", "apply", nodesFile, "--config", applyCfg]]) {
-    const r = fleetd(args);
+    const r = fleetd(args, {}, 120_000 + 3_000 * specs.length); // applying a big rack takes its time
     if (r.code !== 0) throw new Error(`fleetd ${args.join(" ")}: ${r.stderr}`);
   }
 

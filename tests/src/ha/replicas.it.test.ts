@@ -235,7 +235,8 @@ const leader = (): Replica => {
   return l[0] as Replica;
 };
 const follower = (): Replica => replicas().find((r) => r !== leader()) as Replica;
-const issued = async () => (await a.store.listIssued(await w.deviceId(NODE))).length;
+/** Certificates recorded valid for the node (a serial reserved before a signing that did not happen stays void). */
+const issued = async () => (await a.store.listIssued(await w.deviceId(NODE))).filter((r) => !r.voided).length;
 const deviceId = async () => (await listDevices(w.admin, { name: [NODE] }))[0]?.id ?? 0;
 /** The client side of a replica: trusts the peer CA, presents its client certificate. */
 const peer = { get ca() { return pki.tls.ca; }, get cert() { return pki.tls.client.cert; }, get key() { return pki.tls.client.key; } };

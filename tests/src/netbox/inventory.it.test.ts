@@ -37,11 +37,11 @@ test("inventory apply refuses before setup (unknown custom fields) and changes n
 test("netbox setup creates everything once; a second run changes nothing and duplicates nothing", async () => {
   const first = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /Applied: 25 created, 0 updated, 0 unchanged/);
+  assert.match(first.stdout, /Applied: 26 created, 0 updated, 0 unchanged/);
   const before = await changeCount(f);
   const second = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(second.code, 0, second.stderr);
-  assert.match(second.stdout, /Applied: 0 created, 0 updated, 25 unchanged/);
+  assert.match(second.stdout, /Applied: 0 created, 0 updated, 26 unchanged/);
   assert.equal(await changeCount(f), before, "the second setup wrote nothing");
   const r = await fetch(`${f.nb.url}/api/extras/custom-fields/?limit=1000`, { headers: { authorization: f.nb.authorization } });
   const names = ((await r.json()) as { results: { name: string }[] }).results.map((x) => x.name);
