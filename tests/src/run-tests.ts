@@ -78,12 +78,18 @@ function runningFiles(): { pid: number; file: string }[] {
 }
 
 const firstSeen = new Map<number, number>();
+/** Per test file: when it was first and last seen running (sampled every 15 s: durations are ±15 s). */
+const spans = new Map<string, { from: number; to: number }>();
 const stopped = new Set<number>();
 const mins = (ms: number) => `${(ms / 60_000).toFixed(1)} min`;
 const watchdog = setInterval(() => {
   const now = Date.now();
   const running = runningFiles();
   for (const r of running) if (!firstSeen.has(r.pid)) firstSeen.set(r.pid, now);
+  for (const r of running) {
+    const f = relative(root, r.file);
+    spans.set(f, { from: spans.get(f)?.from ?? now, to: now });
+  }
   for (const r of running) {
     const age = now - (firstSeen.get(r.pid) ?? now);
     if (age > fileBudgetMs && !stopped.has(r.pid)) {
@@ -117,6 +123,8 @@ const heartbeat = setInterval(() => {
 runner.on("exit", (code, signal) => {
   clearInterval(watchdog);
   clearInterval(heartbeat);
+  const slowest = [...spans].map(([f, s]) => ({ f, ms: s.to - s.from })).sort((a, b) => b.ms - a.ms).slice(0, 15);
+  console.error(`[run-tests] the slowest files (sampled every 15 s):\n${slowest.map((x) => `  ${mins(x.ms).padStart(9)}  ${x.f}`).join("\n")}`);
   console.error(`[run-tests] done in ${mins(Date.now() - started)}`);
   process.exit(code ?? (signal ? 1 : 0));
 });
