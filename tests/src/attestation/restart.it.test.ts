@@ -9,7 +9,8 @@
  * The points: right after the CA signed (the certificates were never recorded valid: their reserved serials stay
  * listed as void); right after a worker's bootstrap token Secret was made (its clean-up, queued before, deletes
  * it); right after a config was delivered and recorded (NetBox hears of it after the restart); right after a
- * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled).
+ * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled). And the
+ * process's /readyz turns false, naming NetBox, while NetBox's web server is down.
  */
 import { strict as assert } from "node:assert";
 import { X509Certificate } from "node:crypto";
@@ -178,4 +179,28 @@ test("killed after a journal entry reached NetBox but before the outbox marked i
   assert.equal(r.mode, "attest");
   await settled();
   assert.equal(count(await journal(), /attest: TPM evidence passed/), before + 1, "the entry once, though it was sent twice");
+});
+
+test("/readyz of the server process: ready with NetBox and the CA token; not ready, naming NetBox, while NetBox's web server is down; ready again after", async () => {
+  const readyz = async () => {
+    const r = await httpsRequest(`${sp.url}/readyz`, { ca: sp.certPem });
+    return { status: r.status, body: JSON.parse(r.text) as { ready: boolean; checks: Record<string, { ok: boolean; detail?: string }> } };
+  };
+  const up = await readyz();
+  assert.equal(up.status, 200, JSON.stringify(up.body));
+  assert.deepEqual(Object.keys(up.body.checks).sort(), ["netbox", "signer"]);
+  await w.fleet.nb.stopWeb();
+  try {
+    // the probe is cached for 5 s: the answer turns within a few seconds
+    const down = await pollValue("/readyz not ready", async () => {
+      const r = await readyz();
+      return r.status === 503 ? r : undefined;
+    }, { timeoutMs: 30_000 });
+    assert.equal(down.body.ready, false);
+    assert.equal(down.body.checks["netbox"]?.ok, false);
+    assert.equal(down.body.checks["signer"]?.ok, true, "the CA token is still there");
+  } finally {
+    await w.fleet.nb.startWeb();
+  }
+  await pollValue("/readyz ready again", async () => ((await readyz()).status === 200 ? true : undefined), { timeoutMs: 30_000 });
 });

@@ -8,6 +8,7 @@
  *  - a PDB that never lets go stops retirement as blocked after the eviction timeout, naming pod and PDB;
  *    re-running does not repeat the cordon, and once the operator removes the PDB it goes on;
  *  - a retirement process SIGKILLed mid-way and started again finishes without repeating completed steps.
+ *  - NetBox down at the last step: the pass fails there (nothing earlier runs again) and completes once NetBox is back.
  * The wipe Workflow and power-off Job are a stand-in (tests/src/retire/platform.ts): real ConfigMaps.
  */
 import { strict as assert } from "node:assert";
@@ -396,4 +397,47 @@ test("delete-cluster-records for nodes named like the words of a token's descrip
   assert.equal(await tokens.delete("wdwk02", { uid: "00000000-0000-0000-0000-000000000000" }), false);
   assert.equal(await tokens.delete("wdwk02", { node: "worker" }), false, "the node annotation must match exactly");
   assert.deepEqual(await fleetdTokens(), ["wdwk02"]);
+});
+
+test("NetBox down at the last step (netbox-offline): the pass stops there with nothing repeated, and the retirement completes when NetBox is back — each step journalled once", async () => {
+  const node = "nbdown-1";
+  const w1 = await netboxDevice(w, "worker-1");
+  const r = await fetch(`${w.fleet.nb.url}/api/dcim/devices/`, { method: "POST", headers: { authorization: w.fleet.nb.authorization, "content-type": "application/json" },
+    body: JSON.stringify({ name: node, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "decommissioning" }) });
+  assert.equal(r.status, 201, await r.text());
+  await addNode(w, node);
+  const deps = depsFor("replica-a", {}, "success");
+  const real = deps.inventory;
+  let stopped = false;
+  let before: NonNullable<Awaited<ReturnType<typeof deps.progress.read>>>["record"]["steps"] = {};
+  // NetBox's web server stops the moment the step begins: its read, its write and the runner's journal all fail.
+  deps.inventory = { async markOffline(n) {
+    if (!stopped) {
+      stopped = true;
+      await w.fleet.nb.stopWeb();
+    }
+    return real.markOffline(n);
+  } };
+  try {
+    await assert.rejects(retireNode(deps, node), "the pass cannot journal while NetBox is down: it fails, to be run again");
+    const mid = (await deps.progress.read(node))?.record;
+    assert.equal(mid?.steps["netbox-offline"]?.state, "waiting");
+    assert.match(mid?.steps["netbox-offline"]?.waitingFor ?? "", /^error: /);
+    before = mid?.steps ?? {};
+  } finally {
+    await w.fleet.nb.startWeb();
+  }
+  const report = await retireNode(deps, node);
+  assert.equal(report.status, "complete", JSON.stringify(report, null, 1));
+  assert.deepEqual(report.completedNow, ["netbox-offline"]);
+  const rec = (await deps.progress.read(node))?.record;
+  for (const s of STEP_NAMES.filter((x) => x !== "netbox-offline")) {
+    assert.equal(rec?.steps[s]?.attempts, before[s]?.attempts, `${s} not run again`);
+    assert.equal(rec?.steps[s]?.completedAt, before[s]?.completedAt, `${s} completion unchanged`);
+  }
+  assert.equal(rec?.steps["netbox-offline"]?.attempts, 2);
+  assert.equal((await netboxDevice(w, node)).status, "offline");
+  const journal = await journalOf(w, node);
+  for (const s of STEP_NAMES) assert.equal(journal.filter((j) => j.comments.startsWith(`retirement step ${s} done:`)).length, 1, s);
+  assert.equal(journal.filter((j) => j.comments === `retirement of ${node} complete (8 steps)`).length, 1);
 });
