@@ -74,13 +74,13 @@ export interface CliResult {
 }
 
 /** Runs `fleetd <args>` as a separate process, the way an operator does. */
-export function fleetd(args: string[], env: Record<string, string> = {}): CliResult {
+export function fleetd(args: string[], env: Record<string, string> = {}, timeoutMs = 120_000): CliResult {
   const r = spawnSync(process.execPath, [join(repoRoot, "shared/dist/cli/main.js"), ...args], {
     encoding: "utf8",
     env: { ...process.env, ...env },
-    timeout: 120_000,
+    timeout: timeoutMs,
   });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr + (r.signal ? `\n(killed by ${r.signal} after ${timeoutMs} ms)` : "") };
 }
 
 export function exampleNodesText(): string {

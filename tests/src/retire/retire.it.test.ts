@@ -76,6 +76,14 @@ async function csr(name: string, cn: string): Promise<void> {
   } });
 }
 
+/** A NetBox device `name` being retired (status decommissioning), shaped like worker-1. */
+async function decommissioningDevice(name: string): Promise<void> {
+  const w1 = await netboxDevice(w, "worker-1");
+  const r = await fetch(`${w.fleet.nb.url}/api/dcim/devices/`, { method: "POST", headers: { authorization: w.fleet.nb.authorization, "content-type": "application/json" },
+    body: JSON.stringify({ name, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "decommissioning" }) });
+  assert.equal(r.status, 201, await r.text());
+}
+
 const secretNames = async () => (await w.kube.core.listNamespacedSecret({ namespace: "kube-system" })).items.map((s) => s.metadata?.name ?? "");
 const csrNames = async () => (await w.kube.certificates.listCertificateSigningRequest()).items.map((c) => c.metadata?.name ?? "");
 const nodeExists = async (name: string) => w.kube.core.readNode({ name }).then(() => true, () => false);
@@ -320,11 +328,7 @@ test("two replicas on one node: the compare-and-swap claim lets exactly one run 
 
 test("SIGKILL in the middle of a step (evict, held by a PDB), then a restart: the step is taken up again, the cordon is not repeated", async () => {
   const node = "kill-2";
-  // a NetBox device for the journal, like the others
-  const w1 = await netboxDevice(w, "worker-1");
-  const r = await fetch(`${w.fleet.nb.url}/api/dcim/devices/`, { method: "POST", headers: { authorization: w.fleet.nb.authorization, "content-type": "application/json" },
-    body: JSON.stringify({ name: node, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "decommissioning" }) });
-  assert.equal(r.status, 201, await r.text());
+  await decommissioningDevice(node); // a NetBox device for the journal, like the others
   await addNode(w, node);
   await apps().createNamespacedDeployment({ namespace: APPS_NS, body: {
     ...deployment("batch", 1),
@@ -401,10 +405,7 @@ test("delete-cluster-records for nodes named like the words of a token's descrip
 
 test("NetBox down at the last step (netbox-offline): the pass stops there with nothing repeated, and the retirement completes when NetBox is back — each step journalled once", async () => {
   const node = "nbdown-1";
-  const w1 = await netboxDevice(w, "worker-1");
-  const r = await fetch(`${w.fleet.nb.url}/api/dcim/devices/`, { method: "POST", headers: { authorization: w.fleet.nb.authorization, "content-type": "application/json" },
-    body: JSON.stringify({ name: node, device_type: w1.device_type.id, role: w1.role.id, site: w1.site.id, status: "decommissioning" }) });
-  assert.equal(r.status, 201, await r.text());
+  await decommissioningDevice(node);
   await addNode(w, node);
   const deps = depsFor("replica-a", {}, "success");
   const real = deps.inventory;
