@@ -67,7 +67,7 @@ export function withEvidenceSession<T>(
 ): Promise<T> {
   return withClaim(
     ctx,
-    { sessionId, name, from: "challenged", request, moved: () => new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }]) },
+    { sessionId, name, from: "challenged", request, moved: (session) => new Refused(409, "refused", [{ check: "nonce.reused", detail: "this session's nonce was already used or has expired" }], session.node) },
     async (s) => {
       const other = otherVariant(s.session);
       if (other) throw new Refused(409, "refused", [other], s.session.node);

@@ -84,7 +84,7 @@ export class ClaimedStep {
 
   /** A refusal that spends the session: its journal entry goes with the commit; the refusal is thrown. */
   async refuse(e: Refused, to: SessionState): Promise<never> {
-    await refusalJournal(this.ctx, this.name, e, this.effects);
+    await refusalJournal(this.ctx, this.name.replace(/-/g, " "), e, this.effects); // as the service names the step
     await this.commit(to, this.session.data, { refused: { status: e.status, error: e.error, reasons: e.reasons } });
     throw e.recorded();
   }
