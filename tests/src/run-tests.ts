@@ -10,8 +10,8 @@
  * (default 75) the whole run stops and fails.
  */
 import { spawn } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
@@ -44,33 +44,10 @@ const suiteBudgetMs = minutes("FLEETD_SUITE_BUDGET_MIN", 75);
 
 const files: string[] = [];
 for (const pkg of packages) walk(join(root, pkg, "dist"), files);
-
-/**
- * Longest first: two files run at a time, so a long file started last makes the whole run wait for it. The
- * order comes from the last run's durations on this machine (DURATIONS), else from what is known to be slow:
- * the lab machines, then the real-platform suites, then the rest.
- */
-const DURATIONS = join(process.env["HOME"] ?? "/tmp", ".cache/fleetd/test-durations.json");
-function knownDurations(): Record<string, number> {
-  try {
-    const d = JSON.parse(readFileSync(DURATIONS, "utf8")) as unknown;
-    return d && typeof d === "object" ? Object.fromEntries(Object.entries(d).filter((e): e is [string, number] => typeof e[1] === "number")) : {};
-  } catch {
-    return {};
-  }
-}
-const known = knownDurations();
-const weight = (f: string): number => {
-  const r = relative(root, f);
-  if (known[r] !== undefined) return known[r];
-  if (r.includes("/vm/")) return 3_600_000;
-  return r.endsWith(".it.test.js") ? 60_000 : 1_000;
-};
 const selected = files
   .filter((f) => (only ? f.includes(only) : true))
   .filter((f) => (exclude ? !f.includes(exclude) : true))
-  .sort()
-  .sort((a, b) => weight(b) - weight(a));
+  .sort();
 if (selected.length === 0) {
   console.error("no test files found (did the build run?)");
   process.exit(1);
@@ -146,14 +123,6 @@ const heartbeat = setInterval(() => {
 runner.on("exit", (code, signal) => {
   clearInterval(watchdog);
   clearInterval(heartbeat);
-  if (!only && !exclude && code === 0) {
-    try {
-      mkdirSync(dirname(DURATIONS), { recursive: true });
-      writeFileSync(DURATIONS, JSON.stringify(Object.fromEntries([...spans].map(([f, s]) => [f, s.to - s.from])), null, 1));
-    } catch {
-      /* only an ordering hint */
-    }
-  }
   const slowest = [...spans].map(([f, s]) => ({ f, ms: s.to - s.from })).sort((a, b) => b.ms - a.ms).slice(0, 15);
   console.error(`[run-tests] the slowest files (sampled every 15 s):\n${slowest.map((x) => `  ${mins(x.ms).padStart(9)}  ${x.f}`).join("\n")}`);
   console.error(`[run-tests] done in ${mins(Date.now() - started)}`);
