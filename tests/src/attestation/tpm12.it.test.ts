@@ -28,6 +28,7 @@ import { activateIdentity, createAik, quote, withLoadedAik } from "@fleetd/share
 import { startSwtpm12, type Swtpm12 } from "../harness/swtpm12.js";
 import { startLldpSwitchPort } from "../harness/lldp.js";
 import { runProcess } from "../harness/process.js";
+import { pollValue } from "../harness/ports.js";
 import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { OpenApiValidator, Recorder } from "./openapi.js";
@@ -182,7 +183,8 @@ test("a replayed nonce, a secret for another session, a changed log and a TPM 1.
   const replay = await post(w.transport, ATTEST12_PATHS.evidence, { ...a.evidence, eventLog: b64(m12(WRONG_BOOT).eventLog) });
   assert.equal(replay.status, 409);
   assert.deepEqual(checks(replay), ["nonce.reused"]);
-  await w.outbox.flush(await w.deviceId(LEGACY));
+  const id = await w.deviceId(LEGACY);
+  await pollValue("the outbox delivered", async () => ((await w.outbox.flush(id)) ? true : undefined), { timeoutMs: 60_000, intervalMs: 500 });
   assert.equal((await journal(LEGACY)).length, entries + 1, "the retry journalled nothing; the reuse once");
 
   const b = await challengeAndEvidence(m, m.claims({ mode: "intake" }));
