@@ -18,7 +18,7 @@ import { fileURLToPath } from "node:url";
 import { readDevice } from "@fleetd/shared/netbox/device";
 import { readJournal } from "@fleetd/shared/netbox/journal";
 import { attest, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
-import { NODE, startWorld, type MachineSpec, type World, type WorldMachine } from "../attestation/world.js";
+import { NODE, startWorld, type MachineSpec, type WorldMachine } from "../attestation/world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const int = (name: string, dflt: number) => {
@@ -41,7 +41,7 @@ interface Outcome {
   ldevidSerial?: string;
 }
 
-async function intake(w: World, m: WorldMachine, transport: ServerTransport): Promise<Outcome> {
+async function intake(m: WorldMachine, transport: ServerTransport): Promise<Outcome> {
   let retries = 0;
   const tpm = m.client();
   try {
@@ -85,7 +85,7 @@ try {
       const i = next++;
       if (i >= names.length) return;
       const m = w.machines[names[i] as string] as WorldMachine;
-      outcomes.push(await intake(w, m, w.transport));
+      outcomes.push(await intake(m, w.transport));
       const done = outcomes.length;
       if (done % 20 === 0 || done === names.length) say(`${done}/${names.length} done (${outcomes.filter((o) => !o.ok).length} lost so far), ${seconds()} s`);
       if (restarting === undefined && restarts < RESTARTS && done >= (restartAt[restarts] ?? Infinity)) {
