@@ -1,14 +1,14 @@
 /** netbox-script's configuration: fleetd's site configuration plus the `handler` section, zod-validated. */
 import { z } from "zod";
-import { ListenerLimits } from "@fleetd/shared/http/listenerLimits";
-import { ConfigError, loadSiteConfig, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
+import { ListenerLimits } from "@fleetd/platform/http";
+import { ConfigError, loadSiteConfig, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
 
 export const HandlerSection = z.strictObject({
   listen: z
     .strictObject({
       host: z.string().default("127.0.0.1"),
       port: z.number().int().min(0).max(65535).default(8470),
-      /** Connection caps (in all, per source address) and timeouts (shared/src/http/listenerLimits.ts). */
+      /** Connection caps (in all, per source address) and timeouts (shared/platform/src/http/listenerLimits.ts). */
       limits: ListenerLimits.prefault({}),
     })
     .prefault({}),

@@ -1,18 +1,18 @@
 /**
  * What a dispatched intent does on the platform side. provision / attest / wipe: the node's Workflow in
- * Tinkerbell (Hardware, BMC Machine, Templates as needed; see shared/src/tinkerbell). decommission: the
- * injected `retire` (shared/src/retire, wired by the caller); without it, the intent is only recorded.
+ * Tinkerbell (Hardware, BMC Machine, Templates as needed; see shared/platform/src/tinkerbell). decommission: the
+ * injected `retire` (shared/platform/src/retire, wired by the caller); without it, the intent is only recorded.
  * Without a management cluster configured, every intent is only recorded (the handler warns at start).
  * A refusal (TinkerbellError: no proven MAC, a Workflow still running, objects not fleetd's, credentials)
  * is permanent for this request: it is journalled, not retried. Anything else throws and the job is retried
  * (the same request names the same Workflow, so a retry never doubles one).
  */
-import type { NodeEntry } from "@fleetd/shared/inventory/nodesFile";
-import type { Intent } from "@fleetd/shared/netbox/decide";
-import { TinkerbellError } from "@fleetd/shared/tinkerbell/errors";
-import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
-import { canonicalMac } from "@fleetd/shared/tinkerbell/mac";
-import type { TinkNode } from "@fleetd/shared/tinkerbell/node";
+import type { NodeEntry } from "@fleetd/platform/fleet";
+import type { Intent } from "@fleetd/platform/netbox";
+import { TinkerbellError } from "@fleetd/platform/tinkerbell";
+import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
+import { canonicalMac } from "@fleetd/platform/tinkerbell";
+import type { TinkNode } from "@fleetd/platform/tinkerbell";
 
 export interface RetireRequest {
   node: string;

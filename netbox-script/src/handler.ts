@@ -5,21 +5,21 @@ import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { hostname } from "node:os";
 import { pino, type Logger } from "pino";
-import { parseNodesFile, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
-import { applyListenerLimits, listenerOptions } from "@fleetd/shared/http/listenerLimits";
-import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
-import { missingCustomFields } from "@fleetd/shared/netbox/setup";
-import { backoffDelayMs } from "@fleetd/shared/outage/backoff";
-import { outageOf } from "@fleetd/shared/outage/outage";
-import { CUSTOM_FIELDS } from "@fleetd/shared/netbox/fields";
-import { provenBootMac } from "@fleetd/shared/netbox/bootMac";
-import { attestationAccount } from "@fleetd/shared/netbox/config";
-import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
-import { tinkerbellEffectsFromConfig } from "@fleetd/shared/tinkerbell/fromConfig";
-import { loadKube } from "@fleetd/shared/kube/client";
-import { netboxJournal } from "@fleetd/shared/netbox/journal";
-import { followWorkflows, type FollowReport } from "@fleetd/shared/tinkerbell/outcome";
-import { LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/shared/kube/leader";
+import { parseNodesFile, type NodesFile } from "@fleetd/platform/fleet";
+import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
+import { createNetBox, type NetBox } from "@fleetd/platform/netbox";
+import { missingCustomFields } from "@fleetd/platform/netbox";
+import { backoffDelayMs } from "@fleetd/platform/outage";
+import { outageOf } from "@fleetd/platform/outage";
+import { CUSTOM_FIELDS } from "@fleetd/platform/netbox";
+import { provenBootMac } from "@fleetd/platform/netbox";
+import { attestationAccount } from "@fleetd/platform/fleet";
+import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
+import { tinkerbellEffectsFromConfig } from "@fleetd/platform/tinkerbell";
+import { loadKube } from "@fleetd/platform/kube";
+import { netboxJournal } from "@fleetd/platform/netbox";
+import { followWorkflows, type FollowReport } from "@fleetd/platform/tinkerbell";
+import { LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
 import type { HandlerConfig } from "./config.js";
 import type { RetireFn } from "./effects.js";
 import { retirementFor } from "./retirement.js";
@@ -53,7 +53,7 @@ export interface HandlerOptions {
   now?: () => Date;
   /** Tinkerbell effects (default: from the site configuration's kubernetes.management section, if any). */
   tinkerbell?: TinkerbellEffects;
-  /** Retirement of a decommissioning node (shared/src/retire); default: the intent is only recorded. */
+  /** Retirement of a decommissioning node (shared/platform/src/retire); default: the intent is only recorded. */
   retire?: RetireFn;
   /** HA: run the worker and reconcile only while this elector leads (default: from `handler.ha`, if set). */
   elector?: LeaderElector;

@@ -11,7 +11,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Intent } from "@fleetd/shared/netbox/decide";
+import type { Intent } from "@fleetd/platform/netbox";
 import { appendDurable } from "./durable.js";
 import type { EffectOutcome } from "./effects.js";
 

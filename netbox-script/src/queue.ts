@@ -6,7 +6,7 @@
  * Delivery ids (SHA-256 of the body) are remembered in an fsync'd append-only log for the freshness window:
  * a replay inside the window is a duplicate, outside it the body is stale and refused anyway.
  */
-import { ensurePrivateDir } from "@fleetd/shared/state/privateFiles";
+import { ensurePrivateDir } from "@fleetd/platform/state";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";

@@ -1,5 +1,5 @@
 /**
- * Retirement wired into the handler: a device in status `decommissioning` runs shared/src/retire's steps in
+ * Retirement wired into the handler: a device in status `decommissioning` runs shared/platform/src/retire's steps in
  * the background (they can wait an hour on a PodDisruptionBudget or the wipe), one run per node at a time.
  * Progress lives in the management cluster (a ConfigMap per node), so a restarted or newly elected handler
  * resumes where the last one stopped; the reconcile loop re-queues every decommissioning device that is not
@@ -7,13 +7,13 @@
  * management one (wipe Workflow, Rufio power-off, progress records).
  */
 import type { Logger } from "pino";
-import { nodeEntry, type NodesFile } from "@fleetd/shared/inventory/nodesFile";
-import type { Kube } from "@fleetd/shared/kube/client";
-import type { NetBox } from "@fleetd/shared/netbox/client";
-import { netboxJournal } from "@fleetd/shared/netbox/journal";
-import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/shared/retire/index";
-import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
-import { tinkerbellRetirementPlatform } from "@fleetd/shared/tinkerbell/retirementPlatform";
+import { nodeEntry, type NodesFile } from "@fleetd/platform/fleet";
+import type { Kube } from "@fleetd/platform/kube";
+import type { NetBox } from "@fleetd/platform/netbox";
+import { netboxJournal } from "@fleetd/platform/netbox";
+import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/platform/retire";
+import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
+import { tinkerbellRetirementPlatform } from "@fleetd/platform/tinkerbell";
 import { tinkNodeOf, type RetireFn } from "./effects.js";
 
 export interface RetirementWiring {

@@ -5,7 +5,7 @@
  */
 import express, { type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
-import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, WebhookError } from "@fleetd/shared/netbox/webhook";
+import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, WebhookError } from "@fleetd/platform/netbox";
 import type { HandlerConfig } from "./config.js";
 import type { Metrics } from "./metrics.js";
 import type { FileQueue } from "./queue.js";

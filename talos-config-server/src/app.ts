@@ -6,10 +6,10 @@
 import { readFileSync } from "node:fs";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
-import type { AttestationService, Outcome } from "@fleetd/shared/protocol/server/service";
+import type { AttestationService, Outcome } from "@fleetd/platform/protocol/server";
 import { clientAddress } from "./clientAddress.js";
 import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
-import { outageOf } from "@fleetd/shared/outage/outage";
+import { outageOf } from "@fleetd/platform/outage";
 import type { Metrics } from "./metrics.js";
 
 export interface AppDeps extends ConfigFetchDeps {
@@ -75,7 +75,7 @@ export function createApp(deps: AppDeps): Express {
   const addr = (req: Request) => clientAddress(req, deps.trustedProxies);
   app.post("/v1/attest/challenge", step("challenge", (req) => deps.service.challenge(req.body, addr(req))));
   app.post("/v1/attest/evidence", step("evidence", (req) => deps.service.evidence(req.body)));
-  // TPM 1.2 machines (nodes-file tpm "1.2"): intake and wipe only, nothing issued (shared/src/protocol/server/tpm12.ts)
+  // TPM 1.2 machines (nodes-file tpm "1.2"): intake and wipe only, nothing issued (shared/platform/src/protocol/server/tpm12.ts)
   app.post("/v1/attest/tpm12/challenge", step("tpm12-challenge", (req) => deps.service.challenge12(req.body, addr(req))));
   app.post("/v1/attest/tpm12/evidence", step("tpm12-evidence", (req) => deps.service.evidence12(req.body)));
   app.post("/v1/attest/confirm", step("confirm", (req) => deps.service.confirm(req.body)));

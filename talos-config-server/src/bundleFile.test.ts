@@ -4,11 +4,11 @@ import { mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { createCaCertificate } from "@fleetd/shared/pki/caCertificate";
-import { addCa, emptyBundleState, recordIssuance } from "@fleetd/shared/pki/bundle";
-import { PkiError } from "@fleetd/shared/pki/errors";
-import { newSoftwareSigner } from "@fleetd/shared/testing/softwareSigner";
-import { ConfigError } from "@fleetd/shared/netbox/config";
+import { createCaCertificate } from "@fleetd/platform/pki";
+import { addCa, emptyBundleState, recordIssuance } from "@fleetd/platform/pki";
+import { PkiError } from "@fleetd/platform/pki";
+import { newSoftwareSigner } from "@fleetd/testkit/softwareSigner";
+import { ConfigError } from "@fleetd/platform/fleet";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 
 test("save then load gives the same state; the file is replaced whole and private; no temporary file is left", async () => {

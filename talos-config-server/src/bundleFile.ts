@@ -1,14 +1,14 @@
 /**
- * The CA bundle state file on disk: read and checked at start (shared/src/pki/bundleState.ts), rewritten
+ * The CA bundle state file on disk: read and checked at start (shared/platform/src/pki/bundleState.ts), rewritten
  * atomically after every issuance — a temporary file in the same directory, fsync, rename, fsync of the
  * directory — so a crash leaves either the old or the new state, never half a file. The issuer records an
- * issuance here before the certificate is released (shared/src/pki/bundle.ts).
+ * issuance here before the certificate is released (shared/platform/src/pki/bundle.ts).
  */
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { parseBundleState, serializeBundleState, type BundleState } from "@fleetd/shared/pki/bundleState";
-import { ConfigError } from "@fleetd/shared/netbox/config";
+import { parseBundleState, serializeBundleState, type BundleState } from "@fleetd/platform/pki";
+import { ConfigError } from "@fleetd/platform/fleet";
 
 export function loadBundleStateFile(path: string): BundleState {
   let text: string;
@@ -17,7 +17,7 @@ export function loadBundleStateFile(path: string): BundleState {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? "unreadable";
     throw new ConfigError(
-      `server.ca.bundleStateFile: cannot read ${path}: ${code}${code === "ENOENT" ? " (create the CA and its bundle state first: shared/src/pki/README.md)" : ""}`,
+      `server.ca.bundleStateFile: cannot read ${path}: ${code}${code === "ENOENT" ? " (create the CA and its bundle state first: shared/platform/src/pki/README.md)" : ""}`,
     );
   }
   return parseBundleState(text, `CA bundle state ${path}`);

@@ -1,5 +1,5 @@
 /** The server's configuration: defaults, environment overrides, and every refusal naming its field. */
-import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/platform/http";
 import { strict as assert } from "node:assert";
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -7,8 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { parse as parseYaml, stringify } from "yaml";
-import { DEFAULT_MODE_GATES } from "@fleetd/shared/protocol/server/deps";
-import { secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/shared/talos/config/testkit";
+import { DEFAULT_MODE_GATES } from "@fleetd/platform/fleet";
+import { secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/testkit/talosConfig";
 import { ConfigError, loadServerConfig, toServerConfig } from "./config.js";
 
 const dir = mkdtempSync(join(tmpdir(), "fleetd-server-config-"));

@@ -16,14 +16,14 @@ import { trustedProxies } from "./clientAddress.js";
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { ListenerLimits } from "@fleetd/shared/http/listenerLimits";
-import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
-import { Pkcs11SignerConfig } from "@fleetd/shared/pki/pkcs11Config";
-import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/shared/pki/profiles";
-import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/shared/protocol/server/deps";
-import { ConfigInputError } from "@fleetd/shared/talos/config/errors";
-import { TalosSiteConfig } from "@fleetd/shared/talos/config/schemas";
-import { siteSecretsBundle } from "@fleetd/shared/talos/config/secretsBundle";
+import { ListenerLimits } from "@fleetd/platform/http";
+import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
+import { Pkcs11SignerConfig } from "@fleetd/platform/pki";
+import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/platform/pki";
+import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
+import { ConfigInputError } from "@fleetd/platform/talos/config";
+import { TalosSiteConfig } from "@fleetd/platform/talos/config";
+import { siteSecretsBundle } from "@fleetd/platform/talos/config";
 
 const Path = z.string().min(1, "must be a path");
 const Slug = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, "must be a NetBox slug");
@@ -38,7 +38,7 @@ export const ServerSection = z
       .strictObject({
         host: z.string().min(1).default("0.0.0.0"),
         port: z.number().int().min(0).max(65535).default(8443),
-        /** Connection caps (in all, per source address) and timeouts (shared/src/http/listenerLimits.ts). */
+        /** Connection caps (in all, per source address) and timeouts (shared/platform/src/http/listenerLimits.ts). */
         limits: ListenerLimits.prefault({}),
       })
       .prefault({}),
@@ -76,7 +76,7 @@ export const ServerSection = z
             .strictObject({
               host: z.string().min(1).default("0.0.0.0"),
               port: z.number().int().min(0).max(65535).default(9443),
-              /** The same connection policy as every fleetd listener (shared/src/http/listenerLimits.ts). */
+              /** The same connection policy as every fleetd listener (shared/platform/src/http/listenerLimits.ts). */
               limits: ListenerLimits.prefault({}),
             })
             .prefault({}),
@@ -122,7 +122,7 @@ export const ServerSection = z
     ca: z.strictObject({
       /** The CA key on a PKCS#11 token (YubiKey PIV; SoftHSM2 in tests). The PIN: `{ env: NAME }` or `{ file: PATH }`. */
       signer: Pkcs11SignerConfig,
-      /** The CA bundle state (shared/src/pki/bundleState.ts), rewritten atomically after each issuance. */
+      /** The CA bundle state (shared/platform/src/pki/bundleState.ts), rewritten atomically after each issuance. */
       bundleStateFile: Path,
       /** LDevID and LAK lifetime, at most 30 days. */
       ldevidLifetimeDays: z.number().int().min(1).max(MAX_LEAF_LIFETIME_DAYS).default(MAX_LEAF_LIFETIME_DAYS),

@@ -5,18 +5,18 @@
  * `${code}` (Talos did not substitute it: no META key) is a 4xx that counts against nothing. Wrong codes count
  * against the client address (StoreLimiter: charged before the lookup, shared by every replica). The device must
  * still be `staged` in NetBox: a node decommissioned after its confirm gets nothing, and its codes are void. The code never appears in a log line: at fetch time it is a bearer token.
- * The stored config is sealed to the code (shared/src/crypto/seal.ts) and opened here with the code presented.
+ * The stored config is sealed to the code (shared/verify/src/crypto/seal.ts) and opened here with the code presented.
  */
 import { createHash, randomUUID } from "node:crypto";
 import type { Request, Response } from "express";
 import type { Logger } from "pino";
-import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
-import { openConfig, SealError } from "@fleetd/shared/crypto/seal";
-import { uuidEqual } from "@fleetd/shared/protocol/server/challenge";
-import type { Inventory } from "@fleetd/shared/protocol/server/deps";
-import { failpoint } from "@fleetd/shared/outage/failpoint";
-import { Unavailable } from "@fleetd/shared/outage/outage";
-import { StepEffects } from "@fleetd/shared/outbox/effects";
+import type { AttestationStore, NodeRef } from "@fleetd/platform/state";
+import { openConfig, SealError } from "@fleetd/verify/crypto";
+import { uuidEqual } from "@fleetd/platform/protocol/server";
+import type { Inventory } from "@fleetd/platform/fleet";
+import { failpoint } from "@fleetd/platform/outage";
+import { Unavailable } from "@fleetd/platform/outage";
+import { StepEffects } from "@fleetd/platform/outbox";
 import { clientAddress, type TrustedProxies } from "./clientAddress.js";
 import type { StoreLimiter } from "./rateLimit.js";
 import type { Metrics } from "./metrics.js";

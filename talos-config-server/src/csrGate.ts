@@ -1,5 +1,5 @@
 /**
- * The kubelet bootstrap CSR gate's loop (the judgement is shared/src/kube/csrGate.ts). Every `intervalMs`:
+ * The kubelet bootstrap CSR gate's loop (the judgement is shared/platform/src/kube/csrGate.ts). Every `intervalMs`:
  * list the workload cluster's CSRs; for each kubelet client CSR from a bootstrap token with no Approved/Denied/
  * Failed condition yet, look up what fleetd rendered for the token, judge, and write an Approved or Denied
  * condition through the `approval` subresource (the object's resourceVersion makes it a compare-and-swap:
@@ -15,13 +15,13 @@
 import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
-import { formatReasons } from "@fleetd/shared/attest/verdict";
-import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
-import type { Kube } from "@fleetd/shared/kube/client";
-import { BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, JournalBudget, judgeBootstrapCsr, judgementOrder, type CsrDecision, type RenderedToken } from "@fleetd/shared/kube/csrGate";
-import { mdCode } from "@fleetd/shared/text/untrusted";
-import type { Journal } from "@fleetd/shared/protocol/server/deps";
-import type { AttestationStore, NodeRef } from "@fleetd/shared/state/store";
+import { formatReasons } from "@fleetd/verify/attest";
+import { KubeBootstrapTokens } from "@fleetd/platform/kube";
+import type { Kube } from "@fleetd/platform/kube";
+import { BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, JournalBudget, judgeBootstrapCsr, judgementOrder, type CsrDecision, type RenderedToken } from "@fleetd/platform/kube";
+import { mdCode } from "@fleetd/verify/text";
+import type { Journal } from "@fleetd/platform/fleet";
+import type { AttestationStore, NodeRef } from "@fleetd/platform/state";
 
 export const APPROVED_REASON = "FleetdApproved";
 export const DENIED_REASON = "FleetdDenied";
@@ -122,7 +122,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
     const r: SyncResult = { approved: [], denied: [], ignored: 0, conflicts: 0, tokensDeleted: [] };
     const list = await deps.kube.certificates.listCertificateSigningRequest();
     const usedTokens = new Map<string, Date>(); // fleetd-approved tokens whose certificate is out, and when
-    // Creation order, never the name (shared/src/kube/csrGate.ts): a CSR named to sort first gains nothing.
+    // Creation order, never the name (shared/platform/src/kube/csrGate.ts): a CSR named to sort first gains nothing.
     const { order, contested } = judgementOrder(list.items);
     for (const raw of order) {
       const parsed = CsrObject.safeParse(raw);

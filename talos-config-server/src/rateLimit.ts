@@ -6,7 +6,7 @@
  *  - attestation requests (/v1/attest/*) per client address: each request is charged; past the budget, 429.
  * Client addresses come from `clientAddress` (trusted proxies honoured).
  */
-import type { AttestationStore } from "@fleetd/shared/state/store";
+import type { AttestationStore } from "@fleetd/platform/state";
 
 export interface Budget {
   max: number;

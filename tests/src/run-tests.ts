@@ -15,7 +15,7 @@ import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
-const packages = ["shared", "policy", "netbox-script", "tink-action", "spire-plugin", "talos-config-server", "tests"];
+const packages = ["shared/verify", "shared/platform", "shared/cli", "shared/testkit", "policy", "netbox-script", "tink-action", "spire-plugin", "talos-config-server", "tests"];
 
 function walk(dir: string, out: string[]): void {
   let entries: string[];

@@ -1,4 +1,4 @@
-// Bundles the compiled action (dist/cli.js and what it imports from @fleetd/shared, zod, pino) into one ES
+// Bundles the compiled action (dist/cli.js and what it imports from @fleetd/verify and @fleetd/platform, zod, pino) into one ES
 // module for the image: no node_modules, no native addons at run time (the server-side modules of shared that
 // need better-sqlite3 or pkcs11js are not reachable from the action's commands).
 //   node scripts/bundle.mjs [OUTFILE]     default dist/bundle/fleetd-tink-action.mjs (run after `tsc -b`)

@@ -1,7 +1,7 @@
 /**
  * `fleetd-tink-action attest --mode intake|provision|attest|wipe` — the first action of every fleetd workflow.
  * Collects the claims (SMBIOS serial and UUID, MACs, LLDP on the boot interface), the event log, runs the
- * attestation protocol (shared/src/protocol/client/attest.ts) against the server with the TPM, and leaves
+ * attestation protocol (shared/platform/src/protocol/client/attest.ts) against the server with the TPM, and leaves
  * the results on the shared volume (outputs.ts). Thin: each step is its own module.
  *
  * Exit codes (Tinkerbell stops the workflow at the first non-zero action, so a refused machine keeps its disk):
@@ -11,13 +11,13 @@
  *   with the same request — when FLEETD_TIMEOUT_SECONDS ran out); 5 still pending when FLEETD_TIMEOUT_SECONDS ran out.
  */
 import pino, { type Logger } from "pino";
-import { parseOptions, str } from "@fleetd/shared/cli/common";
-import type { CliCommand } from "@fleetd/shared/cli/common";
-import { ParseError } from "@fleetd/shared/codec/codec";
-import { attest, AttestationRefused, type AttestResult } from "@fleetd/shared/protocol/client/attest";
-import { Claims, type Mode } from "@fleetd/shared/protocol/messages";
-import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/shared/tpmclient/index";
-import { backoffDelayMs } from "@fleetd/shared/outage/backoff";
+import { parseOptions, str } from "@fleetd/platform/cmd";
+import type { CliCommand } from "@fleetd/platform/cmd";
+import { ParseError } from "@fleetd/verify/codec";
+import { attest, AttestationRefused, type AttestResult } from "@fleetd/platform/protocol/client";
+import { Claims, type Mode } from "@fleetd/platform/protocol";
+import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/platform/tpmclient";
+import { backoffDelayMs } from "@fleetd/platform/outage";
 import { bootInterface, bootMacOf, ClaimsError, collectHostClaims } from "./claims.js";
 import { ConfigError, loadConfig, type AttestConfig } from "./config.js";
 import { EventLogError, readEventLog } from "./eventLog.js";
@@ -26,10 +26,10 @@ import { readLldp } from "./lldp/lldpd.js";
 import { clearOutputs, writeFailure, writeSuccess } from "./outputs.js";
 import { ServerTransportError, serverTransport } from "./serverTransport.js";
 import { describeTpm, openRawTransport, openTpm, resolveTpm, tpmFamily } from "./tpm.js";
-import { attest12 } from "@fleetd/shared/protocol/client/attest12";
-import { Tpm12AuthError, Tpm12Client, Tpm12Error } from "@fleetd/shared/tpm12client/index";
-import { TpmFamilyError, type TpmFamily } from "@fleetd/shared/tpm12client/detect";
-import { TPM12_MODES } from "@fleetd/shared/protocol/messages";
+import { attest12 } from "@fleetd/platform/protocol/client";
+import { Tpm12AuthError, Tpm12Client, Tpm12Error } from "@fleetd/platform/tpm12client";
+import { TpmFamilyError, type TpmFamily } from "@fleetd/platform/tpm12client";
+import { TPM12_MODES } from "@fleetd/platform/protocol";
 import { randomBytes } from "node:crypto";
 import { describeAuth, readTpm12Auth } from "./config.js";
 

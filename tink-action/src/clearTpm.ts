@@ -1,13 +1,13 @@
 /**
  * `fleetd-tink-action clear-tpm` — the wipe workflow's TPM step at retirement: clears the owner hierarchy
- * (shared/src/tpmclient/clear.ts) so the old LDevID/LAK blobs die with the disk. Only where the site allows it:
+ * (shared/platform/src/tpmclient/clear.ts) so the old LDevID/LAK blobs die with the disk. Only where the site allows it:
  * FLEETD_CLEAR_TPM=yes; otherwise it changes nothing and says so (exit 0). FLEETD_TPM as for attest.
  * Exit codes: 0 cleared or not allowed by the site; 1 refused (disableClear, lockout auth set, lockout) or the
  * TPM refused; 2 usage or configuration error.
  */
 import { z } from "zod";
-import { type CliCommand, parseOptions, printJson } from "@fleetd/shared/cli/common";
-import { ClearRefused, clearOwnerHierarchy, TpmError } from "@fleetd/shared/tpmclient/index";
+import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { ClearRefused, clearOwnerHierarchy, TpmError } from "@fleetd/platform/tpmclient";
 import { ConfigError, DEFAULT_TPM, parseTpmSpec } from "./config.js";
 import { describeTpm, openTpm } from "./tpm.js";
 

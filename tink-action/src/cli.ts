@@ -8,7 +8,7 @@
  * Exit codes: 0 done; write-meta: 1 refused (the disk is left unchanged), 2 usage or input error;
  * attest: 1 unexpected, 2 configuration or local input, 3 refused, 4 TPM/transport, 5 still pending at the timeout.
  */
-import { type CliCommand, CliUsageError, printError } from "@fleetd/shared/cli/common";
+import { type CliCommand, CliUsageError, printError } from "@fleetd/platform/cmd";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   attest: {

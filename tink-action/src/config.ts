@@ -6,7 +6,8 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { z } from "zod";
-import { MODES, type Mode } from "@fleetd/shared/protocol/messages";
+import { MODES, type Mode } from "@fleetd/platform/protocol";
+import { IFNAME } from "./lldp/ifname.js";
 
 /** Where the attest step leaves its results for the following actions (the Template mounts `/worker:/worker`). */
 export const DEFAULT_OUT = "/worker/fleetd";
@@ -50,8 +51,6 @@ export class ConfigError extends Error {
   }
 }
 
-/** Linux interface names: at most 15 bytes, no '/', whitespace or glob characters (lldpd -I takes patterns). */
-export const IFNAME = /^[A-Za-z0-9_.:@-]{1,15}$/;
 
 const intIn = (min: number, max: number) =>
   z
@@ -187,3 +186,5 @@ export function readTpm12Auth(src: Tpm12AuthSource, what: string): Uint8Array {
 export function describeAuth(src: Tpm12AuthSource | undefined): string {
   return src === undefined ? "unset" : src.kind === "well-known" ? "well-known" : `file:${src.path}`;
 }
+
+export { IFNAME };

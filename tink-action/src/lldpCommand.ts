@@ -3,7 +3,7 @@
  * about the switch port: the boot interface it picks and the LLDP neighbour lldpd sees there (JSON on
  * stdout). For operators checking the cabling, and for tests.
  */
-import { type CliCommand, CliUsageError, parseOptions, printJson, str } from "@fleetd/shared/cli/common";
+import { type CliCommand, CliUsageError, parseOptions, printJson, str } from "@fleetd/platform/cmd";
 import { bootInterface, listInterfaces } from "./claims.js";
 import { DEFAULT_LLDP_WAIT_SECONDS, IFNAME } from "./config.js";
 import { readLldp } from "./lldp/lldpd.js";

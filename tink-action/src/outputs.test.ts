@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import type { AttestResult } from "@fleetd/shared/protocol/client/attest";
+import type { AttestResult } from "@fleetd/platform/protocol/client";
 import { clearOutputs, nodeFromLdevid, OUTPUT_FILES, writeFailure, writeSuccess } from "./outputs.js";
 import { selfSigned } from "./testing/selfSigned.js";
 

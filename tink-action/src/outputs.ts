@@ -12,8 +12,8 @@
 import { X509Certificate, createHash } from "node:crypto";
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { AttestResult } from "@fleetd/shared/protocol/client/attest";
-import type { Claims } from "@fleetd/shared/protocol/messages";
+import type { AttestResult } from "@fleetd/platform/protocol/client";
+import type { Claims } from "@fleetd/platform/protocol";
 
 export const OUTPUT_FILES = ["install-code", "ldevid.crt", "ldevid.pub", "ldevid.priv", "lak.crt", "lak.pub", "lak.priv", "ca-bundle.pem", "result.json"] as const;
 export type OutputFile = (typeof OUTPUT_FILES)[number];

@@ -6,13 +6,13 @@
  * Every answer is checked here (zod): a 200 must have the step's shape, anything else must be a refusal
  * `{ error, reasons[] }`; a broken, oversized or unexpected answer is a ServerTransportError, not a refusal.
  */
-import { OUTAGE_REASONS, type OutageReason } from "@fleetd/shared/outage/outage";
+import { OUTAGE_REASONS, type OutageReason } from "@fleetd/platform/outage";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent, request as httpsRequest } from "node:https";
 import { z } from "zod";
-import type { ServerTransport } from "@fleetd/shared/protocol/client/attest";
-import type { ChallengeResponse, ConfirmResponse, EvidenceResponse, Refusal, Tpm12ChallengeResponse, Tpm12EvidenceResponse } from "@fleetd/shared/protocol/messages";
-import { MODES } from "@fleetd/shared/protocol/messages";
+import type { ServerTransport } from "@fleetd/platform/protocol/client";
+import type { ChallengeResponse, ConfirmResponse, EvidenceResponse, Refusal, Tpm12ChallengeResponse, Tpm12EvidenceResponse } from "@fleetd/platform/protocol";
+import { MODES } from "@fleetd/platform/protocol";
 
 export type ServerTransportErrorCode = "connect" | "tls" | "timeout" | "bad-response" | "too-large";
 

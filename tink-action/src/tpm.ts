@@ -3,8 +3,8 @@
  * command channel in tests, behind FlushOnCloseTransport so transients are flushed on close as tpmrm0 does.
  * A raw `/dev/tpm0` gets the same treatment.
  */
-import { DeviceTransport, FlushOnCloseTransport, TcpTransport, TpmClient, UnixTransport, type TpmTransport } from "@fleetd/shared/tpmclient/index";
-import { detectTpmFamily, type TpmFamily } from "@fleetd/shared/tpm12client/detect";
+import { DeviceTransport, FlushOnCloseTransport, TcpTransport, TpmClient, UnixTransport, type TpmTransport } from "@fleetd/platform/tpmclient";
+import { detectTpmFamily, type TpmFamily } from "@fleetd/platform/tpm12client";
 import { existsSync } from "node:fs";
 import { DEFAULT_TPM, type TpmSpec } from "./config.js";
 

@@ -1,11 +1,11 @@
 /**
  * `fleetd-tink-action write-meta` — the provision workflow's last step: the install code (written to the
  * shared volume by the attest step) goes into META key 0x0b of the disk Talos was just written to.
- * Thin: the logic is shared/src/talos/meta. The code itself is never printed.
+ * Thin: the logic is shared/platform/src/talos/meta. The code itself is never printed.
  */
-import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/shared/cli/common";
-import { MetaError } from "@fleetd/shared/talos/meta/errors";
-import { parseInstallCode, writeInstallCode } from "@fleetd/shared/talos/meta/writeMeta";
+import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
+import { MetaError } from "@fleetd/platform/talos/meta";
+import { parseInstallCode, writeInstallCode } from "@fleetd/platform/talos/meta";
 
 export const command: CliCommand = {
   usage: "--disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size 512|4096]",

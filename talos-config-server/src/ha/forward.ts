@@ -8,7 +8,7 @@
 import type { IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { INTERNAL_TLS_MIN_VERSION, type InternalTls } from "./internalListener.js";
-import { INTERNAL_URL_ANNOTATION, type LeaderElector } from "@fleetd/shared/kube/leader";
+import { INTERNAL_URL_ANNOTATION, type LeaderElector } from "@fleetd/platform/kube";
 import { CaUnavailable } from "./leaderIssuer.js";
 import { signPeerRequest, verifyPeerResponse, PEER_SIGNATURE, PeerAuthError } from "./peerAuth.js";
 import { ISSUE_PATH, IssueErrorBody, IssueResponseBody, resultFromWire, toWire, type IssueRequest, type IssueResult } from "./wire.js";

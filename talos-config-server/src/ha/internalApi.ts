@@ -7,7 +7,7 @@
  */
 import { TLSSocket } from "node:tls";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
-import { ParseError } from "@fleetd/shared/codec/codec";
+import { ParseError } from "@fleetd/verify/codec";
 import { CaUnavailable, type LeaderIssuer, type LeaderIssuerLog } from "./leaderIssuer.js";
 import { PeerAuthError, signPeerResponse, PEER_SIGNATURE, type PeerVerifier } from "./peerAuth.js";
 import { fromWire, ISSUE_PATH, IssueRequestBody, MAX_ISSUE_BODY_BYTES, resultToWire, type IssueErrorBody } from "./wire.js";

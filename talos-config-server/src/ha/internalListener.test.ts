@@ -10,9 +10,9 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { Server } from "node:https";
 import express from "express";
-import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
-import { CLIENT_EXT, makeCa, makeLeaf, serverExt } from "@fleetd/shared/testing/pki";
-import { ConfigError } from "@fleetd/shared/netbox/config";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/platform/http";
+import { CLIENT_EXT, makeCa, makeLeaf, serverExt } from "@fleetd/testkit/pki";
+import { ConfigError } from "@fleetd/platform/fleet";
 import { createInternalListener, loadInternalTls, type InternalTls, type InternalTlsFiles } from "./internalListener.js";
 import { ISSUE_PATH } from "./wire.js";
 

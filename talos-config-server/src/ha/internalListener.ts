@@ -1,7 +1,7 @@
 /**
  * The replicas' own listener (issue 10): HTTPS that completes a handshake only with a client presenting a
  * certificate that chains to the peer CA (`requestCert`, `rejectUnauthorized`, TLS 1.3 — both ends are fleetd),
- * with the connection policy of every fleetd listener (shared/src/http/listenerLimits.ts), serving the internal
+ * with the connection policy of every fleetd listener (shared/platform/src/http/listenerLimits.ts), serving the internal
  * API (internalApi.ts, openapi-internal.yaml) and nothing else. The public listener does not mount it.
  *
  * `loadInternalTls` reads the files `server.ha.internal.tls` names once, at start, and refuses (ConfigError,
@@ -15,10 +15,10 @@ import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
 import { createSecureContext, TLSSocket } from "node:tls";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
-import { applyListenerLimits, listenerOptions, type ListenerLimits } from "@fleetd/shared/http/listenerLimits";
-import { ConfigError } from "@fleetd/shared/netbox/config";
-import { certificatesFromPem } from "@fleetd/shared/pki/pem";
-import { PkiError } from "@fleetd/shared/pki/errors";
+import { applyListenerLimits, listenerOptions, type ListenerLimits } from "@fleetd/platform/http";
+import { ConfigError } from "@fleetd/platform/fleet";
+import { certificatesFromPem } from "@fleetd/platform/pki";
+import { PkiError } from "@fleetd/platform/pki";
 import type { LeaderIssuerLog } from "./leaderIssuer.js";
 
 /** Both ends are fleetd on Node 20 (OpenSSL 3): nothing older than TLS 1.3 is needed or offered. */

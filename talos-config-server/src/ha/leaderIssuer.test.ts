@@ -1,7 +1,7 @@
 /** The single-leader issuer without a cluster: a fake Lease, a fake token, a fake forward. */
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import type { Issuer, JournalEntry } from "@fleetd/shared/protocol/server/deps";
+import type { Issuer, JournalEntry } from "@fleetd/platform/fleet";
 import { CaUnavailable, LeaderIssuer, type OpenSigner } from "./leaderIssuer.js";
 import type { IssueRequest, IssueResult } from "./wire.js";
 

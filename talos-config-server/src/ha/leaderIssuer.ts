@@ -8,11 +8,11 @@
  * nothing is issued; the attestation gets a clear error (HTTP 503 `unavailable`, check `ca.signer`) and the
  * node's journal says why.
  */
-import { type MaybeOutage, Unavailable } from "@fleetd/shared/outage/outage";
-import type { CertificateSigner } from "@fleetd/shared/pki/signer";
-import { SerialQueue } from "@fleetd/shared/pki/serialQueue";
-import type { LeaderElector } from "@fleetd/shared/kube/leader";
-import type { Issuer, Journal } from "@fleetd/shared/protocol/server/deps";
+import { type MaybeOutage, Unavailable } from "@fleetd/platform/outage";
+import type { CertificateSigner } from "@fleetd/platform/pki";
+import { SerialQueue } from "@fleetd/platform/pki";
+import type { LeaderElector } from "@fleetd/platform/kube";
+import type { Issuer, Journal } from "@fleetd/platform/fleet";
 import type { IssueRequest, IssueResult } from "./wire.js";
 
 export class CaUnavailable extends Error implements MaybeOutage {

@@ -9,8 +9,8 @@
  */
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { ctEqual } from "@fleetd/shared/crypto/hash";
-import { ConfigError } from "@fleetd/shared/netbox/config";
+import { ctEqual } from "@fleetd/verify/crypto";
+import { ConfigError } from "@fleetd/platform/fleet";
 
 export const PEER_TIMESTAMP = "x-fleetd-peer-timestamp";
 export const PEER_NONCE = "x-fleetd-peer-nonce";

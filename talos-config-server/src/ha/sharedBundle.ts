@@ -7,9 +7,9 @@
  * issuance fails before anything is released (a fencing token), and the new leader signs instead.
  * RBAC: get, create, update on secrets in the namespace (as the state store).
  */
-import { isConflict, isNotFound, type Kube } from "@fleetd/shared/kube/client";
-import type { BundleState } from "@fleetd/shared/pki/bundleState";
-import { parseBundleState, serializeBundleState } from "@fleetd/shared/pki/bundleState";
+import { isConflict, isNotFound, type Kube } from "@fleetd/platform/kube";
+import type { BundleState } from "@fleetd/platform/pki";
+import { parseBundleState, serializeBundleState } from "@fleetd/platform/pki";
 import { CaUnavailable } from "./leaderIssuer.js";
 
 type V1Secret = Parameters<Kube["core"]["createNamespacedSecret"]>[0]["body"];

@@ -4,9 +4,9 @@
  * as marshalled TPMT_PUBLIC, hex), the leader answers with the two certificates (DER, base64) and the bundle.
  */
 import { z } from "zod";
-import { decodeExact, encode } from "@fleetd/shared/codec/codec";
-import type { Issued, Issuer } from "@fleetd/shared/protocol/server/deps";
-import { TPMT_PUBLIC } from "@fleetd/shared/tpm/structures";
+import { decodeExact, encode } from "@fleetd/verify/codec";
+import type { Issued, Issuer } from "@fleetd/platform/fleet";
+import { TPMT_PUBLIC } from "@fleetd/verify/tpm";
 
 export const ISSUE_PATH = "/internal/v1/issue";
 /** A TPMT_PUBLIC is at most a few hundred bytes; with JSON around it the body stays far below this. */

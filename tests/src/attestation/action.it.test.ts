@@ -10,7 +10,7 @@
  * stops it. Here: attest → wipe (zeroes the disk image) → install (writes a Talos-like GPT image) → write-meta
  * (--code-file from the shared volume); Talos's own ADV reader checks META, and the code fetches the config once.
  */
-import type { Claims } from "@fleetd/shared/protocol/messages";
+import type { Claims } from "@fleetd/platform/protocol";
 import { strict as assert } from "node:assert";
 import { X509Certificate, createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -19,10 +19,10 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { decodeExact } from "@fleetd/shared/codec/codec";
-import { buildGptImage } from "@fleetd/shared/talos/meta/testkit";
-import { TPMT_PUBLIC } from "@fleetd/shared/tpm/structures";
-import { spkiFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
+import { decodeExact } from "@fleetd/verify/codec";
+import { buildGptImage } from "@fleetd/testkit/talosMeta";
+import { TPMT_PUBLIC } from "@fleetd/verify/tpm";
+import { spkiFromTpmPublic } from "@fleetd/verify/tpm";
 import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
 import { startLldpSwitchPort, type LldpSwitchPort } from "../harness/lldp.js";

@@ -1,13 +1,13 @@
 /**
  * Machines for the attestation tests, honest or not, built from the steps the real client uses
- * (shared/src/protocol/client/attest.ts) on a real swtpm: challenge, evidence (activation, quote, certified
+ * (shared/platform/src/protocol/client/attest.ts) on a real swtpm: challenge, evidence (activation, quote, certified
  * LDevID and LAK), confirm, unwrap. Every step takes options that let a test make the machine misbehave in
  * exactly one way — present other EKs or an old AK, quote over other claims or PCRs, send a tampered log,
  * create the LDevID from the wrong template, reuse an earlier session's certify, sign the confirm with another
  * key — while everything else stays what an honest machine sends.
  */
-import type { PcrSelection } from "@fleetd/shared/attest/pcrs";
-import { parseEventLog, type TcgEvent } from "@fleetd/shared/eventlog/parse";
+import type { PcrSelection } from "@fleetd/verify/attest";
+import { parseEventLog, type TcgEvent } from "@fleetd/verify/eventlog";
 import {
   activateCredentials,
   attest,
@@ -30,13 +30,13 @@ import {
   type EvidenceWire,
   type PresentedEk,
   type ServerTransport,
-} from "@fleetd/shared/protocol/client/attest";
-import { certifyExtraData, claimsHash, quoteExtraData } from "@fleetd/shared/protocol/bindings";
-import type { ChallengeResponse, Claims, ConfirmResponse, EvidenceResponse } from "@fleetd/shared/protocol/messages";
-import type { TpmClient } from "@fleetd/shared/tpmclient/client";
-import { createLdevid, createSrk, type KeyBlobs } from "@fleetd/shared/tpmclient/keys";
-import type { KeyAlg } from "@fleetd/shared/tpmclient/templates";
-import { withTransients } from "@fleetd/shared/tpmclient/transients";
+} from "@fleetd/platform/protocol/client";
+import { certifyExtraData, claimsHash, quoteExtraData } from "@fleetd/platform/protocol";
+import type { ChallengeResponse, Claims, ConfirmResponse, EvidenceResponse } from "@fleetd/platform/protocol";
+import type { TpmClient } from "@fleetd/platform/tpmclient";
+import { createLdevid, createSrk, type KeyBlobs } from "@fleetd/platform/tpmclient";
+import type { KeyAlg } from "@fleetd/platform/tpmclient";
+import { withTransients } from "@fleetd/platform/tpmclient";
 import type { World, WorldMachine } from "./world.js";
 
 export interface Machine {

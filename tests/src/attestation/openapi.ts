@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { parse as parseYaml } from "yaml";
-import type { ServerTransport } from "@fleetd/shared/protocol/client/attest";
+import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import { repoRoot } from "../netbox/fixture.js";
 
 export const OPENAPI_FILE = join(repoRoot, "talos-config-server/openapi.yaml");

@@ -2,9 +2,9 @@
  * The issue-10 re-cut, for tests: PCR values as the evidence carries them, re-split at other places so that a
  * quote's pcrDigest (which covers only their concatenation) still matches.
  */
-import type { PcrValues } from "@fleetd/shared/attest/pcrs";
-import type { PcrWire } from "@fleetd/shared/protocol/client/attest";
-import { TPM_ALG } from "@fleetd/shared/tpm/constants";
+import type { PcrValues } from "@fleetd/verify/attest";
+import type { PcrWire } from "@fleetd/platform/protocol/client";
+import { TPM_ALG } from "@fleetd/verify/tcg";
 
 export const valueBytes = (v: PcrWire): Uint8Array => new Uint8Array(Buffer.from(v.value, "hex"));
 

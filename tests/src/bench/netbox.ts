@@ -7,7 +7,7 @@
  */
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { signHookBody } from "@fleetd/shared/netbox/webhook";
+import { signHookBody } from "@fleetd/platform/netbox";
 import { fleetd, startFleet } from "../netbox/fixture.js";
 import { device, handlerRig, requestAction } from "../netbox/handlerFixture.js";
 

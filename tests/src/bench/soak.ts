@@ -15,9 +15,9 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { readDevice } from "@fleetd/shared/netbox/device";
-import { readJournal } from "@fleetd/shared/netbox/journal";
-import { attest, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
+import { readDevice } from "@fleetd/platform/netbox";
+import { readJournal } from "@fleetd/platform/netbox";
+import { attest, type ServerTransport } from "@fleetd/platform/protocol/client";
 import { NODE, startWorld, type MachineSpec, type WorldMachine } from "../attestation/world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");

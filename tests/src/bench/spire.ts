@@ -13,9 +13,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { serverId } from "@fleetd/shared/spire/spiffeId";
-import type { EntrySpec } from "@fleetd/shared/spire/wire";
-import { makeCa } from "@fleetd/shared/testing/pki";
+import { serverId } from "@fleetd/platform/spire";
+import type { EntrySpec } from "@fleetd/platform/spire";
+import { makeCa } from "@fleetd/testkit/pki";
 import { startSpireServer } from "../harness/spire.js";
 import { printRows, type BenchRow } from "./measure.js";
 

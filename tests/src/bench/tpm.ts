@@ -7,14 +7,14 @@
  */
 import { constants, createECDH, createPublicKey, generateKeyPairSync, publicEncrypt, randomBytes, sign, verify } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { decodeExact, encode } from "@fleetd/shared/codec/codec";
-import { fromHex } from "@fleetd/shared/crypto/hash";
-import { makeCredential } from "@fleetd/shared/credential/makeCredential";
-import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
-import { keyObjectFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
-import { TPM2B_PUBLIC, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/shared/tpm/structures";
-import { conformance } from "@fleetd/shared/testing/conformance";
-import { tpmPublicFromKey } from "@fleetd/shared/testing/tpmPublic";
+import { decodeExact, encode } from "@fleetd/verify/codec";
+import { fromHex } from "@fleetd/verify/crypto";
+import { makeCredential } from "@fleetd/verify/credential";
+import { verifyQuote } from "@fleetd/verify/attest";
+import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";
+import { TPM2B_PUBLIC, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
+import { conformance } from "@fleetd/testkit/conformance";
+import { tpmPublicFromKey } from "@fleetd/testkit/tpmPublic";
 import { opsPerSecond, row, type BenchRow } from "./measure.js";
 
 export function benchTpm(): BenchRow[] {

@@ -18,7 +18,7 @@ import { strict as assert } from "node:assert";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { decodeExact, TPM_ST, TPMS_ATTEST } from "@fleetd/shared";
+import { decodeExact, TPM_ST, TPMS_ATTEST } from "@fleetd/verify";
 import { startSwtpm, type SwtpmTcp } from "../harness/swtpm.js";
 import { assertFails, assertPass, fleetd, randomHex, requireCommand } from "./fleetd.js";
 import { type Ak, createAk, createEk } from "./keys.js";

@@ -1,7 +1,7 @@
 /**
  * Running the fleetd CLI from differential tests. FLEETD_CLI selects the CLI under test (a `.js`/`.mjs` file
- * is run with this Node, anything else is executed directly); default `<repo>/shared/dist/cli/main.js`.
- * Exit codes (shared/src/cli/main.ts): 0 ok, 1 a check failed, 2 usage or input error.
+ * is run with this Node, anything else is executed directly); default `<repo>/shared/cli/dist/main.js`.
+ * Exit codes (shared/cli/src/main.ts): 0 ok, 1 a check failed, 2 usage or input error.
  */
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
@@ -15,7 +15,7 @@ const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
 
 export function fleetdCliPath(): string {
   const env = process.env["FLEETD_CLI"];
-  return env && env.length > 0 ? resolve(env) : resolve(repoRoot, "shared/dist/cli/main.js");
+  return env && env.length > 0 ? resolve(env) : resolve(repoRoot, "shared/cli/dist/main.js");
 }
 
 export interface CliResult {

@@ -9,19 +9,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import {
-  decodeExact,
-  ekBindingFromCertificate,
-  ekPublicFromCertificate,
-  ekPublicMatchesCertificate,
-  ekTemplateForNvIndex,
-  identifyEkTemplate,
-  loadCaStore,
-  readCertificate,
-  readEkPublic,
-  TPM2B_PUBLIC,
-  verifyEkCertificate,
-} from "@fleetd/shared";
+import { decodeExact, ekBindingFromCertificate, ekPublicFromCertificate, ekPublicMatchesCertificate, ekTemplateForNvIndex, identifyEkTemplate, readCertificate, readEkPublic, TPM2B_PUBLIC, verifyEkCertificate } from "@fleetd/verify";
+import { loadCaStore } from "@fleetd/platform/trust";
 import { type ManufacturedTpm, type RunningSwtpm, manufactureTpm, startSwtpm } from "../harness/swtpm-ek.js";
 
 let made: ManufacturedTpm;
@@ -107,7 +96,7 @@ for (const ek of EKS) {
     assert.deepEqual(built.bytes, read(pubFile).subarray(2), "rebuilt TPMT_PUBLIC is byte-identical");
 
     // And the CLI agrees.
-    const main = fileURLToPath(import.meta.resolve("@fleetd/shared/cli/main"));
+    const main = fileURLToPath(new URL("./main.js", import.meta.resolve("@fleetd/cli")));
     const cli = spawnSync(process.execPath, [main, "verify", "ek", "--cert", nvFile, "--roots", made.caDir, "--ek-public", tssFile, "--json"], { encoding: "utf8" });
     assert.equal(cli.status, 0, cli.stdout + cli.stderr);
     const j = JSON.parse(cli.stdout) as { binding: string; verdict: string; ekPublic: { binding: string; template: { id: string; matches: boolean } } };

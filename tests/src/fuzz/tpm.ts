@@ -5,10 +5,10 @@
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import fc from "fast-check";
-import { type Codec, decodeExact, encode, ParseError } from "@fleetd/shared/codec/codec";
-import { fromHex } from "@fleetd/shared/crypto/hash";
-import { conformance } from "@fleetd/shared/testing/conformance";
-import { TPM2B_ID_OBJECT, TPM2B_PUBLIC, TPML_PCR_SELECTION, TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/shared/tpm/structures";
+import { type Codec, decodeExact, encode, ParseError } from "@fleetd/verify/codec";
+import { fromHex } from "@fleetd/verify/crypto";
+import { conformance } from "@fleetd/testkit/conformance";
+import { TPM2B_ID_OBJECT, TPM2B_PUBLIC, TPML_PCR_SELECTION, TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
 
 export interface FuzzResult {
   target: string;

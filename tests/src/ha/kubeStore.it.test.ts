@@ -1,20 +1,20 @@
 /**
- * The Kubernetes-backed AttestationStore passes the same contract as SQLite (shared/src/state/contract.ts),
+ * The Kubernetes-backed AttestationStore passes the same contract as SQLite (shared/testkit/src/stateContract.ts),
  * against a real kube-apiserver: each contract case gets a fresh namespace. Plus what only this backend has:
  * objects labelled as fleetd's, named from hashes, the record a Secret; and two store instances (two replicas)
  * racing on one install code through the API server: one wins.
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
-import { kubeFromConfig, loadKube, type Kube } from "@fleetd/shared/kube/client";
-import { storeContract } from "@fleetd/shared/state/contract";
-import { KubeAttestationStore, objectName } from "@fleetd/shared/state/kubeStore";
+import { kubeFromConfig, loadKube, type Kube } from "@fleetd/platform/kube";
+import { storeContract } from "@fleetd/testkit/stateContract";
+import { KubeAttestationStore, objectName } from "@fleetd/platform/state";
 import { SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
 import { CaUnavailable } from "@fleetd/talos-config-server/ha/leaderIssuer";
-import { addCa, emptyBundleState, recordIssuance } from "@fleetd/shared/pki/bundle";
-import { createCaCertificate } from "@fleetd/shared/pki/caCertificate";
-import { newSoftwareSigner } from "@fleetd/shared/testing/softwareSigner";
-import { listPending, stateSource } from "@fleetd/shared/cli/pending";
+import { addCa, emptyBundleState, recordIssuance } from "@fleetd/platform/pki";
+import { createCaCertificate } from "@fleetd/platform/pki";
+import { newSoftwareSigner } from "@fleetd/testkit/softwareSigner";
+import { listPending, stateSource } from "@fleetd/cli";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,5 +1,5 @@
 /**
- * The HA replicas' peer PKI for tests (shared/src/testing/pki.ts): the peer CA with a server certificate for 127.0.0.1
+ * The HA replicas' peer PKI for tests (shared/testkit/src/pki.ts): the peer CA with a server certificate for 127.0.0.1
  * and a client certificate, and another CA with the same two (a stranger's, or an impostor's). And a raw
  * HTTPS POST that says how the TLS handshake went, for the internal listener's refusals.
  */
@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { request, type RequestOptions } from "node:https";
 import { join } from "node:path";
 import type { InternalTls, InternalTlsFiles } from "@fleetd/talos-config-server/ha/internalListener";
-import { CLIENT_EXT, makeCa, makeLeaf, serverExt } from "@fleetd/shared/testing/pki";
+import { CLIENT_EXT, makeCa, makeLeaf, serverExt } from "@fleetd/testkit/pki";
 
 export interface PeerPki {
   /** Files as `server.ha.internal.tls` names them (the peer CA's). */

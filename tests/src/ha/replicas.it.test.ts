@@ -16,8 +16,8 @@
  * issuance request; the internal listener refuses a client without a certificate and one with a certificate from
  * another CA (no HTTP, nothing signed); a follower that does not trust the leader's certificate fails closed.
  */
-import { Objects } from "@fleetd/shared/tinkerbell/objects";
-import { TinkerbellWorkflowGate } from "@fleetd/shared/tinkerbell/workflowGate";
+import { Objects } from "@fleetd/platform/tinkerbell";
+import { TinkerbellWorkflowGate } from "@fleetd/platform/tinkerbell";
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
@@ -26,23 +26,23 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import pino from "pino";
-import { loadKube } from "@fleetd/shared/kube/client";
-import { INTERNAL_URL_ANNOTATION, LeaderElector } from "@fleetd/shared/kube/leader";
-import { listDevices } from "@fleetd/shared/netbox/device";
-import { readJournal } from "@fleetd/shared/netbox/journal";
-import { addCa, emptyBundleState } from "@fleetd/shared/pki/bundle";
-import type { BundleState } from "@fleetd/shared/pki/bundleState";
-import { openPkcs11Signer } from "@fleetd/shared/pki/pkcs11Signer";
-import { AttestationRefused, type ServerTransport } from "@fleetd/shared/protocol/client/attest";
-import { PkiIssuer } from "@fleetd/shared/protocol/server/adapters/issuer";
-import { KubeAttestationStore } from "@fleetd/shared/state/kubeStore";
-import { DEFAULT_LISTENER_LIMITS } from "@fleetd/shared/http/listenerLimits";
+import { loadKube } from "@fleetd/platform/kube";
+import { INTERNAL_URL_ANNOTATION, LeaderElector } from "@fleetd/platform/kube";
+import { listDevices } from "@fleetd/platform/netbox";
+import { readJournal } from "@fleetd/platform/netbox";
+import { addCa, emptyBundleState } from "@fleetd/platform/pki";
+import type { BundleState } from "@fleetd/platform/pki";
+import { openPkcs11Signer } from "@fleetd/platform/pki";
+import { AttestationRefused, type ServerTransport } from "@fleetd/platform/protocol/client";
+import { PkiIssuer } from "@fleetd/platform/protocol/server";
+import { KubeAttestationStore } from "@fleetd/platform/state";
+import { DEFAULT_LISTENER_LIMITS } from "@fleetd/platform/http";
 import { createForwarder } from "@fleetd/talos-config-server/ha/forward";
 import { createInternalListener, type InternalTls } from "@fleetd/talos-config-server/ha/internalListener";
 import { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { LeaderIssuer, type OpenSigner } from "@fleetd/talos-config-server/ha/leaderIssuer";
 import { BUNDLE_SECRET, SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
-import { parseBundleState } from "@fleetd/shared/pki/bundleState";
+import { parseBundleState } from "@fleetd/platform/pki";
 import { PeerVerifier, PEER_SIGNATURE, signPeerRequest, verifyPeerResponse } from "@fleetd/talos-config-server/ha/peerAuth";
 import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-server/ha/wire";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";

@@ -1,6 +1,6 @@
 /**
  * Opens `n` idle TCP connections (sending nothing) to a listener and reports which the server closed within
- * `withinMs`: a listener with fleetd's limits (shared/src/http/listenerLimits.ts) closes every connection beyond
+ * `withinMs`: a listener with fleetd's limits (shared/platform/src/http/listenerLimits.ts) closes every connection beyond
  * its per-source cap at once. The caller's connections are closed afterwards.
  */
 import { connect, type Socket } from "node:net";

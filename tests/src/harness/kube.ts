@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { runSetupScript } from "./setupScript.js";
-import { CLIENT_EXT, ecKeyArgs, makeCa, makeLeaf, runOpenssl, serverExt } from "@fleetd/shared/testing/pki";
+import { CLIENT_EXT, ecKeyArgs, makeCa, makeLeaf, runOpenssl, serverExt } from "@fleetd/testkit/pki";
 import { freeLoopbackPorts, registerCleanup, startDaemon, waitFor, type Daemon } from "./process.js";
 
 

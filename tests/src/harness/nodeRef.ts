@@ -1,7 +1,7 @@
 /** The NodeRef (NetBox device ID and name) of the one device named `name`, for tests that act as a component. */
-import type { NetBox } from "@fleetd/shared/netbox/client";
-import { deviceIdByName } from "@fleetd/shared/netbox/device";
-import type { NodeRef } from "@fleetd/shared/state/store";
+import type { NetBox } from "@fleetd/platform/netbox";
+import { deviceIdByName } from "@fleetd/platform/netbox";
+import type { NodeRef } from "@fleetd/platform/state";
 
 export async function nodeRef(nb: NetBox, name: string): Promise<NodeRef> {
   const deviceId = await deviceIdByName(nb, name);

@@ -12,7 +12,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createCaCertificate, openPkcs11Signer, type CaCertificate, type Pkcs11Signer, type Pkcs11SignerConfig, type Pkcs11SignerOptions } from "@fleetd/shared";
+import { createCaCertificate, type CaCertificate } from "@fleetd/platform/pki";
+import { openPkcs11Signer, type Pkcs11Signer, type Pkcs11SignerConfig, type Pkcs11SignerOptions } from "@fleetd/platform/pki";
 
 const run = promisify(execFile);
 

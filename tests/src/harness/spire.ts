@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { SpireServerClient, type SpireServerClientOptions } from "@fleetd/shared/spire/server";
+import { SpireServerClient, type SpireServerClientOptions } from "@fleetd/platform/spire";
 import { ManagedProcess } from "./managedProcess.js";
 import { freePort, portOpen } from "./ports.js";
 import { runProcess, waitFor } from "./process.js";

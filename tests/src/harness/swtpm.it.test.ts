@@ -8,8 +8,8 @@ import { X509Certificate } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { decodeExact, TPM2B_PUBLIC } from "@fleetd/shared";
-import { keyObjectFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
+import { decodeExact, TPM2B_PUBLIC } from "@fleetd/verify";
+import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";
 import { SWTPM_EK, SWTPM_PLATFORM_CERT_INDEX, startAbrmd, startSwtpm, type Swtpm, type Tpm2Runner, Tpm2ToolError } from "./swtpm.js";
 
 const hex32 = (n: number) => `0x${n.toString(16)}`;

@@ -15,18 +15,18 @@ import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import * as k8s from "@kubernetes/client-node";
 import pino from "pino";
-import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "@fleetd/shared/kube/bootstrapToken";
-import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/shared/kube/client";
-import { KUBELET_CLIENT_SIGNER } from "@fleetd/shared/kube/csrGate";
-import type { Journal, JournalEntry, NodeRef } from "@fleetd/shared/protocol/server/deps";
-import { SqliteAttestationStore } from "@fleetd/shared/state/sqliteStore";
+import { KubeBootstrapTokens, TOKEN_NAMESPACE } from "@fleetd/platform/kube";
+import { kubeFromConfig, kubeStatus, type Kube } from "@fleetd/platform/kube";
+import { KUBELET_CLIENT_SIGNER } from "@fleetd/platform/kube";
+import type { Journal, JournalEntry, NodeRef } from "@fleetd/platform/fleet";
+import { SqliteAttestationStore } from "@fleetd/platform/state";
 import { APPROVED_REASON, DENIED_REASON, startCsrGate, type CsrGate } from "@fleetd/talos-config-server/csrGate";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { openssl } from "../harness/openssl.js";
 import { sleep } from "../harness/process.js";
 import { pollValue } from "../harness/ports.js";
 
-const CLI = fileURLToPath(new URL("../../../shared/dist/cli/main.js", import.meta.url));
+const CLI = fileURLToPath(new URL("../../../shared/cli/dist/main.js", import.meta.url));
 const POLICY_MESSAGE = /fleetd: kubelet client CSRs not requested by the node itself are approved only by the fleetd CSR gate \(system:serviceaccount:fleetd:talos-config-server\)/;
 
 class MemoryJournal implements Journal {
@@ -442,7 +442,7 @@ test("kube-controller-manager's approver approved no bootstrap CSR (every approv
 });
 
 test("two replicas: the gate runs only on the Lease holder, one approval per CSR; the other takes over when it steps down", async () => {
-  const { LeaderElector, runWhileLeader } = await import("@fleetd/shared/kube/leader");
+  const { LeaderElector, runWhileLeader } = await import("@fleetd/platform/kube");
   const replicas = ["replica-a", "replica-b"].map((identity) => {
     const elector = new LeaderElector({ kube: admin, namespace: "fleetd", name: "fleetd-config-server-it", identity, leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 1 });
     const own = new MemoryJournal();

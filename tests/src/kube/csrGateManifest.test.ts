@@ -4,8 +4,8 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
-import { csrGateManifest } from "@fleetd/shared/cli/kubeSetup";
-import { approvalPolicy, csrGateObjects, DEFAULT_GATE_ACCOUNT } from "@fleetd/shared/kube/csrGatePolicy";
+import { csrGateManifest } from "@fleetd/cli";
+import { approvalPolicy, csrGateObjects, DEFAULT_GATE_ACCOUNT } from "@fleetd/platform/kube";
 
 const FILE = fileURLToPath(new URL("../../../talos-config-server/manifests/csr-gate.yaml", import.meta.url));
 

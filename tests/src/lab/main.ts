@@ -8,29 +8,9 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  AK_POLICY,
-  Checks,
-  checkKeyAttributes,
-  claimsHash,
-  ctEqual,
-  hex,
-  LDEVID_POLICY,
-  makeCredential,
-  quoteExtraData,
-  readPublicArea,
-  tpm2ToolsCredentialFile,
-  verifyCertify,
-  verifyQuote,
-  parseTpm2ToolsPcrFile,
-  objectName,
-  type TPMT_PUBLIC,
-  ekBindingFromTpmPublic,
-  identifyEkTemplate,
-  loadCaStore,
-  readCertificate,
-  verifyEkCertificate,
-} from "@fleetd/shared";
+import { AK_POLICY, Checks, checkKeyAttributes, ctEqual, hex, LDEVID_POLICY, makeCredential, readPublicArea, tpm2ToolsCredentialFile, verifyCertify, verifyQuote, parseTpm2ToolsPcrFile, objectName, type TPMT_PUBLIC, ekBindingFromTpmPublic, identifyEkTemplate, readCertificate, verifyEkCertificate } from "@fleetd/verify";
+import { claimsHash, quoteExtraData } from "@fleetd/platform/protocol";
+import { loadCaStore } from "@fleetd/platform/trust";
 import { startSwtpm, type SwtpmTcp } from "../harness/swtpm.js";
 
 const report = new Report("fleetd lab: TPM identity and evidence, end to end on a software TPM");

@@ -4,7 +4,7 @@
  * Templates and runs the netboot Job through Rufio against a Redfish BMC (sushy-tools), the real tink-server
  * serves the actions to the agent; then retirement: wipe Workflow, power-off Job, NetBox offline.
  */
-import { readJournal } from "@fleetd/shared/netbox/journal";
+import { readJournal } from "@fleetd/platform/netbox";
 import { device } from "../netbox/handlerFixture.js";
 import { workflow } from "../tinkerbell/fixtures.js";
 import { NODE, startPlatformWorld, type PlatformWorld } from "../tinkerbell/platformWorld.js";

@@ -14,18 +14,18 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
-import { createAk, createSrk, load, pcrExtend, pcrRead, quote, TcpTransport, TpmClient, withTransients } from "@fleetd/shared/tpmclient/index";
+import { verifyQuote } from "@fleetd/verify/attest";
+import { createAk, createSrk, load, pcrExtend, pcrRead, quote, TcpTransport, TpmClient, withTransients } from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
-import { parseEventLog } from "@fleetd/shared/eventlog/parse";
-import { parsePcrFile } from "@fleetd/shared/eventlog/pcrFile";
-import { replayLog, type PcrValues } from "@fleetd/shared/eventlog/replay";
-import type { EventLogWriter } from "@fleetd/shared/eventlog/writer";
-import { resolveAuthorities } from "@fleetd/shared/policy/authorities";
-import { evaluateProfile } from "@fleetd/shared/policy/evaluate";
-import { loadProfile } from "@fleetd/shared/policy/load";
-import { profileAuthorityRefs } from "@fleetd/shared/policy/schema";
-import { bootScenario, type LabKeys, makeLabKeys, REFUSALS, refusalOptions, writeSiteAuthorities } from "@fleetd/shared/testing/bootScenarios";
+import { parseEventLog } from "@fleetd/verify/eventlog";
+import { parsePcrFile } from "@fleetd/verify/eventlog";
+import { replayLog, type PcrValues } from "@fleetd/verify/eventlog";
+import type { EventLogWriter } from "@fleetd/testkit/eventlogWriter";
+import { resolveAuthorities } from "@fleetd/platform/trust";
+import { evaluateProfile } from "@fleetd/verify/policy";
+import { loadProfile } from "@fleetd/platform/trust";
+import { profileAuthorityRefs } from "@fleetd/verify/policy";
+import { bootScenario, type LabKeys, makeLabKeys, REFUSALS, refusalOptions, writeSiteAuthorities } from "@fleetd/testkit/bootScenarios";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const work = mkdtempSync(join(tmpdir(), "fleetd-mb-"));
@@ -142,7 +142,7 @@ test("CLI: verify policy with tpm2_pcrread's YAML or serialized output as --pcrs
     writeFileSync(log, w.bytes());
     writeFileSync(pcrFile, yaml);
     const cli = (profile: string, pcrs = pcrFile) =>
-      spawnSync(process.execPath, [join(repo, "shared/dist/cli/main.js"), "verify", "policy", "--profile", profile, "--log", log, "--pcrs", pcrs, "--site-authorities", site, "--json"], { encoding: "utf8" });
+      spawnSync(process.execPath, [join(repo, "shared/cli/dist/main.js"), "verify", "policy", "--profile", profile, "--log", log, "--pcrs", pcrs, "--site-authorities", site, "--json"], { encoding: "utf8" });
     const binary = cli("hookos", serialized);
     assert.equal(binary.status, 0, binary.stderr + binary.stdout);
     const ok = cli("hookos");

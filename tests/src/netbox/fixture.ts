@@ -7,8 +7,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
-import { createNetBox, type NetBox } from "@fleetd/shared/netbox/client";
-import { parseSiteConfig, type NetBoxSiteConfig } from "@fleetd/shared/netbox/config";
+import { createNetBox, type NetBox } from "@fleetd/platform/netbox";
+import { parseSiteConfig, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
 import { startNetBox, type NetBoxInstance } from "../harness/netbox.js";
 import { createAccount, createGroup, SERVICE_OBJECT_TYPES, type Account } from "../harness/netboxAccounts.js";
 import { freePort } from "../harness/ports.js";
@@ -75,7 +75,7 @@ export interface CliResult {
 
 /** Runs `fleetd <args>` as a separate process, the way an operator does. */
 export function fleetd(args: string[], env: Record<string, string> = {}, timeoutMs = 120_000): CliResult {
-  const r = spawnSync(process.execPath, [join(repoRoot, "shared/dist/cli/main.js"), ...args], {
+  const r = spawnSync(process.execPath, [join(repoRoot, "shared/cli/dist/main.js"), ...args], {
     encoding: "utf8",
     env: { ...process.env, ...env },
     timeout: timeoutMs,

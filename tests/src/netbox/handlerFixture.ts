@@ -3,8 +3,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type DecisionEvent, type Handler } from "@fleetd/netbox-script";
-import { listDevices, patchDevice, type DeviceRecord } from "@fleetd/shared/netbox/device";
-import type { TinkerbellEffects } from "@fleetd/shared/tinkerbell/effects";
+import { listDevices, patchDevice, type DeviceRecord } from "@fleetd/platform/netbox";
+import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
 import { exampleNodesText, type Fleet } from "./fixture.js";
 
 /** The example plus a TPM 1.2 machine (its EK approved), for the handler's rules. */

@@ -8,7 +8,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { inspect } from "node:util";
 import { after, before, test } from "node:test";
-import { acquirePkcs11Module, openPkcs11Signer, PkiError, SIGNATURE_ALGORITHMS, type Pkcs11Signer } from "@fleetd/shared";
+import { acquirePkcs11Module, openPkcs11Signer, PkiError, SIGNATURE_ALGORITHMS, type Pkcs11Signer } from "@fleetd/platform/pki";
 import { SOFTHSM_MODULE, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
 
 const TOKEN = "fleetd-signer";

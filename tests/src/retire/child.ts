@@ -5,10 +5,10 @@
  *   FLEETD_RETIRE_NETBOX_URL, FLEETD_RETIRE_NETBOX_TOKEN, FLEETD_RETIRE_WORKFLOW_STATE (pending|running)
  */
 import { z } from "zod";
-import { loadKube } from "@fleetd/shared/kube/client";
-import { createNetBox } from "@fleetd/shared/netbox/client";
-import { netboxJournal } from "@fleetd/shared/netbox/journal";
-import { configMapProgress, netboxRetirementInventory, retireNode } from "@fleetd/shared/retire/index";
+import { loadKube } from "@fleetd/platform/kube";
+import { createNetBox } from "@fleetd/platform/netbox";
+import { netboxJournal } from "@fleetd/platform/netbox";
+import { configMapProgress, netboxRetirementInventory, retireNode } from "@fleetd/platform/retire";
 import { configMapTestPlatform } from "./platform.js";
 
 const env = z.object({

@@ -1,13 +1,13 @@
 /**
  * STAND-IN for the management-cluster effects (the Tinkerbell wipe Workflow and the Rufio power Job, built on
- * another branch in shared/src/tinkerbell): real ConfigMaps on the real API server, one per "Workflow" and
+ * another branch in shared/platform/src/tinkerbell): real ConfigMaps on the real API server, one per "Workflow" and
  * "Job", whose `state` the test sets. Being API objects, the state is shared between the test and a retirement
  * running in a child process. Each start call counts itself in the object (`starts`), so a test can prove a
  * completed step was not run again. Swapped for the real Tinkerbell/Rufio platform when the lead wires it.
  */
 import * as k8s from "@kubernetes/client-node";
-import { isConflict, isNotFound, type Kube } from "@fleetd/shared/kube/client";
-import type { RetirementPlatform } from "@fleetd/shared/retire/index";
+import { isConflict, isNotFound, type Kube } from "@fleetd/platform/kube";
+import type { RetirementPlatform } from "@fleetd/platform/retire";
 
 export const STANDIN_LABEL = "fleetd.io/test-standin";
 

@@ -17,12 +17,12 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
-import { KubeBootstrapTokens } from "@fleetd/shared/kube/bootstrapToken";
-import { patchDevice } from "@fleetd/shared/netbox/device";
-import { netboxJournal } from "@fleetd/shared/netbox/journal";
-import { deleteClusterRecordsStep } from "@fleetd/shared/retire/deleteClusterRecords";
+import { KubeBootstrapTokens } from "@fleetd/platform/kube";
+import { patchDevice } from "@fleetd/platform/netbox";
+import { netboxJournal } from "@fleetd/platform/netbox";
+import { deleteClusterRecordsStep } from "@fleetd/platform/retire";
 import { configMapProgress, netboxRetirementInventory, progressConfigMapName, retireNode, runRetirementPass,
-  STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/shared/retire/index";
+  STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/platform/retire";
 import { openssl } from "../harness/openssl.js";
 import { fleetd } from "../netbox/fixture.js";
 import { sleep } from "../harness/process.js";

@@ -1,5 +1,5 @@
 /**
- * fleetd's SPIRE adapter (shared/src/spire) against a real spire-server v1.13.3 (the shipped server.conf, SQLite,
+ * fleetd's SPIRE adapter (shared/platform/src/spire) against a real spire-server v1.13.3 (the shipped server.conf, SQLite,
  * the admin API on its Unix socket): paging, filters, every batch item status SPIRE gives, the update's input
  * mask, refusals before any RPC, and a stopped server as an outage — not a refusal — that ends when it is back.
  * No agent here (tpm_devid needs the CA files only: a throw-away CA stands in for both).
@@ -9,12 +9,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { outageOf } from "@fleetd/shared/outage/outage";
-import { SpireApiError } from "@fleetd/shared/spire/errors";
-import type { RpcOutcome, SpireServerClient } from "@fleetd/shared/spire/server";
-import { serverId } from "@fleetd/shared/spire/spiffeId";
-import type { EntrySpec } from "@fleetd/shared/spire/wire";
-import { makeCa } from "@fleetd/shared/testing/pki";
+import { outageOf } from "@fleetd/platform/outage";
+import { SpireApiError } from "@fleetd/platform/spire";
+import type { RpcOutcome, SpireServerClient } from "@fleetd/platform/spire";
+import { serverId } from "@fleetd/platform/spire";
+import type { EntrySpec } from "@fleetd/platform/spire";
+import { makeCa } from "@fleetd/testkit/pki";
 import { pollValue } from "../harness/ports.js";
 import { startSpireServer, type SpireServer } from "../harness/spire.js";
 

@@ -4,7 +4,7 @@
  * certificate and key blobs where the shipped agent.conf reads them; a real spire-server (the shipped
  * server.conf: tpm_devid with fleetd's CA bundle and the swtpm manufacturer's issuing CA) and a real spire-agent
  * (tpm_devid against worker-1's swtpm, through a Unix socket) run v1.13.3. Entries are made through fleetd's SPIRE
- * adapter (shared/src/spire); the SVID is read through the Workload API.
+ * adapter (shared/platform/src/spire); the SVID is read through the Workload API.
  */
 import { strict as assert } from "node:assert";
 import { createHash, X509Certificate } from "node:crypto";
@@ -13,12 +13,12 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { certificatesFromPem } from "@fleetd/shared/pki/pem";
-import { outageOf } from "@fleetd/shared/outage/outage";
-import { SpireApiError } from "@fleetd/shared/spire/errors";
-import type { SpireServerClient } from "@fleetd/shared/spire/server";
-import { serverId, tpmDevidAgentId } from "@fleetd/shared/spire/spiffeId";
-import { fetchX509Svids, type X509Svid } from "@fleetd/shared/spire/workload";
+import { certificatesFromPem } from "@fleetd/platform/pki";
+import { outageOf } from "@fleetd/platform/outage";
+import { SpireApiError } from "@fleetd/platform/spire";
+import type { SpireServerClient } from "@fleetd/platform/spire";
+import { serverId, tpmDevidAgentId } from "@fleetd/platform/spire";
+import { fetchX509Svids, type X509Svid } from "@fleetd/platform/spire";
 import { writeSuccess } from "@fleetd/tink-action/outputs";
 import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";

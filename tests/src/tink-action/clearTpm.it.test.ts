@@ -10,7 +10,7 @@ import { spawn } from "node:child_process";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { createEk, createLdevid, createSrk, load, readPermanent, TcpTransport, TpmClient, TpmError, type KeyBlobs } from "@fleetd/shared/tpmclient/index";
+import { createEk, createLdevid, createSrk, load, readPermanent, TcpTransport, TpmClient, TpmError, type KeyBlobs } from "@fleetd/platform/tpmclient";
 import { runTpm2 } from "../harness/swtpm.js";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 

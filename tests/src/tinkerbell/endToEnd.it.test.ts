@@ -9,7 +9,7 @@
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
-import { readJournal } from "@fleetd/shared/netbox/journal";
+import { readJournal } from "@fleetd/platform/netbox";
 import { device } from "../netbox/handlerFixture.js";
 import { poll, workflow } from "./fixtures.js";
 import { NODE, startPlatformWorld, type PlatformWorld } from "./platformWorld.js";

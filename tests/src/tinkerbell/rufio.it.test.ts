@@ -8,8 +8,8 @@
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
 import type { z } from "zod";
-import { WorkflowObject } from "@fleetd/shared/tinkerbell/api";
-import { bootFailure } from "@fleetd/shared/tinkerbell/bootRestart";
+import { WorkflowObject } from "@fleetd/platform/tinkerbell";
+import { bootFailure } from "@fleetd/platform/tinkerbell";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import {
@@ -148,7 +148,7 @@ test("a Workflow with bootMode netboot + toggleAllowNetboot: tink-controller run
         // Rufio v0.25.0's Job controller counts its Tasks from its cache; a re-reconcile that does not see the
         // Task it has just created creates it again, gets AlreadyExists and fails the Job (and tink-controller
         // the Workflow); tink-controller does the same with the Job itself (BootJobSetupFailed). fleetd treats
-        // both as retryable (shared/src/tinkerbell/bootRestart.ts): delete the Workflow, create it again.
+        // both as retryable (shared/platform/src/tinkerbell/bootRestart.ts): delete the Workflow, create it again.
         const live = WorkflowObject.safeParse(await get(env, "workflows", wfName).catch(() => undefined));
         const boot = live.success ? bootFailure(live.data) : undefined;
         if (attempt < 3 && boot !== undefined && (RUFIO_TASK_RACE.test(jobFailure) || /BootJobSetupFailed: .*already exists/.test(boot))) {

@@ -1,9 +1,9 @@
 /**
- * Regenerates shared/src/netbox/schema.ts from a real NetBox's own OpenAPI document:
+ * Regenerates shared/platform/src/netbox/schema.ts from a real NetBox's own OpenAPI document:
  *   pnpm -s netbox:schema            (starts the harness NetBox, fetches /api/schema/?format=json)
  *   pnpm -s netbox:schema --from FILE (uses a saved schema instead)
  * Only the API paths fleetd uses are kept (with every component they reach), so the committed types stay a
- * reviewable size and tsc stays fast. openapi-typescript renders them; shared/src/netbox/client.ts uses them
+ * reviewable size and tsc stays fast. openapi-typescript renders them; shared/platform/src/netbox/client.ts uses them
  * through openapi-fetch.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -13,7 +13,7 @@ import openapiTS, { astToString } from "openapi-typescript";
 import { startNetBox } from "../harness/netbox.js";
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
-const OUT = join(repoRoot, "shared/src/netbox/schema.ts");
+const OUT = join(repoRoot, "shared/platform/src/netbox/schema.ts");
 
 /** Path prefixes fleetd calls. Add one here (and regenerate) before using a new endpoint. */
 export const KEPT_PATHS = [

@@ -11,14 +11,14 @@ import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { encode } from "@fleetd/shared/codec/codec";
-import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
-import { verifyTpmSignature } from "@fleetd/shared/attest/verifySignature";
-import { Checks } from "@fleetd/shared/attest/verdict";
-import { makeCredential } from "@fleetd/shared/credential/makeCredential";
-import { hex } from "@fleetd/shared/crypto/hash";
-import { TPM_ALG } from "@fleetd/shared/tpm/constants";
-import { TPM2B_PRIVATE } from "@fleetd/shared/tpm/structures";
+import { encode } from "@fleetd/verify/codec";
+import { verifyQuote } from "@fleetd/verify/attest";
+import { verifyTpmSignature } from "@fleetd/verify/attest";
+import { Checks } from "@fleetd/verify/attest";
+import { makeCredential } from "@fleetd/verify/credential";
+import { hex } from "@fleetd/verify/crypto";
+import { TPM_ALG } from "@fleetd/verify/tcg";
+import { TPM2B_PRIVATE } from "@fleetd/verify/tpm";
 import {
   activateCredential,
   createAk,
@@ -35,7 +35,7 @@ import {
   withTransients,
   type KeyAlg,
   type KeyBlobs,
-} from "@fleetd/shared/tpmclient/index";
+} from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 import { startTabrmdBridge, type TabrmdBridge } from "../harness/tabrmd-bridge.js";
 

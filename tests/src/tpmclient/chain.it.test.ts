@@ -8,13 +8,13 @@
 import { strict as assert } from "node:assert";
 import { createHash, randomBytes, verify as cryptoVerify, constants } from "node:crypto";
 import { after, before, test } from "node:test";
-import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "@fleetd/shared/attest/checkKeyAttributes";
-import { Checks } from "@fleetd/shared/attest/verdict";
-import { verifyCertify } from "@fleetd/shared/attest/verifyCertify";
-import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
-import { makeCredential } from "@fleetd/shared/credential/makeCredential";
-import { TPM_ALG, TPMA_OBJECT } from "@fleetd/shared/tpm/constants";
-import { keyObjectFromTpmPublic } from "@fleetd/shared/tpm/publicKey";
+import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "@fleetd/verify/attest";
+import { Checks } from "@fleetd/verify/attest";
+import { verifyCertify } from "@fleetd/verify/attest";
+import { verifyQuote } from "@fleetd/verify/attest";
+import { makeCredential } from "@fleetd/verify/credential";
+import { TPM_ALG, TPMA_OBJECT } from "@fleetd/verify/tcg";
+import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";
 import {
   activateCredential,
   certify,
@@ -34,7 +34,7 @@ import {
   TpmClient,
   withTransients,
   type KeyAlg,
-} from "@fleetd/shared/tpmclient/index";
+} from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 
 let swtpm: RawSwtpm;

@@ -11,9 +11,9 @@ import { existsSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
-import { makeCredential } from "@fleetd/shared/credential/makeCredential";
-import { TPM_ALG } from "@fleetd/shared/tpm/constants";
+import { verifyQuote } from "@fleetd/verify/attest";
+import { makeCredential } from "@fleetd/verify/credential";
+import { TPM_ALG } from "@fleetd/verify/tcg";
 import {
   activateCredential,
   createAk,
@@ -26,7 +26,7 @@ import {
   TpmClient,
   TpmTransportError,
   withTransients,
-} from "@fleetd/shared/tpmclient/index";
+} from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 
 let swtpm: RawSwtpm;

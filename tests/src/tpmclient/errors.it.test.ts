@@ -2,10 +2,10 @@
 import { strict as assert } from "node:assert";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
-import { makeCredential } from "@fleetd/shared/credential/makeCredential";
-import { decodeExact } from "@fleetd/shared/codec/codec";
-import { TPM_RH } from "@fleetd/shared/tpm/constants";
-import { TPM2B_ENCRYPTED_SECRET, TPM2B_ID_OBJECT } from "@fleetd/shared/tpm/structures";
+import { makeCredential } from "@fleetd/verify/credential";
+import { decodeExact } from "@fleetd/verify/codec";
+import { TPM_RH } from "@fleetd/verify/tcg";
+import { TPM2B_ENCRYPTED_SECRET, TPM2B_ID_OBJECT } from "@fleetd/verify/tpm";
 import {
   activateCredential,
   akTemplate,
@@ -20,7 +20,7 @@ import {
   TpmClient,
   TpmError,
   type LoadedObject,
-} from "@fleetd/shared/tpmclient/index";
+} from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 
 let swtpm: RawSwtpm;

@@ -8,13 +8,13 @@
 import { strict as assert } from "node:assert";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
-import { verifyQuote } from "@fleetd/shared/attest/verifyQuote";
-import { makeCredential } from "@fleetd/shared/credential/makeCredential";
-import { TPM_ALG } from "@fleetd/shared/tpm/constants";
-import { verifyTpmSignature } from "@fleetd/shared/attest/verifySignature";
-import { Checks } from "@fleetd/shared/attest/verdict";
-import { decodeExact } from "@fleetd/shared/codec/codec";
-import { TPMT_SIGNATURE } from "@fleetd/shared/tpm/structures";
+import { verifyQuote } from "@fleetd/verify/attest";
+import { makeCredential } from "@fleetd/verify/credential";
+import { TPM_ALG } from "@fleetd/verify/tcg";
+import { verifyTpmSignature } from "@fleetd/verify/attest";
+import { Checks } from "@fleetd/verify/attest";
+import { decodeExact } from "@fleetd/verify/codec";
+import { TPMT_SIGNATURE } from "@fleetd/verify/tpm";
 import {
   activateCredential,
   createAk,
@@ -34,7 +34,7 @@ import {
   type KeyAlg,
   type KeyBlobs,
   type TpmTransport,
-} from "@fleetd/shared/tpmclient/index";
+} from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
 
 let tcp: RawSwtpm;

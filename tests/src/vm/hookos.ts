@@ -18,7 +18,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parse as parseYaml, stringify } from "yaml";
-import type { Mode } from "@fleetd/shared/protocol/messages";
+import type { Mode } from "@fleetd/platform/protocol";
 import { fleetd } from "../netbox/fixture.js";
 import { runProcess } from "../harness/process.js";
 import type { World } from "../attestation/world.js";

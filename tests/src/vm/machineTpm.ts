@@ -10,8 +10,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ekBindingFromCertificate } from "@fleetd/shared/ek/binding";
-import { readCertificate } from "@fleetd/shared/ek/certificateInput";
+import { ekBindingFromCertificate } from "@fleetd/verify/ek";
+import { readCertificate } from "@fleetd/verify/ek";
 import { manufacture, type PcrBank } from "../harness/swtpm.js";
 import { registerCleanup, startDaemon, waitFor, type Daemon } from "../harness/process.js";
 

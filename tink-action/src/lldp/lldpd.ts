@@ -11,7 +11,7 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { IFNAME } from "../config.js";
+import { IFNAME } from "./ifname.js";
 import { lldpFromLldpctlOutput, type LldpReading } from "./json0.js";
 
 export interface LldpOptions {

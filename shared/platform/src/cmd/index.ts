@@ -1,0 +1,2 @@
+/** The `cmd` entry point of this package: everything its files export. */
+export * from "./common.js";

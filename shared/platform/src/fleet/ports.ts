@@ -1,0 +1,206 @@
+/**
+ * What the attestation server needs from the rest of the world, as interfaces: the inventory (NetBox), the
+ * journal (NetBox journal entries), the measured-boot policy, the CA, the Talos config renderer, admission
+ * (Tinkerbell). Production wires NetBox, the policy engine, PKCS#11 and Kubernetes; each has its own tests.
+ */
+import type { Verdict } from "@fleetd/verify/attest";
+import type { PcrValues } from "@fleetd/verify/attest";
+import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
+import type { Mode } from "./modes.js";
+
+/**
+ * A node as the state knows it: the NetBox device ID recorded when the apply account created it (the key of
+ * everything per node here) and its name then (for people, certificates and the CSR check). A rename in NetBox
+ * never moves state from one machine to another.
+ */
+export interface NodeRef {
+  deviceId: number;
+  name: string;
+}
+
+
+export interface EkApproval {
+  /** Canonical SPKI SHA-256, lowercase hex. */
+  binding: string;
+  alg: "rsa" | "ecc";
+  /** false for a TPM without an EK certificate (an fTPM whose certificate is not in NV). */
+  chain: boolean;
+}
+
+/** A device field whose value did not come from the account that may write it (refused wherever it matters). */
+export interface Unattributed {
+  /** Change-log path, e.g. "name", "custom_fields.ek_bindings". */
+  field: string;
+  code: string;
+  reason: string;
+}
+
+/**
+ * A node as the inventory knows it. `deviceId` is its identity (state is keyed by it); `name` is the name the
+ * inventory apply account wrote (a rename by anyone else shows up in `unattributed`, and every step refuses).
+ */
+export interface NodeRecord extends NodeRef {
+  serial: string;
+  /** The SMBIOS UUID the first passing intake recorded (attributed to the attestation account); required afterwards. */
+  uuid?: string;
+  /** The MAC of the interface the machine booted from, as the attestation account recorded it. */
+  bootMac?: string;
+  /** Policy profile of the installed OS (talos, ubuntu…). */
+  class: string;
+  role: "worker" | "control-plane";
+  tpm: "2.0" | "1.2" | "none";
+  ekBindings: EkApproval[];
+  /** NetBox device status (planned, staged, active, failed, decommissioning, offline…). */
+  status: string;
+  desiredAction: "provision" | "attest" | "wipe" | null;
+  /** The switch port the cable in NetBox connects to. */
+  switchPort?: { device: string; port: string };
+  /**
+   * Identity and admission fields whose current value the change log does not attribute to their account (the
+   * apply account for name, serial, role, class, TPM, EK bindings, disk, gateway, BMC, address, cable waiver; the
+   * attestation account for the recorded UUID and boot MAC). Empty when every field holds what its account wrote.
+   */
+  unattributed: Unattributed[];
+  /** The nodes file waives the cable (switch-port) gate for this node (attributed like the EK bindings). */
+  switchPortWaived: boolean;
+  /** Static address (CIDR), gateway and install disk for the Talos config. */
+  address?: string;
+  gateway?: string;
+  installDisk?: string;
+  /** The BMC from the nodes file (NetBox custom field `bmc`), for Tinkerbell's Hardware bmcRef and Rufio. */
+  bmc?: { type: "amt" | "ipmi" | "redfish"; address: string; credentials: string };
+}
+
+export interface Inventory {
+  /** The node approving this EK binding (bindings are unique across the inventory). */
+  findByEkBinding(binding: string): Promise<NodeRecord | undefined>;
+  /** A fresh read of the node by its device ID, for the gates before anything is signed. */
+  reread(deviceId: number): Promise<NodeRecord | undefined>;
+  /** Record what TPM evidence proved: MACs, serial, UUID, last attestation and verdict, LDevID serial/expiry. */
+  recordAttestation(node: NodeRef, facts: AttestationFacts): Promise<void>;
+  /** A provision was confirmed (install code released): the device is `staged` until Talos fetches its config. */
+  markStaged(node: NodeRef): Promise<void>;
+  /**
+   * The lifecycle failed for this node (TPM evidence that proved the TPM failed the policy in provision or
+   * attest; an install code that expired undelivered): status `failed`, unless an operator moved the device
+   * to a status fleetd does not own meanwhile (only `planned`, `staged` and `active` become `failed`).
+   */
+  markFailed(node: NodeRef, why: string): Promise<void>;
+}
+
+export interface AttestationFacts {
+  verdict: "pass" | "fail";
+  at: Date;
+  macs?: string[];
+  /** The MAC of the interface the machine booted from (default: the first of `macs`); recorded as `boot_mac`. */
+  bootMac?: string;
+  serial?: string;
+  uuid?: string;
+  /** The first pass of a node with no recorded UUID: record this one (`attested_uuid`); it is required afterwards. */
+  recordUuid?: string;
+  ldevid?: { serial: string; notAfter: Date };
+}
+
+export interface JournalEntry {
+  kind: "success" | "warning" | "danger" | "info";
+  /** One line for people. */
+  summary: string;
+  /** The verdict's reasons, with the evidence they concern (and journal-only inventory values). */
+  reasons?: (Verdict["reasons"][number] & { internal?: string })[];
+}
+
+export interface Journal {
+  /**
+   * `node` is undefined for machines the inventory does not know; a NodeRef journals on its device ID; a bare name
+   * (components that know only the name) on the one device of that name (none when several have it).
+   */
+  record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void>;
+}
+
+export interface MeasuredBoot {
+  /**
+   * Evaluate an event log against a profile, trusting only PCRs in `quoted` (already quote-verified). `tpm` is the
+   * family of the TPM whose quote vouched for them (default 2.0); a profile judges only its own family's evidence.
+   */
+  evaluate(profile: string, eventLog: Uint8Array, quoted: PcrValues, tpm?: "2.0" | "1.2"): Promise<Verdict>;
+}
+
+export interface Issued {
+  der: Uint8Array;
+  serialHex: string;
+  notAfter: Date;
+}
+
+export interface Issuer {
+  /**
+   * Sign the node's LDevID and LAK certificates of `generation`. `serials` (hex, chosen and recorded void by the
+   * caller before it asks) are the certificates' serial numbers, so one that is signed but never recorded valid is
+   * already listed.
+   */
+  issue(req: { node: string; generation: number; ldevid: TPMT_PUBLIC; lak: TPMT_PUBLIC; serials?: { ldevid: string; lak: string } }): Promise<{ ldevid: Issued; lak: Issued; bundlePem: string }>;
+}
+
+export interface ConfigRenderer {
+  /** Render the node's Talos config with its seed files; returns the YAML and the bootstrap token id. */
+  render(
+    node: NodeRecord,
+    input: { mac: string; chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array },
+  ): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date; bootstrapToken: { id: string; secret: string } }>;
+}
+
+/**
+ * The per-node kubelet bootstrap tokens in the workload cluster (shared/platform/src/kube/bootstrapToken.ts): the
+ * token's Secret must exist before its config can be fetched, else the node could not join.
+ */
+export interface BootstrapTokens {
+  /** Create the token's Secret (expiring at `expiresAt`); throws when it cannot, and the provision fails closed. */
+  create(node: string, token: { id: string; secret: string }, expiresAt: Date): Promise<void>;
+  /** Delete a token fleetd created (idempotent); true when something was deleted. */
+  delete(tokenId: string): Promise<boolean>;
+}
+
+export interface Admission {
+  /** intake confirmed: create Hardware + the provision Workflow for this node (the Kubernetes issue). */
+  admit(node: NodeRecord, facts: { macs: string[]; uuid: string }): Promise<void>;
+}
+
+/**
+ * Which NetBox statuses allow each mode (site configuration). desired_action must be unset or equal to the
+ * mode: the handler clears it when it starts the workflow, and an operator who changed it to something else
+ * meanwhile (e.g. wipe during a provision) stops the session.
+ */
+export type ModeGates = Record<Mode, string[]>;
+
+export const DEFAULT_MODE_GATES: ModeGates = {
+  intake: ["planned"],
+  provision: ["planned", "staged", "failed", "active"],
+  attest: ["staged", "active"],
+  wipe: ["planned", "staged", "failed", "active", "decommissioning"],
+};
+
+/** The NetBox fields admission would hand to the platform. */
+export interface PlatformFields {
+  bmc?: BmcInfo;
+  installDisk?: string;
+}
+
+export interface PlatformFieldRefusal {
+  code: "bmc_unattributed" | "install_disk_unattributed";
+  reason: string;
+}
+
+/** Who wrote the platform fields: a refusal per field the apply account did not write (empty: all attributed). */
+export interface PlatformFieldCheck {
+  check(node: string, fields: PlatformFields): Promise<PlatformFieldRefusal[]>;
+}
+
+/** A node's BMC as the nodes file declares it. */
+export type BmcType = "amt" | "ipmi" | "redfish";
+
+export interface BmcInfo {
+  type: BmcType;
+  /** IP address or host name. */
+  address: string;
+  /** The nodes file's reference: `env:NAME`, `file:/path`, `secret:ns/name`, `vault:…`. */
+  credentials: string;
+}

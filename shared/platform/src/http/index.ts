@@ -1,0 +1,2 @@
+/** The `http` entry point of this package: everything its files export. */
+export * from "./listenerLimits.js";

@@ -1,0 +1,64 @@
+/**
+ * The outbox's deliveries (outbox/worker.ts) over NetBox and the workload cluster: each effect is idempotent —
+ * custom fields and statuses are set to a value (setting them twice is setting them once), the proven MAC is
+ * written only when the interface does not hold it, a journal entry carries its key and a retry looks for it
+ * first, and a bootstrap token's Secret is deleted only when the store does not record it as the node's token.
+ */
+import type { Effect } from "../outbox/effects.js";
+import { factsFromWire } from "../outbox/effects.js";
+import type { OutboxDelivery } from "../outbox/worker.js";
+import type { BootstrapTokens } from "../fleet/ports.js";
+import type { AttestationStore, OutboxEntry } from "../state/store.js";
+import { type NetBoxInventory } from "./attestationInventory.js";
+import { NetBoxError, type NetBox } from "./client.js";
+import { deviceIdByName } from "./device.js";
+import { formatJournalEntry, writeJournal } from "./journal.js";
+
+export interface NetBoxOutboxDeliveryOptions {
+  nb: NetBox;
+  inventory: Pick<NetBoxInventory, "recordAttestation" | "markStaged" | "markActive" | "markFailed">;
+  /** The workload cluster's token Secrets (absent: token clean-ups have nothing to do). */
+  bootstrapTokens?: Pick<BootstrapTokens, "delete">;
+  store: Pick<AttestationStore, "getBootstrapToken">;
+}
+
+/** NetBox answered 404 for the device: it is gone, and so is the point of writing to it. */
+const gone = (e: unknown) => e instanceof NetBoxError && e.code === "netbox_http" && e.status === 404;
+
+export class NetBoxOutboxDelivery implements OutboxDelivery {
+  constructor(private readonly o: NetBoxOutboxDeliveryOptions) {}
+
+  async deliver(entry: OutboxEntry, effect: Effect): Promise<"delivered" | "moot"> {
+    try {
+      return await this.apply(entry, effect);
+    } catch (e) {
+      if (gone(e)) return "moot";
+      throw e;
+    }
+  }
+
+  private async apply(entry: OutboxEntry, effect: Effect): Promise<"delivered" | "moot"> {
+    switch (effect.kind) {
+      case "netbox.attestation":
+        await this.o.inventory.recordAttestation(effect.node, factsFromWire(effect.facts));
+        return "delivered";
+      case "netbox.status":
+        if (effect.status === "failed") await this.o.inventory.markFailed(effect.node, effect.why);
+        else if (effect.status === "staged") await this.o.inventory.markStaged(effect.node);
+        else await this.o.inventory.markActive(effect.node);
+        return "delivered";
+      case "netbox.journal": {
+        const id = "deviceId" in effect.node ? effect.node.deviceId : await deviceIdByName(this.o.nb, effect.node.name);
+        if (id === undefined) return "moot";
+        await writeJournal(this.o.nb, id, effect.entry.kind, formatJournalEntry(effect.entry), { key: entry.key, maybeWritten: entry.attempts > 0 });
+        return "delivered";
+      }
+      case "kube.deleteBootstrapToken": {
+        if (effect.unlessRecordedFor !== undefined && (await this.o.store.getBootstrapToken(effect.unlessRecordedFor))?.tokenId === effect.tokenId) return "moot";
+        if (!this.o.bootstrapTokens) return "moot";
+        await this.o.bootstrapTokens.delete(effect.tokenId);
+        return "delivered";
+      }
+    }
+  }
+}

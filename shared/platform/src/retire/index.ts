@@ -1,0 +1,23 @@
+/** Node retirement (NetBox status `decommissioning`): see retireNode.ts. */
+export { retireNode, RETIREMENT_STEPS, type RetireOptions } from "./retireNode.js";
+export { runRetirementPass, type RetirementReport, type RetirementStatus, type StepReport } from "./runner.js";
+export { configMapProgress, progressConfigMapName, PROGRESS_LABELS } from "./progressConfigMap.js";
+export { ProgressConflict, type ProgressRecord, type RetirementProgress } from "./progress.js";
+export { netboxRetirementInventory, RETIRED_FACTS } from "./netboxOffline.js";
+export { DEFAULT_OPTIONS, STEP_NAMES, type RetirementDeps, type RetirementInventory, type RetirementOptions, type RetirementPlatform, type Step, type StepName, type StepResult } from "./types.js";
+export * from "./cordon.js";
+export * from "./csrSubject.js";
+export * from "./deleteClusterRecords.js";
+export * from "./deleteNode.js";
+export * from "./evict.js";
+export * from "./kubeStatusBody.js";
+export * from "./labelSelector.js";
+export * from "./netboot.js";
+export * from "./powerOff.js";
+export * from "./wipe.js";
+export * from "./netboxOffline.js";
+export * from "./progress.js";
+export * from "./progressConfigMap.js";
+export * from "./retireNode.js";
+export * from "./runner.js";
+export * from "./types.js";

@@ -1,0 +1,3 @@
+/** The `credential` entry point of this package: everything its files export. */
+export * from "./labeledEncapsulation.js";
+export * from "./makeCredential.js";

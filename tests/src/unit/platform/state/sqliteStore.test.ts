@@ -1,0 +1,42 @@
+import { strict as assert } from "node:assert";
+import { chmodSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { storeContract } from "@fleetd/testkit/stateContract";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { SqliteAttestationStore, StateFileError } from "@fleetd/platform/state";
+
+storeContract("sqlite (file)", async () => new SqliteAttestationStore(join(mkdtempSync(join(tmpdir(), "fleetd-store-")), "state.db")));
+storeContract("sqlite (memory)", async () => new SqliteAttestationStore(":memory:"));
+
+test("a schema-2 state file is migrated in place (issued certificates can be voided; sessions can be claimed; the outbox exists); a schema-1 file is refused", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "fleetd-store-"));
+  chmodSync(dir, 0o700);
+  const file = join(dir, "state.db");
+  const old = new Database(file);
+  old.exec(`CREATE TABLE sessions (id TEXT PRIMARY KEY, ak_name TEXT);
+    CREATE TABLE issued (serial TEXT PRIMARY KEY, device_id INTEGER NOT NULL, node TEXT NOT NULL, kind TEXT NOT NULL,
+      generation INTEGER NOT NULL, not_after INTEGER NOT NULL, issued_at INTEGER NOT NULL, der TEXT NOT NULL, key_public TEXT NOT NULL);
+    INSERT INTO issued VALUES ('0a', 7, 'worker-1', 'ldevid', 1, 9, 1, '30', '00');`);
+  old.pragma("user_version = 2");
+  old.close();
+  chmodSync(file, 0o600);
+  const s = new SqliteAttestationStore(file);
+  try {
+    assert.deepEqual((await s.listIssued(7)).map((r) => [r.serial, r.voided]), [["0a", undefined]]);
+    await s.voidIssued(["0a"], 3, "why");
+    assert.deepEqual((await s.listIssued(7))[0]?.voided, { at: 3, why: "why" });
+    assert.deepEqual(await s.listOutbox(), []);
+    assert.equal(await s.releaseAllClaims(), 0);
+  } finally {
+    await s.close();
+  }
+  const v1 = join(dir, "v1.db");
+  const one = new Database(v1);
+  one.exec(`CREATE TABLE sessions (id TEXT PRIMARY KEY);`);
+  one.pragma("user_version = 1");
+  one.close();
+  chmodSync(v1, 0o600);
+  assert.throws(() => new SqliteAttestationStore(v1), (e: unknown) => e instanceof StateFileError && /schema version 1, this fleetd needs 4/.test(e.message));
+});
