@@ -140,7 +140,7 @@ export const ServerSection = z
     csrGate: z
       .strictObject({
         run: z.boolean().default(true),
-        intervalSeconds: seconds(1, 300, 5),
+        intervalSeconds: seconds(1, 300, 60),
         /** How long an approved token's Secret is kept after the certificate is issued (the kubelet reads it). */
         tokenGraceSeconds: seconds(0, 3600, 120),
       })

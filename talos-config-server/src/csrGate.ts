@@ -1,6 +1,8 @@
 /**
- * The kubelet bootstrap CSR gate's loop (the judgement is shared/platform/src/kube/csrGate.ts). Every `intervalMs`:
- * list the workload cluster's CSRs; for each kubelet client CSR from a bootstrap token with no Approved/Denied/
+ * The kubelet bootstrap CSR gate's loop (the judgement is shared/platform/src/kube/csrGate.ts). A pass runs when the
+ * watch (a client-node informer on CertificateSigningRequests) sees a CSR added or changed — a new CSR is decided
+ * within the round trip, not after a poll — and every `intervalMs` as a resync (a missed event, a restarted
+ * watch). Passes never overlap; events during a pass queue exactly one more. A pass: list the workload cluster's CSRs; for each kubelet client CSR from a bootstrap token with no Approved/Denied/
  * Failed condition yet, look up what fleetd rendered for the token, judge, and write an Approved or Denied
  * condition through the `approval` subresource (the object's resourceVersion makes it a compare-and-swap:
  * a CSR someone else settled meanwhile is not touched, and the next pass sees its condition and skips it).
@@ -12,7 +14,7 @@
  *
  * `startCsrGate(deps)` returns `{ stop, sync }`: run it only on the leader (leader election wraps start/stop).
  */
-import type * as k8s from "@kubernetes/client-node";
+import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
 import { formatReasons } from "@fleetd/verify/attest";
@@ -35,8 +37,12 @@ export interface CsrGateDeps {
   /** Metrics are registered here when given. */
   registry?: Registry;
   now?: () => Date;
-  /** Time between passes; default 5 s. */
+  /** Time between resync passes; default 60 s (new CSRs are decided on the watch's event, not by this). */
   intervalMs?: number;
+  /** Watch CSRs and run a pass on each change; default true (false: passes only by interval and `sync()`). */
+  watch?: boolean;
+  /** Delay before a failed watch is started again; default 5 s. */
+  watchRetryMs?: number;
   /** How long after its certificate is issued an approved token's Secret is kept; default 120 s. */
   tokenGraceMs?: number;
   /** Denials journalled per bootstrap token and window (the rest are logged and counted); default 5 per hour. */
@@ -64,6 +70,7 @@ function gateMetrics(registry: Registry | undefined) {
     errors: new Counter({ name: "fleetd_csr_gate_errors_total", help: "Gate passes or CSR updates that failed", registers }),
     tokensDeleted: new Counter({ name: "fleetd_csr_gate_tokens_deleted_total", help: "fleetd bootstrap token Secrets deleted (used or expired)", registers }),
     lastSync: new Gauge({ name: "fleetd_csr_gate_last_sync_seconds", help: "Unix time of the last completed gate pass", registers }),
+    watchEvents: new Counter({ name: "fleetd_csr_gate_watch_events_total", help: "CSR changes seen by the gate's watch, by event", labelNames: ["event"], registers }),
   };
 }
 
@@ -84,7 +91,7 @@ function fleetdApproval(csr: k8s.V1CertificateSigningRequest): Date | undefined 
 
 export function startCsrGate(deps: CsrGateDeps): CsrGate {
   const now = deps.now ?? (() => new Date());
-  const intervalMs = deps.intervalMs ?? 5000;
+  const intervalMs = deps.intervalMs ?? 60_000;
   const graceMs = deps.tokenGraceMs ?? 120_000;
   const tokens = new KubeBootstrapTokens(deps.kube);
   const m = gateMetrics(deps.registry);
@@ -200,6 +207,43 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
   };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+
+  // The watch: a change queues one pass (at most one waits; it lists everything, so one is enough).
+  let queued: Promise<SyncResult> | undefined;
+  const kick = (event: string): void => {
+    m.watchEvents.inc({ event });
+    if (stopped || queued) return;
+    const p = chain.catch(() => undefined).then(() => {
+      queued = undefined;
+      return stopped ? { approved: [], denied: [], ignored: 0, conflicts: 0, tokensDeleted: [] } : pass();
+    });
+    chain = p;
+    queued = p;
+    p.catch((e: unknown) => {
+      m.errors.inc();
+      log.error({ status: (e as { code?: unknown }).code, err: (e as Error).message, stack: (e as Error).stack }, "CSR gate pass (on a watch event) failed; the next event or resync retries");
+    });
+  };
+  let informer: k8s.Informer<k8s.V1CertificateSigningRequest> | undefined;
+  let watchTimer: NodeJS.Timeout | undefined;
+  const startWatch = (): void => {
+    if (stopped || !informer) return;
+    informer.start().catch((e: unknown) => {
+      log.warn({ err: (e as Error).message }, "CSR watch could not start; retried");
+      if (!stopped) watchTimer = setTimeout(startWatch, deps.watchRetryMs ?? 5000);
+    });
+  };
+  if (deps.watch ?? true) {
+    informer = k8s.makeInformer(deps.kube.config, "/apis/certificates.k8s.io/v1/certificatesigningrequests", () => deps.kube.certificates.listCertificateSigningRequest());
+    informer.on(k8s.ADD, () => kick("add"));
+    informer.on(k8s.UPDATE, () => kick("update"));
+    informer.on(k8s.ERROR, (e: unknown) => {
+      // The informer stops on an error (the API server restarted, the connection dropped): start it again.
+      log.warn({ err: (e as Error | undefined)?.message }, "CSR watch ended with an error; restarting it");
+      if (!stopped) watchTimer = setTimeout(startWatch, deps.watchRetryMs ?? 5000);
+    });
+    startWatch();
+  }
   const loop = (): void => {
     if (stopped) return;
     sync()
@@ -217,6 +261,8 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
     async stop() {
       stopped = true;
       if (timer) clearTimeout(timer);
+      if (watchTimer) clearTimeout(watchTimer);
+      await informer?.stop().catch(() => undefined);
       await chain.catch(() => undefined);
     },
   };

@@ -180,7 +180,7 @@ before(async () => {
   await admin.rbac.createClusterRoleBinding({ body: crb("fleetd-it-bootstrappers-nodeclient", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", ["system:bootstrappers"]) });
   await admin.rbac.createClusterRoleBinding({ body: crb("system-bootstrap-node-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", ["system:nodes"]) });
 
-  gate = startCsrGate({ kube: gateKube, store, journal, log: pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" }), intervalMs: 3600_000, tokenGraceMs: 0 });
+  gate = startCsrGate({ watch: false, kube: gateKube, store, journal, log: pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" }), intervalMs: 3600_000, tokenGraceMs: 0 });
 }, { timeout: 60 * 60_000 });
 
 after(async () => {
@@ -239,7 +239,7 @@ test("the right CSR is approved by fleetd and signed by the cluster CA; the toke
 
 test("an approved token's Secret stays for the grace period after issue (the kubelet still reads its CSR); an expired one goes", async () => {
   let clock = Date.now();
-  const slow = startCsrGate({ kube: gateKube, store, journal, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000, now: () => new Date(clock) });
+  const slow = startCsrGate({ watch: false, kube: gateKube, store, journal, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000, now: () => new Date(clock) });
   try {
     const used = await fleetdToken("worker-5", 3 * 3600_000);
     const unused = await fleetdToken("worker-6", 3 * 3600_000);
@@ -451,7 +451,7 @@ test("two replicas: the gate runs only on the Lease holder, one approval per CSR
     const detach = runWhileLeader(elector, {
       start() {
         starts++;
-        running = startCsrGate({ kube: gateKube, store, journal: own, log: pino({ level: "silent" }), intervalMs: 200, tokenGraceMs: 3600_000 });
+        running = startCsrGate({ watch: false, kube: gateKube, store, journal: own, log: pino({ level: "silent" }), intervalMs: 200, tokenGraceMs: 3600_000 });
       },
       async stop() {
         const g = running;
@@ -496,8 +496,8 @@ test("two replicas: the gate runs only on the Lease holder, one approval per CSR
 test("even without a Lease, two gates racing on one CSR approve it once (the approval carries the resourceVersion read)", async () => {
   const mk = () => new MemoryJournal();
   const [ja, jb] = [mk(), mk()];
-  const a = startCsrGate({ kube: gateKube, store, journal: ja, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
-  const b = startCsrGate({ kube: gateKube, store, journal: jb, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
+  const a = startCsrGate({ watch: false, kube: gateKube, store, journal: ja, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
+  const b = startCsrGate({ watch: false, kube: gateKube, store, journal: jb, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
   try {
     await Promise.all([a.sync(), b.sync()]); // each gate's first pass (run at start) is over before the CSR exists
     const t = await fleetdToken("worker-9");
@@ -510,5 +510,23 @@ test("even without a Lease, two gates racing on one CSR approve it once (the app
   } finally {
     await a.stop();
     await b.stop();
+  }
+});
+
+test("the watch: a new CSR is decided on its creation event, long before the resync (interval 1 h here)", async () => {
+  const watching = startCsrGate({ kube: gateKube, store, journal, log: pino({ level: "silent" }), intervalMs: 3600_000, tokenGraceMs: 3600_000 });
+  try {
+    await watching.sync(); // the start-up pass is behind us: what follows is the watch's doing
+    const t = await fleetdToken("worker-watch");
+    const { pem } = makeCsr("/O=system:nodes/CN=system:node:worker-watch");
+    const started = Date.now();
+    await submit(t.bearer, "watched", pem);
+    const reason = await pollValue("the watching gate to approve CSR watched", async () => cond(await read("watched"), "Approved")?.reason, { timeoutMs: 30_000, intervalMs: 20 });
+    const ms = Date.now() - started;
+    assert.equal(reason, APPROVED_REASON);
+    assert.equal(await store.nodeForBootstrapToken(t.id), undefined, "the token is spent");
+    console.log(`[csr-gate] a new CSR was decided ${ms} ms after it was created (by the watch; the resync interval is 1 h)`);
+  } finally {
+    await watching.stop();
   }
 });

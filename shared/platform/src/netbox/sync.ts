@@ -3,6 +3,7 @@
  * exist, key both the same way, diff into create / update, apply, count outcomes, touch only what we own.
  * A second run with nothing changed yields only "unchanged" — the test that the loop is right.
  */
+import { type ItemResult, reconcile, type ReconcileBackend } from "../reconcile/engine.js";
 
 export type ChangeKind = "create" | "update" | "unchanged" | "orphan";
 
@@ -69,35 +70,83 @@ export interface SyncKind<E extends { id: number }, B extends Record<string, unk
   createOnly?: string[];
 }
 
-/** Diffs and (unless dryRun) applies one kind; returns the changes and the resulting objects by key. */
+const withoutLocal = <B extends Record<string, unknown>>(withLocal: B): B =>
+  // Keys starting with "_" are the caller's bookkeeping, never sent to NetBox.
+  Object.fromEntries(Object.entries(withLocal).filter(([k]) => !k.startsWith("_"))) as B;
+
+/**
+ * Diffs and (unless dryRun) applies one kind on the reconcile engine (../reconcile): NetBox objects of a kind are
+ * listed, keyed, compared field by field (createOnly fields never corrected), created or patched one at a time.
+ * Nothing is ever deleted: an object the file does not declare is left alone (the engine reports it undeclared), and
+ * of several objects with one key the lowest id is kept and the others are left alone too. The first failed write
+ * ends the run: the rest is not attempted (during an outage each would only fail again) and the write's own error
+ * is thrown, so a caller classifies it as before. Returns the changes (in declared order) and the resulting objects
+ * by key.
+ */
 export async function syncKind<E extends { id: number }, B extends Record<string, unknown>>(
   kind: SyncKind<E, B>,
   desired: B[],
   dryRun: boolean,
 ): Promise<{ changes: Change[]; byKey: Map<string, E | undefined> }> {
-  const existing = new Map((await kind.list()).map((e) => [kind.keyOf(e), e]));
+  const compared = (b: B) => Object.fromEntries(Object.entries(withoutLocal(b)).filter(([k]) => !(kind.createOnly ?? []).includes(k)));
+  const fieldsOf = (e: E, b: B) => diffFields(e as unknown as Record<string, unknown>, compared(b), kind.unordered);
+  /** The differing fields of each object to update, as the engine's comparison found them (before any write). */
+  const fieldsBefore = new Map<string, FieldChange[]>();
+  let failed = false;
+  const oneByOne = async <I>(batch: readonly I[], write: (item: I) => Promise<E>): Promise<ItemResult<E>[]> => {
+    const out: ItemResult<E>[] = [];
+    for (const item of batch) {
+      if (failed) {
+        out.push({ ok: false, error: "not attempted after an earlier failed write" });
+        continue;
+      }
+      try {
+        out.push({ ok: true, object: await write(item) });
+      } catch (e) {
+        failed = true;
+        out.push({ ok: false, error: e instanceof Error ? e.message : String(e), cause: e });
+      }
+    }
+    return out;
+  };
+  const backend: ReconcileBackend<E, B> = {
+    kind: kind.what,
+    listCurrent: async () => ({ items: await kind.list() }),
+    owned: () => true,
+    keyOfCurrent: (e) => kind.keyOf(e),
+    keyOfDeclared: (b) => kind.keyOfDesired(b),
+    same: (e, b) => {
+      const fields = fieldsOf(e, b);
+      if (fields.length > 0) fieldsBefore.set(kind.keyOfDesired(b), fields);
+      return fields.length === 0;
+    },
+    pickKeeper: (dupes) => dupes.reduce((a, b) => (b.id < a.id ? b : a)),
+    create: (batch) => oneByOne(batch, (b) => kind.create(withoutLocal(b))),
+    update: (batch) =>
+      oneByOne(batch, ({ current, declared }) => {
+        const b = withoutLocal(declared);
+        return kind.update(current.id, Object.fromEntries(fieldsOf(current, declared).map((f) => [f.field, b[f.field]])) as Partial<B>);
+      }),
+    delete: async (batch) => batch.map(() => ({ ok: false as const, error: "fleetd never deletes NetBox objects in a sync" })),
+  };
+  const report = await reconcile(backend, desired, { dryRun, deleteUndeclared: false, deleteDuplicates: false });
+  const error = [...report.creates, ...report.updates].find((o) => o.outcome === "error" && o.cause !== undefined);
+  if (error) throw error.cause;
+
+  const updated = new Set(report.updates.map((u) => u.key));
+  const created = new Set(report.creates.map((c) => c.key));
   const changes: Change[] = [];
   const byKey = new Map<string, E | undefined>();
-  for (const withLocal of desired) {
-    const key = kind.keyOfDesired(withLocal);
-    // Keys starting with "_" are the caller's bookkeeping, never sent to NetBox.
-    const b = Object.fromEntries(Object.entries(withLocal).filter(([k]) => !k.startsWith("_"))) as B;
-    const e = existing.get(key);
-    if (!e) {
-      changes.push({ kind: "create", object: `${kind.what} ${key}` });
-      byKey.set(key, dryRun ? undefined : await kind.create(b));
-      continue;
-    }
-    const compared = Object.fromEntries(Object.entries(b).filter(([k]) => !(kind.createOnly ?? []).includes(k)));
-    const fields = diffFields(e as unknown as Record<string, unknown>, compared, kind.unordered);
-    if (fields.length === 0) {
-      changes.push({ kind: "unchanged", object: `${kind.what} ${key}` });
-      byKey.set(key, e);
-      continue;
-    }
-    changes.push({ kind: "update", object: `${kind.what} ${key}`, fields });
-    const patch = Object.fromEntries(fields.map((f) => [f.field, b[f.field]])) as Partial<B>;
-    byKey.set(key, dryRun ? e : await kind.update(e.id, patch));
+  for (const b of desired) {
+    const key = kind.keyOfDesired(b);
+    const after = report.byKey.get(key);
+    byKey.set(key, after);
+    const object = `${kind.what} ${key}`;
+    if (created.has(key)) changes.push({ kind: "create", object });
+    else if (updated.has(key)) {
+      // The fields as they were before the write (report.byKey holds the object after it, except in a dry run).
+      changes.push({ kind: "update", object, fields: fieldsBefore.get(key) ?? [] });
+    } else changes.push({ kind: "unchanged", object });
   }
   return { changes, byKey };
 }
