@@ -4,10 +4,10 @@ import type { AddressInfo } from "node:net";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { hostname } from "node:os";
-import { pino, type Logger } from "pino";
+import type { Logger } from "pino";
 import { parseNodesFile, type NodesFile } from "@fleetd/platform/fleet";
 import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
-import { createNetBox, type NetBox } from "@fleetd/platform/netbox";
+import { createNetBox, type NetBox, netboxReachable } from "@fleetd/platform/netbox";
 import { missingCustomFields } from "@fleetd/platform/netbox";
 import { backoffDelayMs } from "@fleetd/platform/outage";
 import { outageOf } from "@fleetd/platform/outage";
@@ -29,6 +29,8 @@ import { FileQueue } from "./queue.js";
 import { reconcileOnce } from "./reconcile.js";
 import { createApp } from "./server.js";
 import { Worker, type DecisionEvent } from "./worker.js";
+import { access, constants } from "node:fs/promises";
+import { cachedProbe, drainServers, readinessOf, serviceLogger } from "@fleetd/platform/service";
 
 export interface Handler {
   url: string;
@@ -64,7 +66,7 @@ export class HandlerStartError extends Error {
 }
 
 export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}): Promise<Handler> {
-  const log = opts.logger ?? pino({ name: "netbox-script", level: process.env["FLEETD_LOG_LEVEL"] ?? "info" });
+  const log = opts.logger ?? serviceLogger("netbox-script");
   let nodes: NodesFile;
   try {
     nodes = parseNodesFile(readFileSync(cfg.handler.nodesFile, "utf8"), cfg.handler.nodesFile);
@@ -136,8 +138,18 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
       opts.onDecision?.(e);
     },
   });
+  // Readiness: NetBox reachable, the queue's directory writable, and under HA a known leader (the worker runs there).
+  let electorForReadiness: LeaderElector | undefined;
+  const ready = readinessOf({
+    netbox: cachedProbe(5_000, () => netboxReachable(nb, 3_000)),
+    queue: async () => {
+      await access(queue.dir, constants.W_OK);
+      return { ok: true };
+    },
+    ...(cfg.handler.ha || opts.elector ? { leader: async () => electorForReadiness?.leaderStatus() ?? { ok: false, detail: "leader election not started" } } : {}),
+  });
   const app = createApp({
-    cfg, queue, log, metrics, ...(opts.now ? { now: opts.now } : {}),
+    cfg, queue, log, metrics, ready, ...(opts.now ? { now: opts.now } : {}),
     onEnqueued: (jobId, at) => {
       received.set(jobId, at);
       worker.pump();
@@ -219,6 +231,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
           log,
         })
       : undefined);
+  electorForReadiness = elector;
   let detach: (() => Promise<void>) | undefined;
   if (opts.startWorker !== false) {
     if (elector) {
@@ -232,10 +245,8 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   return {
     url, nb, queue, intents, metrics, worker, reconcile, followWorkflows: follow, ...(elector ? { elector } : {}),
     async stop() {
-      await new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeAllConnections();
-      });
+      // Stop accepting; webhooks in flight finish (their jobs are on disk before the 202) within 5 s.
+      await drainServers([server], 5_000);
       if (elector) {
         await detach?.();
         await elector.stop();

@@ -1,20 +1,28 @@
 #!/usr/bin/env node
 /**
- * netbox-script: `node netbox-script/dist/main.js [--config FILE]` (or FLEETD_CONFIG). Runs until SIGTERM.
+ * netbox-script: `node netbox-script/dist/main.js [--config FILE]` (or FLEETD_CONFIG). Starts through the service
+ * kit (@fleetd/platform/service): runs until SIGTERM/SIGINT, then stops accepting webhooks, lets the worker finish
+ * its job and exits. Exit codes (the kit's table): 0 stopped, 2 configuration or start-up error, 4 a failure while
+ * stopping.
  */
-import { parseArgs } from "node:util";
+import { runService, serviceLogger } from "@fleetd/platform/service";
 import { loadHandlerConfig } from "./config.js";
 import { startHandler } from "./handler.js";
 
-const { values } = parseArgs({ options: { config: { type: "string" } }, strict: true });
-try {
-  const h = await startHandler(loadHandlerConfig(values.config));
-  const stop = (): void => {
-    void h.stop().then(() => process.exit(0));
-  };
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
-} catch (e) {
-  process.stderr.write(`netbox-script: ${(e as Error).message}\n`);
-  process.exit(2);
-}
+await runService({
+  name: "netbox-script",
+  usage: `usage: netbox-script [--config FILE]
+  NetBox's event-rule webhook (POST /netbox/events) into a durable queue, its worker and reconcile loop, with
+  /healthz, /readyz (NetBox, the queue, the leader under HA) and /metrics. FILE defaults to $FLEETD_CONFIG.`,
+  options: { config: { type: "string" } },
+  async start(values) {
+    const log = serviceLogger("netbox-script");
+    const h = await startHandler(loadHandlerConfig(typeof values["config"] === "string" ? values["config"] : undefined), { logger: log });
+    return {
+      async stop() {
+        log.info("stopping");
+        await h.stop();
+      },
+    };
+  },
+});

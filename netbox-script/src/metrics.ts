@@ -1,5 +1,6 @@
 /** Prometheus metrics of the handler (GET /metrics). */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { serviceRegistry } from "@fleetd/platform/service";
 
 export interface Metrics {
   registry: Registry;
@@ -13,8 +14,7 @@ export interface Metrics {
 }
 
 export function createMetrics(): Metrics {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: "fleetd_netbox_script_" });
+  const registry = serviceRegistry("fleetd_netbox_script_");
   return {
     registry,
     webhooks: new Counter({ name: "fleetd_webhooks_total", help: "Webhook deliveries by outcome", labelNames: ["outcome"], registers: [registry] }),

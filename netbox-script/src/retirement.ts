@@ -64,7 +64,7 @@ export function retirementFor(w: RetirementWiring): { retire: RetireFn; running(
         w.onReport?.(req.node, report);
       })
       .catch((e: unknown) => {
-        w.log.error({ node: req.node, err: (e as Error).message }, "retirement failed; the reconcile loop resumes it");
+        w.log.error({ node: req.node, err: e }, "retirement failed; the reconcile loop resumes it");
         w.onReport?.(req.node, e as Error);
       })
       .finally(() => runs.delete(req.node));

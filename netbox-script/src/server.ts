@@ -1,7 +1,7 @@
 /**
  * POST /netbox/events — NetBox's event-rule webhook. Order: size limit, signature over the raw bytes
  * (constant time), then JSON + shape, freshness, fleetd's own writes, redelivery; then a durable enqueue and
- * 202. Only GET routes are /healthz and /metrics: nothing in fleetd changes state on a GET.
+ * 202. Only GET routes are /healthz, /readyz and /metrics: nothing in fleetd changes state on a GET.
  */
 import express, { type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
@@ -9,12 +9,15 @@ import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, Webh
 import type { HandlerConfig } from "./config.js";
 import type { Metrics } from "./metrics.js";
 import type { FileQueue } from "./queue.js";
+import { healthHandlers, type Readiness } from "@fleetd/platform/service";
 
 export interface ServerDeps {
   cfg: HandlerConfig;
   queue: FileQueue;
   log: Logger;
   metrics: Metrics;
+  /** What /readyz answers (NetBox, the queue, the leader under HA). */
+  ready: () => Promise<Readiness>;
   /** Called after a job is durably enqueued (wakes the worker). */
   onEnqueued: (jobId: string, receivedAt: number) => void;
   now?: () => Date;
@@ -66,18 +69,16 @@ export function createApp(d: ServerDeps): express.Express {
           d.log.warn({ code: e.code, detail: e.message, from: req.socket.remoteAddress }, "webhook refused");
           return answer(res, STATUS[e.code] ?? 400, e.code, e.message);
         }
-        d.log.error({ err: (e as Error).message }, "webhook handling failed");
+        d.log.error({ err: e }, "webhook handling failed");
         return answer(res, 503, "internal_error");
       }
     },
   );
 
-  app.get("/healthz", (_req, res) => {
-    res.json({ ok: true });
-  });
-  app.get("/metrics", async (_req, res) => {
-    res.type(d.metrics.registry.contentType).send(await d.metrics.registry.metrics());
-  });
+  const health = healthHandlers({ registry: d.metrics.registry, ready: d.ready });
+  app.get("/healthz", health.healthz);
+  app.get("/readyz", health.readyz);
+  app.get("/metrics", health.metrics);
   app.use((_req: Request, res: Response) => {
     res.status(404).json({ outcome: "not_found" });
   });

@@ -13,7 +13,7 @@ import { decide, type Decision, type Facts, type Intent, type Trigger } from "@f
 import { desiredActionOf, patchDevice, readDeviceIfExists, type DeviceRecord } from "@fleetd/platform/netbox";
 import type { DesiredAction } from "@fleetd/platform/netbox";
 import { writeJournal } from "@fleetd/platform/netbox";
-import { canonicalJson } from "@fleetd/platform/netbox";
+import { comparableJson } from "@fleetd/platform/netbox";
 import { mdCode, safeLine } from "@fleetd/verify/text";
 import { failpoint } from "@fleetd/platform/outage";
 import type { HandlerConfig } from "./config.js";
@@ -240,7 +240,7 @@ export class Worker {
       ["custom_fields.ek_bindings", was.cf["ek_bindings"] ?? null, now.cf["ek_bindings"] ?? null],
       ["custom_fields.boot_mac", was.cf["boot_mac"] ?? null, now.cf["boot_mac"] ?? null],
     ] as const) {
-      if (canonicalJson(a) === canonicalJson(b)) continue;
+      if (comparableJson(a) === comparableJson(b)) continue;
       const c = await lastChangeOf(this.d.nb, now.id, path);
       const by = c ? ` by ${c.user_name} at ${c.time} (change #${c.id})` : "";
       return `${FIELD_LABEL[path]} was changed from ${shown(a)} to ${shown(b)}${by} while fleetd was deciding`;

@@ -11,6 +11,7 @@ import { clientAddress } from "./clientAddress.js";
 import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
 import { outageOf } from "@fleetd/platform/outage";
 import type { Metrics } from "./metrics.js";
+import { healthHandlers, type Readiness } from "@fleetd/platform/service";
 
 export interface AppDeps extends ConfigFetchDeps {
   service: AttestationService;
@@ -20,22 +21,6 @@ export interface AppDeps extends ConfigFetchDeps {
   bodyLimit: string;
   /** Readiness (`/readyz`): NetBox and the CA signer reachable; absent: always ready (tests without them). */
   ready?: () => Promise<Readiness>;
-}
-
-/** A readiness check run at most once per `ttlMs` (probes may come every second from several kubelets). */
-export function cachedProbe<T>(ttlMs: number, probe: () => Promise<T>): () => Promise<T> {
-  let last: { at: number; value: Promise<T> } | undefined;
-  return () => {
-    const now = Date.now();
-    if (!last || now - last.at >= ttlMs) last = { at: now, value: probe() };
-    return last.value;
-  };
-}
-
-/** What `/readyz` answers: ready when every check is ok; each check names its dependency. */
-export interface Readiness {
-  ready: boolean;
-  checks: Record<string, { ok: true } | { ok: false; detail: string }>;
 }
 
 /** The API's OpenAPI 3.1 document (talos-config-server/openapi.yaml), served at GET /openapi.yaml. */
@@ -80,16 +65,10 @@ export function createApp(deps: AppDeps): Express {
   app.post("/v1/attest/tpm12/evidence", step("tpm12-evidence", (req) => deps.service.evidence12(req.body)));
   app.post("/v1/attest/confirm", step("confirm", (req) => deps.service.confirm(req.body)));
   app.get("/talos/config", configFetchHandler(deps));
-  app.get("/healthz", (_req, res) => {
-    res.json({ ok: true });
-  });
-  app.get("/readyz", async (_req, res) => {
-    const r: Readiness = deps.ready ? await deps.ready() : { ready: true, checks: {} };
-    res.status(r.ready ? 200 : 503).json(r);
-  });
-  app.get("/metrics", async (_req, res) => {
-    res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
-  });
+  const health = healthHandlers({ registry: deps.metrics.registry, ...(deps.ready ? { ready: deps.ready } : {}) });
+  app.get("/healthz", health.healthz);
+  app.get("/readyz", health.readyz);
+  app.get("/metrics", health.metrics);
   app.get("/openapi.yaml", (_req, res) => {
     res.type("application/yaml").send(openapi);
   });

@@ -157,7 +157,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
         }
       } catch (e) {
         m.errors.inc();
-        log.error({ csr: d.csr, status: (e as { code?: unknown }).code, err: (e as Error).message }, "writing the CSR's condition failed; retried next pass");
+        log.error({ csr: d.csr, status: (e as { code?: unknown }).code, err: e }, "writing the CSR's condition failed; retried next pass");
         continue;
       }
       if (d.action === "approve") {
@@ -221,7 +221,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
     queued = p;
     p.catch((e: unknown) => {
       m.errors.inc();
-      log.error({ status: (e as { code?: unknown }).code, err: (e as Error).message, stack: (e as Error).stack }, "CSR gate pass (on a watch event) failed; the next event or resync retries");
+      log.error({ status: (e as { code?: unknown }).code, err: e }, "CSR gate pass (on a watch event) failed; the next event or resync retries");
     });
   };
   let informer: k8s.Informer<k8s.V1CertificateSigningRequest> | undefined;
@@ -249,7 +249,7 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
     sync()
       .catch((e: unknown) => {
         m.errors.inc();
-        log.error({ status: (e as { code?: unknown }).code, err: (e as Error).message }, "CSR gate pass failed; retried next interval");
+        log.error({ status: (e as { code?: unknown }).code, err: e }, "CSR gate pass failed; retried next interval");
       })
       .finally(() => {
         if (!stopped) timer = setTimeout(loop, intervalMs);

@@ -1,5 +1,6 @@
-/** prom-client metrics of the config server (a registry per app, so tests can run several). */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+/** prom-client metrics of the config server (a registry per app, so tests can run several; the service kit's). */
+import { Counter, Gauge, Histogram } from "prom-client";
+import { serviceRegistry } from "@fleetd/platform/service";
 
 export interface MetricSources {
   /** How many unknown EKs wait for an operator (`fleetd pending`), read at each scrape. */
@@ -9,7 +10,8 @@ export interface MetricSources {
 }
 
 export function createMetrics(sources: MetricSources = {}) {
-  const registry = new Registry();
+  // with Node's process metrics (fleetd_talos_config_server_process_cpu_seconds_total, heap, event loop lag, …)
+  const registry = serviceRegistry("fleetd_talos_config_server_");
   const pending = sources.pendingEks;
   if (pending) {
     new Gauge({

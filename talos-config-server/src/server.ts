@@ -46,7 +46,8 @@ import { createInternalListener, loadInternalTls } from "./ha/internalListener.j
 import { LeaderIssuer } from "./ha/leaderIssuer.js";
 import { loadPeerSecret, PeerVerifier } from "./ha/peerAuth.js";
 import { SharedBundleState } from "./ha/sharedBundle.js";
-import { cachedProbe, createApp, type Readiness } from "./app.js";
+import { createApp } from "./app.js";
+import { cachedProbe, drainServers, type Probe, type Readiness, readinessOf } from "@fleetd/platform/service";
 import { startCsrGate, type CsrGate } from "./csrGate.js";
 import { loadBundleStateFile, saveBundleStateFile } from "./bundleFile.js";
 import type { ServerConfig } from "./config.js";
@@ -328,12 +329,20 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     now,
     random: (n) => new Uint8Array(randomBytes(n)),
   });
-  const netboxProbe = cachedProbe(5_000, () => netboxReachable(nb, 3_000));
-  const ready = async (): Promise<Readiness> => {
-    const checks: Readiness["checks"] = { netbox: await netboxProbe() };
-    if (singleSigner) checks["signer"] = await singleSigner.available();
-    return { ready: Object.values(checks).every((c) => c.ok), checks };
+  // Readiness (the service kit's /readyz): NetBox reachable, the state store answering, the CA signer (one
+  // replica) or a known leader of the signer's Lease (HA). Probes that reach a server are cached for 5 s.
+  const probes: Record<string, Probe> = {
+    netbox: cachedProbe(5_000, () => netboxReachable(nb, 3_000)),
+    state: cachedProbe(5_000, async () => {
+      await store.getSession("readyz-probe");
+      return { ok: true } as const;
+    }),
   };
+  const signerProbe = singleSigner;
+  if (signerProbe) probes["signer"] = () => signerProbe.available();
+  const signerElector = electors[0];
+  if (signerElector) probes["leader"] = async () => signerElector.leaderStatus();
+  const ready: () => Promise<Readiness> = readinessOf(probes);
   const app = createApp({
     service,
     store,
@@ -419,13 +428,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     stop() {
       stopping ??= (async () => {
         // Both listeners stop accepting; requests in flight (a forwarded issuance too) get DRAIN_MS.
-        const closed = Promise.all(listeners.map((l) => new Promise<void>((resolve) => l.close(() => resolve()))));
-        for (const l of listeners) l.closeIdleConnections();
-        const force = setTimeout(() => {
-          for (const l of listeners) l.closeAllConnections();
-        }, DRAIN_MS);
-        await closed;
-        clearTimeout(force);
+        await drainServers(listeners, DRAIN_MS);
         if (electors.length > 0) {
           for (const d of detach) await d();
           for (const e of electors) await e.stop(); // steps down: the signer closes, the Leases are released

@@ -14,7 +14,7 @@ const result = await build({
   bundle: true,
   platform: "node",
   format: "esm",
-  target: "node20",
+  target: "node24",
   // pino is CommonJS and calls require() for Node's modules; an ES module bundle has to provide it.
   banner: { js: 'import { createRequire as __fleetdCreateRequire } from "node:module"; const require = __fleetdCreateRequire(import.meta.url);' },
   external: ["better-sqlite3", "pkcs11js"],

@@ -19,7 +19,7 @@ import { Claims, type Mode } from "@fleetd/platform/protocol";
 import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/platform/tpmclient";
 import { backoffDelayMs } from "@fleetd/platform/outage";
 import { bootInterface, bootMacOf, ClaimsError, collectHostClaims } from "./claims.js";
-import { ConfigError, loadConfig, type AttestConfig } from "./config.js";
+import { ActionConfigError, loadConfig, type AttestConfig } from "./config.js";
 import { EventLogError, readEventLog } from "./eventLog.js";
 import type { LldpReading } from "./lldp/json0.js";
 import { readLldp } from "./lldp/lldpd.js";
@@ -54,11 +54,11 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
   let cfg: AttestConfig;
   try {
     if (modeFlag !== undefined && env["FLEETD_MODE"] && env["FLEETD_MODE"] !== modeFlag) {
-      throw new ConfigError([`--mode ${modeFlag} contradicts FLEETD_MODE=${env["FLEETD_MODE"]}`]);
+      throw new ActionConfigError([`--mode ${modeFlag} contradicts FLEETD_MODE=${env["FLEETD_MODE"]}`]);
     }
     cfg = loadConfig({ ...env, ...(modeFlag !== undefined ? { FLEETD_MODE: modeFlag } : {}) });
   } catch (e) {
-    if (e instanceof ConfigError) {
+    if (e instanceof ActionConfigError) {
       log.error({ code: "config", issues: e.issues }, e.message);
       return EXIT.input;
     }
@@ -129,10 +129,10 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
       return EXIT.refused;
     }
     try {
-      if (!cfg.tpm12.ownerAuth) throw new ConfigError(["FLEETD_TPM12_OWNER_AUTH: required for a TPM 1.2 (TPM_MakeIdentity and TPM_ActivateIdentity need the owner): well-known or file:/path"]);
+      if (!cfg.tpm12.ownerAuth) throw new ActionConfigError(["FLEETD_TPM12_OWNER_AUTH: required for a TPM 1.2 (TPM_MakeIdentity and TPM_ActivateIdentity need the owner): well-known or file:/path"]);
       secrets12 = { ownerAuth: readTpm12Auth(cfg.tpm12.ownerAuth, "FLEETD_TPM12_OWNER_AUTH"), srkAuth: readTpm12Auth(cfg.tpm12.srkAuth, "FLEETD_TPM12_SRK_AUTH") };
     } catch (e) {
-      if (!(e instanceof ConfigError)) throw e;
+      if (!(e instanceof ActionConfigError)) throw e;
       log.error({ code: "config", issues: e.issues }, e.message);
       fail("error", "config", e.message);
       return EXIT.input;

@@ -8,7 +8,7 @@
 import { z } from "zod";
 import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
 import { ClearRefused, clearOwnerHierarchy, TpmError } from "@fleetd/platform/tpmclient";
-import { ConfigError, DEFAULT_TPM, parseTpmSpec } from "./config.js";
+import { ActionConfigError, DEFAULT_TPM, parseTpmSpec } from "./config.js";
 import { describeTpm, openTpm } from "./tpm.js";
 
 const Env = z.object({
@@ -29,7 +29,7 @@ export const command: CliCommand = {
     try {
       spec = parseTpmSpec(env.data.FLEETD_TPM);
     } catch (e) {
-      if (e instanceof ConfigError) {
+      if (e instanceof ActionConfigError) {
         process.stderr.write(`fleetd-tink-action clear-tpm: ${e.message}\n`);
         return 2;
       }

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { ConfigError, loadConfig, parseTpmSpec } from "./config.js";
+import { ActionConfigError, loadConfig, parseTpmSpec } from "./config.js";
 import { selfSigned } from "./testing/selfSigned.js";
 
 const ca = selfSigned("fleetd test CA");
@@ -12,7 +12,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const base = { FLEETD_SERVER: "https://fleetd.example:8443", FLEETD_SERVER_CA: ca.cert, FLEETD_MODE: "provision", FLEETD_WORKFLOW: "wf-worker-1" };
 
 function refused(env: NodeJS.ProcessEnv, pattern: RegExp): void {
-  assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ConfigError && e.issues.some((i) => pattern.test(i)), `expected a refusal matching ${pattern}`);
+  assert.throws(() => loadConfig(env), (e: unknown) => e instanceof ActionConfigError && e.issues.some((i) => pattern.test(i)), `expected a refusal matching ${pattern}`);
 }
 
 test("https with an inline pinned CA; the defaults", () => {
@@ -67,6 +67,6 @@ test("TPM paths: a device, swtpm's TCP port, a Unix socket; anything else is ref
   assert.deepEqual(parseTpmSpec("swtpm:[::1]:2321"), { kind: "tcp", host: "::1", port: 2321 });
   assert.deepEqual(parseTpmSpec("unix:/run/swtpm.sock"), { kind: "unix", path: "/run/swtpm.sock" });
   for (const bad of ["swtpm:127.0.0.1", "swtpm:host:70000", "tpmrm0", "unix:relative.sock", "mssim:127.0.0.1:2321"]) {
-    assert.throws(() => parseTpmSpec(bad), ConfigError, bad);
+    assert.throws(() => parseTpmSpec(bad), ActionConfigError, bad);
   }
 });

@@ -44,8 +44,8 @@ export interface AttestConfig {
   tpm12: { ownerAuth?: Tpm12AuthSource; srkAuth: Tpm12AuthSource };
 }
 
-export class ConfigError extends Error {
-  override readonly name = "ConfigError";
+export class ActionConfigError extends Error {
+  override readonly name = "ActionConfigError";
   constructor(readonly issues: string[]) {
     super(`configuration refused: ${issues.join("; ")}`);
   }
@@ -81,17 +81,17 @@ const Env = z.object({
 export function parseTpmSpec(s: string): TpmSpec {
   if (s.startsWith("unix:")) {
     const path = s.slice(5);
-    if (!isAbsolute(path)) throw new ConfigError([`FLEETD_TPM: unix:PATH needs an absolute path (got ${JSON.stringify(s)})`]);
+    if (!isAbsolute(path)) throw new ActionConfigError([`FLEETD_TPM: unix:PATH needs an absolute path (got ${JSON.stringify(s)})`]);
     return { kind: "unix", path };
   }
   const tcp = /^swtpm:([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})$/.exec(s);
   if (tcp) {
     const port = Number(tcp[2]);
-    if (port < 1 || port > 65535) throw new ConfigError([`FLEETD_TPM: port ${port} is out of range`]);
+    if (port < 1 || port > 65535) throw new ActionConfigError([`FLEETD_TPM: port ${port} is out of range`]);
     return { kind: "tcp", host: (tcp[1] ?? "").replace(/^\[|\]$/g, ""), port };
   }
-  if (s.startsWith("swtpm:")) throw new ConfigError([`FLEETD_TPM: expected swtpm:HOST:PORT (got ${JSON.stringify(s)})`]);
-  if (!isAbsolute(s)) throw new ConfigError([`FLEETD_TPM: expected a device path, swtpm:HOST:PORT or unix:PATH (got ${JSON.stringify(s)})`]);
+  if (s.startsWith("swtpm:")) throw new ActionConfigError([`FLEETD_TPM: expected swtpm:HOST:PORT (got ${JSON.stringify(s)})`]);
+  if (!isAbsolute(s)) throw new ActionConfigError([`FLEETD_TPM: expected a device path, swtpm:HOST:PORT or unix:PATH (got ${JSON.stringify(s)})`]);
   return { kind: "device", path: s };
 }
 
@@ -104,22 +104,22 @@ const PEM_CERT = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFIC
 export function loadCa(value: string): string {
   let text = value;
   if (!value.includes("-----BEGIN")) {
-    if (!isAbsolute(value)) throw new ConfigError(["FLEETD_SERVER_CA: neither PEM nor an absolute file path"]);
+    if (!isAbsolute(value)) throw new ActionConfigError(["FLEETD_SERVER_CA: neither PEM nor an absolute file path"]);
     try {
-      if (statSync(value).size > 1 << 20) throw new ConfigError([`FLEETD_SERVER_CA: ${value} is larger than 1 MiB`]);
+      if (statSync(value).size > 1 << 20) throw new ActionConfigError([`FLEETD_SERVER_CA: ${value} is larger than 1 MiB`]);
       text = readFileSync(value, "utf8");
     } catch (e) {
-      if (e instanceof ConfigError) throw e;
-      throw new ConfigError([`FLEETD_SERVER_CA: cannot read ${value}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
+      if (e instanceof ActionConfigError) throw e;
+      throw new ActionConfigError([`FLEETD_SERVER_CA: cannot read ${value}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
     }
   }
   const blocks = text.match(PEM_CERT) ?? [];
-  if (blocks.length === 0) throw new ConfigError(["FLEETD_SERVER_CA: no PEM certificate found"]);
+  if (blocks.length === 0) throw new ActionConfigError(["FLEETD_SERVER_CA: no PEM certificate found"]);
   blocks.forEach((b, i) => {
     try {
       new X509Certificate(b);
     } catch (e) {
-      throw new ConfigError([`FLEETD_SERVER_CA: certificate ${i + 1} does not parse: ${(e as Error).message}`]);
+      throw new ActionConfigError([`FLEETD_SERVER_CA: certificate ${i + 1} does not parse: ${(e as Error).message}`]);
     }
   });
   return blocks.join("\n") + "\n";
@@ -130,7 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): AttestConfig {
   const present = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith("FLEETD_") && v !== undefined && v !== ""));
   const parsed = Env.safeParse(present);
   if (!parsed.success) {
-    throw new ConfigError(
+    throw new ActionConfigError(
       parsed.error.issues.map((i) => `${i.path.join(".") || "environment"}: ${i.code === "invalid_type" && present[String(i.path[0])] === undefined ? "is required" : i.message}`),
     );
   }
@@ -140,7 +140,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): AttestConfig {
   if (server.protocol === "http:" && e.FLEETD_ALLOW_HTTP !== "lab") issues.push("FLEETD_SERVER: plain http:// is refused (https with a pinned CA; FLEETD_ALLOW_HTTP=lab is for loopback tests)");
   if (server.protocol === "https:" && !e.FLEETD_SERVER_CA) issues.push("FLEETD_SERVER_CA: required for https (the server's CA is pinned; system roots are not used)");
   if (server.username || server.password) issues.push("FLEETD_SERVER: credentials in the URL are refused");
-  if (issues.length) throw new ConfigError(issues);
+  if (issues.length) throw new ActionConfigError(issues);
   return {
     server,
     ...(e.FLEETD_SERVER_CA && server.protocol === "https:" ? { ca: loadCa(e.FLEETD_SERVER_CA) } : {}),
@@ -170,16 +170,16 @@ export function readTpm12Auth(src: Tpm12AuthSource, what: string): Uint8Array {
   if (src.kind === "well-known") return new Uint8Array(20);
   let raw: Buffer;
   try {
-    if (statSync(src.path).size > 64) throw new ConfigError([`${what}: ${src.path} is not a 20-byte secret`]);
+    if (statSync(src.path).size > 64) throw new ActionConfigError([`${what}: ${src.path} is not a 20-byte secret`]);
     raw = readFileSync(src.path);
   } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError([`${what}: cannot read ${src.path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
+    if (e instanceof ActionConfigError) throw e;
+    throw new ActionConfigError([`${what}: cannot read ${src.path}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
   }
   if (raw.length === 20) return new Uint8Array(raw);
   const text = raw.toString("latin1").trim();
   if (/^[0-9a-fA-F]{40}$/.test(text)) return new Uint8Array(Buffer.from(text, "hex"));
-  throw new ConfigError([`${what}: ${src.path} holds neither 40 hex digits nor 20 bytes`]);
+  throw new ActionConfigError([`${what}: ${src.path} holds neither 40 hex digits nor 20 bytes`]);
 }
 
 /** How a secret source is shown in logs: never the secret. */

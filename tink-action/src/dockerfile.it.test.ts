@@ -96,7 +96,7 @@ test("base images are pinned by digest: a required NODE_IMAGE_DIGEST argument wi
   const args = Object.fromEntries(globalArgs.map((a) => [a.args.split("=")[0], a.args.includes("=") ? a.args.slice(a.args.indexOf("=") + 1) : undefined]));
   assert.ok("NODE_IMAGE_DIGEST" in args, "ARG NODE_IMAGE_DIGEST is declared");
   assert.equal(args["NODE_IMAGE_DIGEST"], undefined, "and has no default: the build needs the digest");
-  assert.match(args["NODE_IMAGE"] ?? "", /^docker\.io\/library\/node:20-bookworm-slim$/);
+  assert.match(args["NODE_IMAGE"] ?? "", /^docker\.io\/library\/node:24-bookworm-slim$/);
   assert.equal(stages.length, 2);
   for (const s of stages) {
     const ref = s.from.replace("${NODE_IMAGE}", args["NODE_IMAGE"] ?? "");

@@ -15,7 +15,7 @@ import { describeKey } from "@fleetd/verify/tpm";
 import { hex } from "@fleetd/verify/crypto";
 import { objectName } from "@fleetd/verify/tpm";
 import { readCertificate } from "@fleetd/verify/ek";
-import type { ChainLink, Reason } from "@fleetd/verify/ek";
+import type { ChainLink, ChainReason } from "@fleetd/verify/ek";
 import { ekPublicMatchesCertificate } from "@fleetd/verify/ek";
 import { type EkPublicInput, readEkPublic } from "@fleetd/verify/ek";
 import { describeCanonicalKey } from "@fleetd/verify/ek";
@@ -82,7 +82,7 @@ function formatChain(chain: ChainLink[]): string[] {
   ]);
 }
 
-const formatReasons = (rs: Reason[]) => rs.map((r) => `  - [${r.check}] ${r.detail}`);
+const formatReasons = (rs: ChainReason[]) => rs.map((r) => `  - [${r.check}] ${r.detail}`);
 
 export const command: CliCommand = {
   usage:

@@ -69,7 +69,7 @@ export function internalRouter(d: InternalApiDeps): Router {
       return answer(200, resultToWire(result));
     } catch (e) {
       if (e instanceof CaUnavailable) return refuse(503, e.code === "not-leader" ? "not-leader" : "signer-unavailable", e.message);
-      d.log.error({ err: (e as Error).message }, "forwarded issuance failed");
+      d.log.error({ err: e }, "forwarded issuance failed");
       return refuse(500, "internal", "issuance failed on the leader");
     }
   });

@@ -21,7 +21,7 @@ import { certificatesFromPem } from "@fleetd/platform/pki";
 import { PkiError } from "@fleetd/platform/pki";
 import type { LeaderIssuerLog } from "./leaderIssuer.js";
 
-/** Both ends are fleetd on Node 20 (OpenSSL 3): nothing older than TLS 1.3 is needed or offered. */
+/** Both ends are fleetd on Node 24 (OpenSSL 3): nothing older than TLS 1.3 is needed or offered. */
 export const INTERNAL_TLS_MIN_VERSION = "TLSv1.3" as const;
 
 /** What `server.ha.internal.tls` names (config.ts). */
@@ -142,7 +142,7 @@ export function createInternalListener(o: InternalListenerOptions): Server {
   app.use(o.router);
   // Errors the router did not answer: JSON, never a stack trace.
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-    o.log.error({ err: (err as Error).message }, "internal listener: request failed");
+    o.log.error({ err }, "internal listener: request failed");
     res.status(500).json({ error: "internal", detail: "the request failed on this replica" });
   });
   const server = createServer(

@@ -67,7 +67,7 @@ export class LeaderIssuer implements Issuer {
       started: () =>
         this.queue.run(async () => void (await this.openNow())).catch((e: unknown) => {
           // stays closed: the next issuance tries again, and fails closed if the token still cannot be opened
-          this.d.log.error({ err: (e as Error).message }, "CA signer: leading, but the token could not be opened");
+          this.d.log.error({ err: e }, "CA signer: leading, but the token could not be opened");
         }),
       stopped: () => this.queue.run(() => this.closeNow()),
     });

@@ -181,14 +181,14 @@ test("killed after a journal entry reached NetBox but before the outbox marked i
   assert.equal(count(await journal(), /attest: TPM evidence passed/), before + 1, "the entry once, though it was sent twice");
 });
 
-test("/readyz of the server process: ready with NetBox and the CA token; not ready, naming NetBox, while NetBox's web server is down; ready again after", async () => {
+test("/readyz of the server process: ready with NetBox, the state store and the CA token; not ready, naming NetBox, while NetBox's web server is down; ready again after", async () => {
   const readyz = async () => {
     const r = await httpsRequest(`${sp.url}/readyz`, { ca: sp.certPem });
     return { status: r.status, body: JSON.parse(r.text) as { ready: boolean; checks: Record<string, { ok: boolean; detail?: string }> } };
   };
   const up = await readyz();
   assert.equal(up.status, 200, JSON.stringify(up.body));
-  assert.deepEqual(Object.keys(up.body.checks).sort(), ["netbox", "signer"]);
+  assert.deepEqual(Object.keys(up.body.checks).sort(), ["netbox", "signer", "state"]);
   await w.fleet.nb.stopWeb();
   try {
     // the probe is cached for 5 s: the answer turns within a few seconds
@@ -199,6 +199,7 @@ test("/readyz of the server process: ready with NetBox and the CA token; not rea
     assert.equal(down.body.ready, false);
     assert.equal(down.body.checks["netbox"]?.ok, false);
     assert.equal(down.body.checks["signer"]?.ok, true, "the CA token is still there");
+    assert.equal(down.body.checks["state"]?.ok, true, "the state store still answers");
   } finally {
     await w.fleet.nb.startWeb();
   }

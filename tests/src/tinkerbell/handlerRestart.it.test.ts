@@ -137,3 +137,31 @@ test("NetBox down while the handler works: the dispatch completes when NetBox is
   assert.equal(wfs.length, 1);
   assert.equal(count(await journalOf(d.id), /Tinkerbell Workflow fleetd-edge-1-provision/), before + 1, "journalled once");
 });
+
+test("netbox-script's /readyz (the service kit): ready with NetBox and its queue; not ready, naming NetBox, while NetBox's web server is down; ready again after; SIGTERM exits 0", async () => {
+  const p = await start();
+  const readyz = async () => {
+    const r = await fetch(`http://127.0.0.1:${f.handlerPort}/readyz`);
+    return { status: r.status, body: (await r.json()) as { ready: boolean; checks: Record<string, { ok: boolean; detail?: string }> } };
+  };
+  const up = await readyz();
+  assert.equal(up.status, 200, JSON.stringify(up.body));
+  assert.deepEqual(Object.keys(up.body.checks).sort(), ["netbox", "queue"]);
+  await f.nb.stopWeb();
+  try {
+    // the NetBox probe is cached for 5 s: the answer turns within a few seconds
+    const down = await pollValue("netbox-script /readyz not ready", async () => {
+      const r = await readyz();
+      return r.status === 503 ? r : undefined;
+    }, { timeoutMs: 30_000 });
+    assert.equal(down.body.ready, false);
+    assert.equal(down.body.checks["netbox"]?.ok, false);
+    assert.equal(down.body.checks["queue"]?.ok, true);
+    assert.equal((await fetch(`http://127.0.0.1:${f.handlerPort}/healthz`)).status, 200, "alive all the same");
+  } finally {
+    await f.nb.startWeb();
+  }
+  await pollValue("netbox-script /readyz ready again", async () => ((await readyz()).status === 200 ? true : undefined), { timeoutMs: 30_000 });
+  await p.stop("SIGTERM");
+  assert.deepEqual(p.exit, { code: 0, signal: null }, p.tail(10));
+});

@@ -3,7 +3,7 @@
  *  - no import cycle between the top-level folders of one package (`src/<folder>/…`, product files only);
  *  - no deep import across packages: `@fleetd/<pkg>/<sub>` only where `<sub>` is a key of that package's `exports`,
  *    no relative path from one package into another, and only workspace packages the importer declares;
- *  - `@fleetd/verify` is pure: its product files import only its own files, `node:crypto`, `node:buffer`, `zod`
+ *  - `@fleetd/verify` is pure: its product files import only its own files, `node:crypto`, `node:buffer`, `node:zlib` (checksums), `zod`
  *    and `yaml` (no file system, network, process, native module or dynamic loading), and its package.json
  *    depends on nothing else.
  *   node tests/dist/tools/importCheck.js [ROOT]     prints the violations; exit 1 when there are any
@@ -22,7 +22,7 @@ export interface Violation {
   detail: string;
 }
 
-const PURE_VERIFY_IMPORTS = new Set(["node:crypto", "node:buffer", "zod", "yaml"]);
+const PURE_VERIFY_IMPORTS = new Set(["node:crypto", "node:buffer", "node:zlib", "zod", "yaml"]);
 const VERIFY = "@fleetd/verify";
 
 const PackageJson = z.object({

@@ -109,6 +109,19 @@ export class LeaderElector {
     return this.leading && this.now() - this.lastRenew < this.renewDeadlineMs;
   }
 
+  /**
+   * For readiness: ok while this replica leads, or while another holder is seen renewing the Lease (its
+   * resourceVersion changed within the lease duration). Not ok when no leader is known: none holds the Lease, the
+   * holder stopped renewing, or this replica cannot read the Lease.
+   */
+  leaderStatus(): { ok: true } | { ok: false; detail: string } {
+    if (this.isLeader()) return { ok: true };
+    const o = this.observed;
+    const holder = o?.key.split("|")[0] ?? "";
+    if (o && holder !== "" && this.now() - o.at <= this.leaseMs) return { ok: true };
+    return { ok: false, detail: `no leader of Lease ${this.namespace}/${this.name} is known (${!o ? "the Lease has not been read" : holder === "" ? "it is not held" : `${holder} has not renewed it within ${this.leaseMs / 1000} s`})` };
+  }
+
   /** Begin campaigning (idempotent). */
   start(): void {
     if (this.running) return;

@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { must, NetBoxError, type NetBox } from "./client.js";
-import { canonicalJson } from "./sync.js";
+import { comparableJson } from "./sync.js";
 
 const Change = z
   .object({
@@ -58,7 +58,7 @@ function fieldOf(data: Record<string, unknown> | null | undefined, path: string)
 function changed(c: ObjectChangeRecord, path: string): boolean {
   const before = c.action === "create" ? null : fieldOf(c.prechange_data, path);
   const after = c.action === "delete" ? null : fieldOf(c.postchange_data, path);
-  return canonicalJson(before) !== canonicalJson(after);
+  return comparableJson(before) !== comparableJson(after);
 }
 
 /** The value `path` held after change `c` (null when the change deleted the object). */
@@ -68,7 +68,7 @@ function writtenBy(c: ObjectChangeRecord, path: string): unknown {
 
 /** Whether change `c` set `path` to exactly `value` (canonical JSON; absent and null are the same). */
 export function setsValue(c: ObjectChangeRecord, path: string, value: unknown): boolean {
-  return canonicalJson(writtenBy(c, path)) === canonicalJson(value ?? null);
+  return comparableJson(writtenBy(c, path)) === comparableJson(value ?? null);
 }
 
 /**

@@ -37,7 +37,7 @@ export function normalizeRead(v: unknown): unknown {
   return v;
 }
 
-export function canonicalJson(v: unknown): string {
+export function comparableJson(v: unknown): string {
   return JSON.stringify(normalizeRead(v));
 }
 

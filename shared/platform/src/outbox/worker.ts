@@ -104,7 +104,7 @@ export class OutboxWorker {
       // keep going while passes deliver something (a device's next item becomes its head after the last one)
       for (let i = 0; i < 100 && !this.stopped; i++) if ((await this.runOnce()).claimed === 0) break;
     } catch (e) {
-      this.o.log.error({ err: (e as Error).message }, "outbox pass failed");
+      this.o.log.error({ err: e }, "outbox pass failed");
     }
   }
 

@@ -40,7 +40,7 @@ export interface ChainOptions {
 }
 
 /** Chain refusals are the same `{ check, detail }` reasons as every other verdict. */
-export type Reason = Pick<VerdictReason, "check" | "detail">;
+export type ChainReason = Pick<VerdictReason, "check" | "detail">;
 
 export interface ChainLink {
   subject: string;
@@ -56,8 +56,8 @@ export interface ChainLink {
 export interface ChainVerdict {
   verdict: "pass" | "fail";
   chain: ChainLink[];
-  reasons: Reason[];
-  warnings: Reason[];
+  reasons: ChainReason[];
+  warnings: ChainReason[];
 }
 
 interface Node {
@@ -130,8 +130,8 @@ export function verifyCertificateChain(leaf: Certificate, store: CaStore, opts: 
     return r;
   };
   let exhausted = false;
-  const searchFailures: Reason[] = [];
-  const complete: { path: Node[]; reasons: Reason[]; warnings: Reason[] }[] = [];
+  const searchFailures: ChainReason[] = [];
+  const complete: { path: Node[]; reasons: ChainReason[]; warnings: ChainReason[] }[] = [];
   let deepest: Node[] = [];
   let passed = false;
 
@@ -200,7 +200,7 @@ export function verifyCertificateChain(leaf: Certificate, store: CaStore, opts: 
   return { verdict: "fail", chain: deepest.map(chainLink), reasons: dedupe(searchFailures), warnings: [] };
 }
 
-function dedupe(rs: Reason[]): Reason[] {
+function dedupe(rs: ChainReason[]): ChainReason[] {
   const seen = new Set<string>();
   return rs.filter((r) => {
     const k = `${r.check}\u0000${r.detail}`;
@@ -216,9 +216,9 @@ function judgePath(
   at: Date,
   opts: ChainOptions,
   keyOf: (c: Certificate) => CanonicalKey | Error,
-): { reasons: Reason[]; warnings: Reason[] } {
-  const reasons: Reason[] = [];
-  const warnings: Reason[] = [];
+): { reasons: ChainReason[]; warnings: ChainReason[] } {
+  const reasons: ChainReason[] = [];
+  const warnings: ChainReason[] = [];
   const last = path.length - 1;
   path.forEach(({ cert: c }, i) => {
     const who = describeCertificate(c);

@@ -29,7 +29,7 @@ export {
   type ChainOptions,
   type ChainVerdict,
   type ChainLink,
-  type Reason as EkReason,
+  type ChainReason,
   verifyCertificateChain,
   describeCertificate,
   isSelfIssued,

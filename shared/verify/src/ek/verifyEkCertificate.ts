@@ -8,7 +8,7 @@
  */
 import type { Certificate } from "./certificate.js";
 import { ekBinding } from "./binding.js";
-import { type ChainOptions, type ChainVerdict, type Reason, verifyCertificateChain } from "./chain.js";
+import { type ChainOptions, type ChainVerdict, type ChainReason, verifyCertificateChain } from "./chain.js";
 import { OID } from "./oids.js";
 import { canonicalKey, describeCanonicalKey } from "./spki.js";
 import type { CaStore } from "./store.js";
@@ -22,8 +22,8 @@ export interface EkCertificateVerdict extends ChainVerdict {
   tpm: TpmInfo;
 }
 
-export function ekLeafChecks(cert: Certificate): Reason[] {
-  const reasons: Reason[] = [];
+export function ekLeafChecks(cert: Certificate): ChainReason[] {
+  const reasons: ChainReason[] = [];
   const eku = cert.ext.extKeyUsage;
   if (eku && !eku.includes(OID.tcgKpEkCertificate)) {
     reasons.push({ check: "ek-eku", detail: `extendedKeyUsage ${eku.join(", ")} does not include tcg-kp-EKCertificate (${OID.tcgKpEkCertificate})` });

@@ -54,7 +54,7 @@ export interface BootImage {
   pciOptionRom?: boolean;
 }
 
-export interface MeasuredBoot {
+export interface BootInterpretation {
   interpretedPcrs: number[];
   /** Present when PCR7 is trusted. */
   secureBoot?: SecureBootState;
@@ -96,9 +96,9 @@ export interface InterpretOptions {
 }
 
 /** Interpret the events of the trusted PCRs. */
-export function interpretLog(log: EventLog, trusted: ReadonlySet<number>, opts: InterpretOptions = {}): MeasuredBoot {
+export function interpretLog(log: EventLog, trusted: ReadonlySet<number>, opts: InterpretOptions = {}): BootInterpretation {
   const f = new Findings();
-  const out: MeasuredBoot = { interpretedPcrs: [...trusted].sort((a, b) => a - b), bootApplications: [], bootDrivers: [], findings: f.list };
+  const out: BootInterpretation = { interpretedPcrs: [...trusted].sort((a, b) => a - b), bootApplications: [], bootDrivers: [], findings: f.list };
   const separators = new Map<number, number>();
   const pcr7: TcgEvent[] = [];
   for (const ev of log.events) {

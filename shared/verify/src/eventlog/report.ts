@@ -6,7 +6,7 @@ import { algName } from "../tcg/constants.js";
 import type { CertSummary } from "./certs.js";
 import { eventTypeName } from "./events.js";
 import type { Finding } from "./findings.js";
-import type { MeasuredBoot } from "./interpret.js";
+import type { BootInterpretation } from "./interpret.js";
 import type { EventLog } from "./parse.js";
 import type { Replay } from "./replay.js";
 import type { Authority, SecureBootState, SignatureDatabase } from "./secureboot.js";
@@ -80,7 +80,7 @@ export function findingJson(f: Finding) {
 }
 
 /** The whole `fleetd verify eventlog --json` object. */
-export function eventLogReport(log: EventLog, replay: Replay, mb: MeasuredBoot) {
+export function eventLogReport(log: EventLog, replay: Replay, mb: BootInterpretation) {
   return {
     format: log.format,
     banks: log.banks.map((b) => ({ name: b.name, digestSize: b.size, computable: b.computable })),

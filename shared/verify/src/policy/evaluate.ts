@@ -15,14 +15,14 @@
  */
 import { algName, TPM_ALG } from "../tcg/constants.js";
 import type { Authority, SecureBootState, SignatureDatabase } from "../eventlog/secureboot.js";
-import { interpretLog, type MeasuredBoot } from "../eventlog/interpret.js";
+import { interpretLog, type BootInterpretation } from "../eventlog/interpret.js";
 import type { EventLog } from "../eventlog/parse.js";
 import { checkReplay, initialValue, type PcrReplayCheck, type PcrValues, type Replay, replayLog } from "../eventlog/replay.js";
 import { parseSbatLevel } from "../eventlog/sbat.js";
 import { type Authorities, matchingRefs } from "./authorities.js";
 import { ebsTolerance, interpretOptions, TOLERANCES } from "./tolerances.js";
 import type { BankName, Profile } from "./schema.js";
-import type { Reason, Verdict } from "./verdict.js";
+import type { PolicyVerdict, Reason } from "./verdict.js";
 
 export interface Evidence {
   log: EventLog;
@@ -41,11 +41,11 @@ export interface PcrStatus {
   trusted: boolean;
 }
 
-export interface Evaluation extends Verdict {
+export interface Evaluation extends PolicyVerdict {
   pcrSource: "quote" | "log";
   banksUsed: string[];
   pcrs: PcrStatus[];
-  measuredBoot: MeasuredBoot;
+  measuredBoot: BootInterpretation;
 }
 
 const BANK_ALGS: Record<BankName, number> = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 };
@@ -225,7 +225,7 @@ function checkSbat(sb: SecureBootState, profile: Profile, out: Collector): void 
   }
 }
 
-function checkSecureBoot(mb: MeasuredBoot, profile: Profile, auth: Authorities, out: Collector): void {
+function checkSecureBoot(mb: BootInterpretation, profile: Profile, auth: Authorities, out: Collector): void {
   const sb = mb.secureBoot;
   const rules = profile.secureBoot;
   if (!sb) {

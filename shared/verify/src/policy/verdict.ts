@@ -7,7 +7,7 @@ import type { Reason } from "../attest/verdict.js";
 /** The one reason shape (check codes here are e.g. "secure-boot", "authority", "pcr-replay", "event-digest"). */
 export type { Reason };
 
-export interface Verdict {
+export interface PolicyVerdict {
   verdict: "pass" | "fail";
   profile: string;
   reasons: Reason[];
