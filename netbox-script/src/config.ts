@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { ListenerLimits } from "@fleetd/platform/http";
 import { ConfigError, loadSiteConfig, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
+import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 
 export const HandlerSection = z.strictObject({
   listen: z
@@ -26,19 +27,7 @@ export const HandlerSection = z.strictObject({
    * High availability (optional): several replicas, one leader (Lease `lease` in `namespace`) runs the worker
    * and the reconcile loop; every replica accepts webhooks (hints, queued durably, run if it becomes leader).
    */
-  ha: z
-    .strictObject({
-      /** kubeconfig of the cluster holding the Lease; "in-cluster" (default) for a pod's service account. */
-      kubeconfig: z.string().min(1).default("in-cluster"),
-      namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name"),
-      /** This replica, unique among them (the pod name). */
-      identity: z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/),
-      lease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-netbox-script"),
-      leaseDurationSeconds: z.number().int().min(3).max(300).default(15),
-      renewDeadlineSeconds: z.number().int().min(2).max(299).default(10),
-      retryPeriodSeconds: z.number().int().min(1).max(60).default(2),
-    })
-    .refine((h) => h.retryPeriodSeconds < h.renewDeadlineSeconds && h.renewDeadlineSeconds < h.leaseDurationSeconds, { message: "need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds" })
+  ha: z.strictObject({ ...LeaderElectionFields, lease: LeaseName.default("fleetd-netbox-script") }).refine(leaseTimingOk, LEASE_TIMING)
     .optional(),
 });
 export type HandlerSection = z.infer<typeof HandlerSection>;

@@ -24,6 +24,7 @@ import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
 import { ConfigInputError } from "@fleetd/platform/talos/config";
 import { TalosSiteConfig } from "@fleetd/platform/talos/config";
 import { siteSecretsBundle } from "@fleetd/platform/talos/config";
+import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 
 const Path = z.string().min(1, "must be a path");
 const Slug = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, "must be a NetBox slug");
@@ -53,11 +54,7 @@ export const ServerSection = z
      */
     ha: z
       .strictObject({
-        /** kubeconfig of the cluster holding the state and the Leases; "in-cluster" (default) for a pod's service account. */
-        kubeconfig: Path.default("in-cluster"),
-        namespace: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name (DNS-1123 label)"),
-        /** This replica, unique among them (the pod name). */
-        identity: z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':', '-'"),
+        ...LeaderElectionFields,
         /**
          * Where the other replicas reach this replica's internal listener (`internal.listen`, the pod's address),
          * published on the Lease while leading. https only: the internal listener is mutual TLS and nothing else.
@@ -91,15 +88,10 @@ export const ServerSection = z
             clientKeyFile: Path,
           }),
         }),
-        signerLease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-ca-signer"),
-        loopsLease: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).default("fleetd-config-server"),
-        leaseDurationSeconds: seconds(3, 300, 15),
-        renewDeadlineSeconds: seconds(2, 299, 10),
-        retryPeriodSeconds: seconds(1, 60, 2),
+        signerLease: LeaseName.default("fleetd-ca-signer"),
+        loopsLease: LeaseName.default("fleetd-config-server"),
       })
-      .refine((h) => h.retryPeriodSeconds < h.renewDeadlineSeconds && h.renewDeadlineSeconds < h.leaseDurationSeconds, {
-        message: "need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds",
-      })
+      .refine(leaseTimingOk, LEASE_TIMING)
       .optional(),
     /** NetBox device-role slugs of the nodes file's roles (defaults as the nodes file's). */
     roleSlugs: z

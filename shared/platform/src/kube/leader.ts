@@ -16,6 +16,32 @@
  */
 import { V1MicroTime, type V1Lease } from "@kubernetes/client-node";
 import { isConflict, isNotFound, type Kube } from "./client.js";
+import { z } from "zod";
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** A Lease name (a DNS-1123 label). */
+export const LeaseName = z.string().regex(DNS_LABEL, "must be a Lease name (DNS-1123 label)");
+
+/**
+ * The one configuration schema of leader election (every fleetd service with replicas): where the Lease lives, who
+ * this replica is, and the timing. A service spreads these fields into its own section, adds its own (its Lease
+ * names, its internal listener…) and refines with `leaseTimingOk` (client-go's rule retryPeriod < renewDeadline <
+ * leaseDuration).
+ */
+export const LeaderElectionFields = {
+  /** kubeconfig of the cluster holding the Lease; "in-cluster" (default) for a pod's service account. */
+  kubeconfig: z.string().min(1).default("in-cluster"),
+  namespace: z.string().regex(DNS_LABEL, "must be a namespace name (DNS-1123 label)"),
+  /** This replica, unique among them (the pod name). */
+  identity: z.string().min(1).max(128).regex(/^[A-Za-z0-9._:-]+$/, "letters, digits, '.', '_', ':', '-'"),
+  leaseDurationSeconds: z.number().int().min(3).max(300).default(15),
+  renewDeadlineSeconds: z.number().int().min(2).max(299).default(10),
+  retryPeriodSeconds: z.number().int().min(1).max(60).default(2),
+};
+
+export const leaseTimingOk = (h: { retryPeriodSeconds: number; renewDeadlineSeconds: number; leaseDurationSeconds: number }): boolean =>
+  h.retryPeriodSeconds < h.renewDeadlineSeconds && h.renewDeadlineSeconds < h.leaseDurationSeconds;
+export const LEASE_TIMING = { message: "need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds" };
 
 export const INTERNAL_URL_ANNOTATION = "fleetd.io/internal-url";
 
