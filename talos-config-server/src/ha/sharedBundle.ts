@@ -11,6 +11,7 @@ import { isConflict, isNotFound, type Kube } from "@fleetd/platform/kube";
 import type { BundleState } from "@fleetd/platform/pki";
 import { parseBundleState, serializeBundleState } from "@fleetd/platform/pki";
 import { CaUnavailable } from "./leaderIssuer.js";
+import { OWNER_LABELS } from "@fleetd/platform/fleet";
 
 type V1Secret = Parameters<Kube["core"]["createNamespacedSecret"]>[0]["body"];
 
@@ -50,7 +51,7 @@ export class SharedBundleState {
       metadata: {
         name: this.name,
         namespace: this.namespace,
-        labels: { "app.kubernetes.io/managed-by": "fleetd" },
+        labels: { ...OWNER_LABELS },
         annotations: { "fleetd.io/signer": this.identity, "fleetd.io/signer-since": this.since },
         ...(resourceVersion ? { resourceVersion } : {}),
       },

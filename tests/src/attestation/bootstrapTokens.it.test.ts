@@ -85,7 +85,7 @@ test("provision creates the node's token Secret (expiring, authentication only, 
   assert.equal(Date.parse(field("expiration")), Math.floor(rec.expiresAt / 1000) * 1000, "expiration = the rendered token's expiry");
   assert.equal(field("usage-bootstrap-authentication"), "true");
   assert.equal(field("usage-bootstrap-signing"), "");
-  assert.equal(s.metadata?.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+  assert.equal(s.metadata?.labels?.["fleetd.io/owner"], "fleetd");
   assert.equal(s.metadata?.annotations?.["fleetd.io/node"], NODE);
   assert.match(field("description"), new RegExp(NODE));
 });

@@ -480,7 +480,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const nodeBySerial = new Map(Object.entries(nodes.nodes).map(([name, n]) => [String(n["serial"]), name] as const));
   const ensureWorkflow = async (node: string, c: Pick<Claims, "workflow" | "mode" | "macs" | "bootMac">): Promise<void> => {
     const mac = c.bootMac ?? (c.macs[0] as string);
-    const mine = await objects.list(WORKFLOW, `app.kubernetes.io/managed-by=fleetd,fleetd.io/node=${node}`, WorkflowObject);
+    const mine = await objects.list(WORKFLOW, `fleetd.io/owner=fleetd,fleetd.io/node=${node}`, WorkflowObject);
     const existing = await objects.get(WORKFLOW, c.workflow, WorkflowObject);
     const fits = existing && (c.mode === "intake" ? existing.spec.templateRef === templateName("intake") : existing.metadata.labels?.[LABEL_MODE] === c.mode);
     for (const o of mine) if (o.metadata.name !== c.workflow || !fits) await objects.delete(WORKFLOW, o.metadata.name, o.metadata.uid);

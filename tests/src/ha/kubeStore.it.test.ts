@@ -45,7 +45,7 @@ test("kubernetes store: records are fleetd-labelled Secrets named by hash; nothi
   const namespace = await freshNamespace();
   const s = new KubeAttestationStore({ kube, namespace });
   await s.putInstallCode({ codeHash: "ab".repeat(32), node: { deviceId: 7, name: "worker-1" }, uuid: "u", sourceAddress: "a", config: "machine: {token: s3cret}", expiresAt: Date.now() + 60_000 });
-  const list = await kube.core.listNamespacedSecret({ namespace, labelSelector: "app.kubernetes.io/managed-by=fleetd" });
+  const list = await kube.core.listNamespacedSecret({ namespace, labelSelector: "fleetd.io/owner=fleetd" });
   assert.equal(list.items.length, 1);
   const secret = list.items[0];
   assert.equal(secret?.metadata?.name, objectName("install-code", "ab".repeat(32)));

@@ -156,7 +156,7 @@ test("one process holds the signer Lease and opens the token; an intake sent to 
   assert.equal(r.mode, "intake");
   assert.match(logOf(leader), /forwarded issuance signed/);
   assert.doesNotMatch(logOf(follower), OPEN);
-  const secrets = await kube.core.listNamespacedSecret({ namespace: NS, labelSelector: "app.kubernetes.io/managed-by=fleetd" });
+  const secrets = await kube.core.listNamespacedSecret({ namespace: NS, labelSelector: "fleetd.io/owner=fleetd" });
   const kinds = new Set(secrets.items.map((s) => s.metadata?.labels?.["fleetd.io/kind"] ?? s.metadata?.name));
   for (const k of ["session", "ak-name", "issued", "generation", "fleetd-ca-bundle-state"]) assert.ok(kinds.has(k), `${k} in Kubernetes (${[...kinds].join(", ")})`);
 });

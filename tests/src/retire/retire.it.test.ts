@@ -148,7 +148,7 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   assert.ok(!csrs.includes("csr-worker-1") && csrs.includes("csr-spare-1"), csrs.join(","));
   // progress ConfigMap: labelled as fleetd's; every step done exactly once
   const cm = await w.kube.core.readNamespacedConfigMap({ name: progressConfigMapName(node), namespace: MGMT_NS });
-  assert.equal(cm.metadata?.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+  assert.equal(cm.metadata?.labels?.["fleetd.io/owner"], "fleetd");
   const rec = (await deps.progress.read(node))?.record;
   for (const s of STEP_NAMES) assert.equal(rec?.steps[s]?.state, "done", s);
   assert.equal(rec?.steps.cordon?.attempts, 1);

@@ -139,7 +139,7 @@ test("provision creates Hardware, Templates, Machine and Workflow that the real 
   assert.equal(started.machine, "node-a");
 
   const hw = await get(tink("hardware"), "node-a");
-  assert.equal(hw.metadata.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+  assert.equal(hw.metadata.labels?.["fleetd.io/owner"], "fleetd");
   assert.equal(hw.metadata.labels?.["fleetd.io/node"], "node-a");
   const i0 = at(hw, "spec.interfaces.0");
   assert.deepEqual(at(i0, "dhcp"), { mac: "0c:c4:7a:00:00:01", hostname: "node-a", arch: "x86_64", uefi: true, ip: { address: "10.20.0.11", netmask: "255.255.255.0", gateway: "10.20.0.1" } });
@@ -148,7 +148,7 @@ test("provision creates Hardware, Templates, Machine and Workflow that the real 
   assert.deepEqual(hw.spec["bmcRef"], { apiGroup: "bmc.tinkerbell.org", kind: "Machine", name: "node-a" });
   assert.equal(at(hw, "spec.auto.enrollmentEnabled"), false);
 
-  const templates = await list(tink("templates"), "app.kubernetes.io/managed-by=fleetd");
+  const templates = await list(tink("templates"), "fleetd.io/owner=fleetd");
   assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);
   const prov = parseYaml(String((await get(tink("templates"), "fleetd-provision")).spec["data"]));
   const data = checkTemplateData(prov, "read back");
@@ -286,7 +286,7 @@ test("one MAC, one machine: a MAC in another node's (or anyone's) Hardware refus
   // the MAC now): a wipe of mac-d does not supersede it — it refuses and leaves it.
   await custom().createNamespacedCustomObject({ ...tink("workflows"), body: {
     apiVersion: "tinkerbell.org/v1alpha1", kind: "Workflow",
-    metadata: { name: "fleetd-other-provision-0000000001", labels: { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/node": "other", "fleetd.io/mode": "provision" } },
+    metadata: { name: "fleetd-other-provision-0000000001", labels: { "fleetd.io/owner": "fleetd", "fleetd.io/node": "other", "fleetd.io/mode": "provision" } },
     spec: { templateRef: "fleetd-provision", hardwareRef: "other", hardwareMap: { device_1: "0c:c4:7a:00:0b:04", fleetd_workflow: "fleetd-other-provision-0000000001" } },
   } });
   for (const state of ["RUNNING", "SUCCESS"]) {
@@ -359,10 +359,10 @@ test("Template sync writes nothing when nothing changed, updates a changed image
 
   // An older fleetd's unattested wipe Template (wipe-disk with no fleetd-attest) left in the namespace is removed.
   await custom().createNamespacedCustomObject({ ...tink("templates"), namespace: NS, body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Template",
-    metadata: { name: "fleetd-wipe-unattested", labels: { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/template": "wipe-unattested" } }, spec: { data: "wipe-disk only" } } });
+    metadata: { name: "fleetd-wipe-unattested", labels: { "fleetd.io/owner": "fleetd", "fleetd.io/template": "wipe-unattested" } }, spec: { data: "wipe-disk only" } } });
   const c3 = await effects.syncTemplates();
   assert.deepEqual(c3.templates.deleted, ["fleetd-wipe-unattested"]);
-  assert.deepEqual((await list(tink("templates"), "app.kubernetes.io/managed-by=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);
+  assert.deepEqual((await list(tink("templates"), "fleetd.io/owner=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);
 
   assert.throws(() => site({ images: { ...site().images, wipe: "docker.io/library/debian:bookworm-slim" } }), /pinned by digest/);
   assert.throws(() => checkTemplateData({ version: "0.1", name: "t", global_timeout: 60, tasks: [{ name: "a", worker: "{{ .device_1 }}", actions: [{ name: "x", image: "quay.io/x/y:latest", timeout: 60 }] }] }, "t"),

@@ -98,7 +98,7 @@ test("desired_action provision in NetBox yields Hardware, Templates, Machine and
   const m = (await kube.custom.getNamespacedCustomObject({ group: "bmc.tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "machines", name: "edge-1" })) as Obj;
   assert.deepEqual(m.spec["connection"], { host: "10.20.1.31", port: 623, insecureTLS: true, authSecretRef: { name: "fleetd-bmc-edge-1", namespace: NS },
     providerOptions: { preferredOrder: ["IntelAMT"], intelAMT: { port: 16992, hostScheme: "http" } } });
-  assert.deepEqual((await list("templates", "app.kubernetes.io/managed-by=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-provision", "fleetd-wipe"], "intake off; no unattested wipe");
+  assert.deepEqual((await list("templates", "fleetd.io/owner=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-provision", "fleetd-wipe"], "intake off; no unattested wipe");
 
   const intent = h!.intents.all().find((i) => i.deviceId === d.id && i.action === "provision");
   assert.deepEqual(intent?.effect, { effect: "workflow", workflow: wf.metadata.name, created: true, deleted: [] });
@@ -161,7 +161,7 @@ test("a TPM 1.2 node's wipe with a boot MAC its TPM 1.2 intake proved: Hardware 
   const wf = wfs[0]!;
   assert.equal(wf.spec["templateRef"], "fleetd-wipe");
   assert.equal((wf.spec["hardwareMap"] as Record<string, string>)["device_1"], mac);
-  const tpl = (await list("templates", "app.kubernetes.io/managed-by=fleetd")).find((t) => t.metadata.name === "fleetd-wipe");
+  const tpl = (await list("templates", "fleetd.io/owner=fleetd")).find((t) => t.metadata.name === "fleetd-wipe");
   const data = String((tpl?.spec as { data?: string } | undefined)?.data ?? "");
   assert.ok(data.indexOf("fleetd-attest") >= 0 && data.indexOf("fleetd-attest") < data.indexOf("wipe-disk"), "the wipe Template attests before it wipes");
 });

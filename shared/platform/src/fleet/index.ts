@@ -4,3 +4,4 @@ export * from "./nodesFile.js";
 export * from "./ports.js";
 export * from "./siteConfig.js";
 export * from "./tinkerbellSiteConfig.js";
+export * from "./ownership.js";

@@ -7,7 +7,7 @@
  * - authenticate only (`usage-bootstrap-authentication: "true"`; no `usage-bootstrap-signing`);
  * - carry `auth-extra-groups: system:bootstrappers:nodes`, the group Talos binds to `system:node-bootstrapper`
  *   (the right to create CSRs);
- * - are labelled `app.kubernetes.io/managed-by: fleetd` and annotated with the node they were rendered for.
+ * - are labelled `fleetd.io/owner: fleetd` (../fleet/ownership.ts) and annotated with the node they were rendered for.
  *
  * The token secret never appears in a log line or an error message: errors carry the token id and the API's
  * status only.
@@ -16,10 +16,11 @@ import { type MaybeOutage, Unavailable } from "../outage/outage.js";
 import type * as k8s from "@kubernetes/client-node";
 import type { BootstrapTokens } from "../fleet/ports.js";
 import { isNotFound, kubeStatus, type Kube } from "./client.js";
+import { OWNER_LABEL } from "../fleet/ownership.js";
 
 export const TOKEN_NAMESPACE = "kube-system";
 export const TOKEN_SECRET_TYPE = "bootstrap.kubernetes.io/token";
-export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";
+export const MANAGED_BY_LABEL = OWNER_LABEL;
 export const MANAGED_BY = "fleetd";
 export const NODE_LABEL = "fleetd.io/node";
 export const NODE_ANNOTATION = "fleetd.io/node";

@@ -190,7 +190,7 @@ test("the bootstrap token Secret: type, id, secret, RFC 3339 expiration, authent
   assert.equal(s.stringData?.["usage-bootstrap-authentication"], "true");
   assert.equal(s.stringData?.["usage-bootstrap-signing"], undefined);
   assert.match(s.stringData?.["description"] ?? "", /node n1/);
-  assert.deepEqual(s.metadata?.labels, { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/node": "n1" });
+  assert.deepEqual(s.metadata?.labels, { "fleetd.io/owner": "fleetd", "fleetd.io/node": "n1" });
   assert.equal(rfc3339(new Date(0)), "1970-01-01T00:00:00Z");
   assert.throws(() => bootstrapTokenSecret("n1", { id: "ABC123", secret: "0123456789abcdef" }, new Date()), /not of the form/);
 });

@@ -17,6 +17,7 @@
 import { V1MicroTime, type V1Lease } from "@kubernetes/client-node";
 import { isConflict, isNotFound, type Kube } from "./client.js";
 import { z } from "zod";
+import { OWNER_LABELS } from "../fleet/ownership.js";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** A Lease name (a DNS-1123 label). */
@@ -234,7 +235,7 @@ export class LeaderElector {
       metadata: {
         name: this.name,
         namespace: this.namespace,
-        labels: { "app.kubernetes.io/managed-by": "fleetd" },
+        labels: { ...OWNER_LABELS },
         annotations: { ...(this.o.annotations ?? {}) },
         ...(prev?.metadata?.resourceVersion ? { resourceVersion: prev.metadata.resourceVersion } : {}),
       },

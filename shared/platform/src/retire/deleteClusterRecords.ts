@@ -2,7 +2,7 @@
  * Step `delete-cluster-records`: delete what fleetd left in the workload cluster for this node — its
  * bootstrap token Secrets in kube-system and its CertificateSigningRequests. Every object is selected by an
  * exact comparison and deleted with a UID precondition (the object selected, never a newer one of that name):
- *  - tokens: fleetd's label (`app.kubernetes.io/managed-by: fleetd`) and the `fleetd.io/node` annotation equal to
+ *  - tokens: fleetd's label (`fleetd.io/owner: fleetd`) and the `fleetd.io/node` annotation equal to
  *    the node (kube/bootstrapToken.ts). Never by the description's words: fleetd writes "…single-use kubelet
  *    bootstrap token for node <n>", so a node named `node`, `token`, `for` or `fleetd` would select them all;
  *  - CSRs: spec.username `system:node:<node>`, or a request whose subject CN is exactly `system:node:<node>`, as

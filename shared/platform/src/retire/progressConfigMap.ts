@@ -6,8 +6,9 @@
 import type * as k8s from "@kubernetes/client-node";
 import { isConflict, isNotFound, type Kube } from "../kube/client.js";
 import { ProgressConflict, ProgressRecord, type RetirementProgress, type VersionedProgress } from "./progress.js";
+import { OWNER_LABELS, OWNER_SELECTOR, ownedByFleetd } from "../fleet/ownership.js";
 
-export const PROGRESS_LABELS = { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/record": "retirement" } as const;
+export const PROGRESS_LABELS = { ...OWNER_LABELS, "fleetd.io/record": "retirement" } as const;
 const KEY = "progress.json";
 
 export const progressConfigMapName = (node: string): string => `fleetd-retire-${node}`;
@@ -22,7 +23,7 @@ export class RetirementProgressError extends Error {
 export function configMapProgress(kube: Kube, namespace: string): RetirementProgress {
   const parse = (cm: k8s.V1ConfigMap, node: string): VersionedProgress => {
     const name = progressConfigMapName(node);
-    if (cm.metadata?.labels?.["app.kubernetes.io/managed-by"] !== "fleetd") {
+    if (!ownedByFleetd(cm.metadata?.labels)) {
       throw new RetirementProgressError("retire_progress_foreign", `ConfigMap ${namespace}/${name} exists but is not labelled as fleetd's; refusing to use it`);
     }
     let raw: unknown;
@@ -84,7 +85,7 @@ export function configMapProgress(kube: Kube, namespace: string): RetirementProg
       }
     },
     async list() {
-      const l = await kube.core.listNamespacedConfigMap({ namespace, labelSelector: "app.kubernetes.io/managed-by=fleetd,fleetd.io/record=retirement" });
+      const l = await kube.core.listNamespacedConfigMap({ namespace, labelSelector: `${OWNER_SELECTOR},fleetd.io/record=retirement` });
       return l.items.map((cm) => cm.metadata?.labels?.["fleetd.io/node"]).filter((n): n is string => typeof n === "string");
     },
   };

@@ -11,7 +11,7 @@
  *     another writer changed the object in between, and the operation re-reads and re-decides (or loses).
  *
  * Objects: name `fleetd-<kind>-<sha256(key) hex>` (DNS-1123, no key material in names), labels
- * `app.kubernetes.io/managed-by: fleetd`, `fleetd.io/kind: <kind>` and, where a lookup needs it,
+ * `fleetd.io/owner: fleetd`, `fleetd.io/kind: <kind>` and, where a lookup needs it,
  * `fleetd.io/node: <NetBox device ID>` or `fleetd.io/bootstrap-token: <token id>`. The record itself is
  * JSON under `data.record`. RBAC: get, list, create, update, delete on secrets in the namespace.
  *
@@ -24,8 +24,9 @@ import type { V1Secret } from "@kubernetes/client-node";
 import { z } from "zod";
 import { isConflict, isNotFound, type Kube } from "../kube/client.js";
 import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
+import { OWNER_LABELS } from "../fleet/ownership.js";
 
-export const MANAGED_BY = { "app.kubernetes.io/managed-by": "fleetd" } as const;
+export const MANAGED_BY = OWNER_LABELS;
 const KIND_LABEL = "fleetd.io/kind";
 const NODE_LABEL = "fleetd.io/node";
 const TOKEN_LABEL = "fleetd.io/bootstrap-token";

@@ -4,6 +4,7 @@
  * schemas for what is read back (tinkerbell.md §1–2; CRDs of github.com/tinkerbell/tinkerbell v0.25.0).
  */
 import { z } from "zod";
+import { OWNER_LABEL, OWNER_VALUE } from "../fleet/ownership.js";
 
 export interface ApiResource {
   group: string;
@@ -26,8 +27,9 @@ export const BMC_TASK = bmc("tasks", "Task");
 export const apiVersionOf = (r: ApiResource): string => `${r.group}/${r.version}`;
 
 /** Labels on every object fleetd creates; fleetd changes or deletes only objects that carry MANAGED_BY. */
-export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
-export const MANAGED_BY = "fleetd";
+/** fleetd's ownership label (../fleet/ownership.ts), never app.kubernetes.io/managed-by. */
+export const LABEL_MANAGED_BY = OWNER_LABEL;
+export const MANAGED_BY = OWNER_VALUE;
 export const LABEL_NODE = "fleetd.io/node";
 export const LABEL_MODE = "fleetd.io/mode";
 /** On Workflows retirement starts: retirement follows (journals, restarts) them itself. */

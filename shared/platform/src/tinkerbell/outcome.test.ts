@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { WorkflowObject } from "./api.js";
 import { judgeOutcome } from "./outcome.js";
 
-const ours = { "app.kubernetes.io/managed-by": "fleetd", "fleetd.io/node": "n1", "fleetd.io/mode": "provision" };
+const ours = { "fleetd.io/owner": "fleetd", "fleetd.io/node": "n1", "fleetd.io/mode": "provision" };
 const wf = (status: object | undefined, labels: Record<string, string> = ours, annotations: Record<string, string> = {}) =>
   WorkflowObject.parse({ metadata: { name: "fleetd-n1-provision-0123456789", labels, annotations }, spec: { templateRef: "fleetd-provision" }, ...(status ? { status } : {}) });
 const bootFailed = { state: "FAILED", conditions: [{ type: "BootJobFailed", status: "True", message: "BMC said no" }] };
