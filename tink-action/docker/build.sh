@@ -1,8 +1,8 @@
 #!/bin/sh
 # The build stage of tink-action/Dockerfile, in two steps so the dependency layer is cached:
 #   build.sh deps    install what @fleetd/tink-action and its workspace dependencies need (lockfile, no scripts:
-#                    the native addons of shared's server-side modules are never built or bundled)
-#   build.sh build   compile shared + tink-action, bundle them into dist/bundle/fleetd-tink-action.mjs, and
+#                    the native addons, optional peers of @fleetd/platform, are never installed, built or bundled)
+#   build.sh build   compile @fleetd/verify, @fleetd/platform and tink-action, bundle them into dist/bundle/fleetd-tink-action.mjs, and
 #                    check that the bundle runs
 # Run from the workspace root. tink-action/src/dockerfile.it.test.ts runs it the same way, offline.
 set -eu
