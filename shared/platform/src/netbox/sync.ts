@@ -3,7 +3,7 @@
  * exist, key both the same way, diff into create / update, apply, count outcomes, touch only what we own.
  * A second run with nothing changed yields only "unchanged" — the test that the loop is right.
  */
-import { type ItemResult, reconcile, type ReconcileBackend } from "../reconcile/engine.js";
+import { oneAtATime, reconcile, type ReconcileBackend } from "../reconcile/engine.js";
 
 export type ChangeKind = "create" | "update" | "unchanged" | "orphan";
 
@@ -92,23 +92,7 @@ export async function syncKind<E extends { id: number }, B extends Record<string
   const fieldsOf = (e: E, b: B) => diffFields(e as unknown as Record<string, unknown>, compared(b), kind.unordered);
   /** The differing fields of each object to update, as the engine's comparison found them (before any write). */
   const fieldsBefore = new Map<string, FieldChange[]>();
-  let failed = false;
-  const oneByOne = async <I>(batch: readonly I[], write: (item: I) => Promise<E>): Promise<ItemResult<E>[]> => {
-    const out: ItemResult<E>[] = [];
-    for (const item of batch) {
-      if (failed) {
-        out.push({ ok: false, error: "not attempted after an earlier failed write" });
-        continue;
-      }
-      try {
-        out.push({ ok: true, object: await write(item) });
-      } catch (e) {
-        failed = true;
-        out.push({ ok: false, error: e instanceof Error ? e.message : String(e), cause: e });
-      }
-    }
-    return out;
-  };
+  const oneByOne = oneAtATime<E>();
   const backend: ReconcileBackend<E, B> = {
     kind: kind.what,
     listCurrent: async () => ({ items: await kind.list() }),

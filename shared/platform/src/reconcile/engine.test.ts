@@ -504,3 +504,22 @@ test("an error outcome carries the original error: the item's own cause, or the 
   assert.match(r.creates[1]?.error ?? "", /batch of 1 failed: NetBox unreachable/);
   assert.equal(r.creates[1]?.cause, down);
 });
+
+test("oneAtATime: items in order, one call each; after the first failure nothing more is attempted, across batches", async () => {
+  const { oneAtATime } = await import("./engine.js");
+  const calls: string[] = [];
+  const write = oneAtATime<string>();
+  const down = new Error("NetBox unreachable");
+  const first = await write(["a", "b", "c"], async (x) => {
+    calls.push(x);
+    if (x === "b") throw down;
+    return x === "a" ? "A" : undefined;
+  });
+  assert.deepEqual(first, [{ ok: true, object: "A" }, { ok: false, error: "NetBox unreachable", cause: down }, { ok: false, error: "not attempted after an earlier failed write" }]);
+  const second = await write(["d"], async (x) => {
+    calls.push(x);
+    return x;
+  });
+  assert.deepEqual(second, [{ ok: false, error: "not attempted after an earlier failed write" }]);
+  assert.deepEqual(calls, ["a", "b"]);
+});

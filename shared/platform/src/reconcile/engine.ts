@@ -418,3 +418,30 @@ async function applyOp<K extends string, I, R, T extends { key: K; item: I }>(
   }
   return out;
 }
+
+/**
+ * Writes for a backend whose server has no batch endpoint: the items of a batch one at a time, in order. One
+ * instance per run: after its first failed write, every later item (of this batch and the run's other batches and
+ * operations) is answered "not attempted" without a call — during an outage each would only fail again — and the
+ * failure keeps its cause for the caller to rethrow or classify. `object` is what `write` returns, when anything.
+ */
+export function oneAtATime<R>(): <I>(batch: readonly I[], write: (item: I) => Promise<R | undefined>) => Promise<ItemResult<R>[]> {
+  let failed = false;
+  return async (batch, write) => {
+    const out: ItemResult<R>[] = [];
+    for (const item of batch) {
+      if (failed) {
+        out.push({ ok: false, error: "not attempted after an earlier failed write" });
+        continue;
+      }
+      try {
+        const object = await write(item);
+        out.push(object === undefined ? { ok: true } : { ok: true, object });
+      } catch (e) {
+        failed = true;
+        out.push({ ok: false, error: message(e), cause: e });
+      }
+    }
+    return out;
+  };
+}

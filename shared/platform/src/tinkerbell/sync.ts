@@ -4,7 +4,7 @@
  * that is not labelled as fleetd's is never changed or deleted: it is counted as refused and named.
  */
 import { isAlreadyExists } from "../kube/client.js";
-import { type ItemResult, reconcile, type ReconcileBackend } from "../reconcile/engine.js";
+import { oneAtATime, reconcile, type ReconcileBackend } from "../reconcile/engine.js";
 import { AnyObject, isOurs, LABEL_MANAGED_BY, MANAGED_BY, type ApiResource } from "./api.js";
 import { contains, replaceKeys } from "./diff.js";
 import type { Objects } from "./objects.js";
@@ -52,24 +52,7 @@ export async function syncObjects(objs: Objects, r: ApiResource, desired: Desire
   const notOurs = (name: string) => `${r.kind} ${objs.namespace}/${name} exists and is not labelled ${LABEL_MANAGED_BY}=${MANAGED_BY}: fleetd leaves it alone`;
   /** Creates that met an object made meanwhile: what became of them. */
   const raced = new Map<string, "updated" | "unchanged" | { refused: string }>();
-  let failed = false;
-  const oneByOne = async <I>(batch: readonly I[], write: (item: I) => Promise<AnyObject | undefined>): Promise<ItemResult<AnyObject>[]> => {
-    const out: ItemResult<AnyObject>[] = [];
-    for (const item of batch) {
-      if (failed) {
-        out.push({ ok: false, error: "not attempted after an earlier failed write" });
-        continue;
-      }
-      try {
-        const object = await write(item);
-        out.push(object ? { ok: true, object } : { ok: true });
-      } catch (e) {
-        failed = true;
-        out.push({ ok: false, error: e instanceof Error ? e.message : String(e), cause: e });
-      }
-    }
-    return out;
-  };
+  const oneByOne = oneAtATime<AnyObject>();
   const patch = (name: string, cur: AnyObject, want: Desired) =>
     objs.mergePatch(r, name, { metadata: { labels: want.metadata.labels, ...(cur.metadata.resourceVersion ? { resourceVersion: cur.metadata.resourceVersion } : {}) }, spec: replaceKeys(want.spec, o.managedSpecKeys) });
   const backend: ReconcileBackend<AnyObject, Desired> = {
