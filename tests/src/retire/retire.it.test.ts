@@ -356,8 +356,13 @@ test("SIGKILL in the middle of a step (evict, held by a PDB), then a restart: th
   assert.equal(kept.length, 1, "the PDB kept the pod");
   const original = kept[0]?.metadata?.name ?? "";
 
-  // A repeated cordon would undo this; the PDB goes so that the eviction can succeed.
-  await w.kube.core.patchNode({ name: node, body: { spec: { unschedulable: false } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  // A repeated cordon would undo this; the PDB goes so that the eviction can succeed. A NoSchedule taint of the
+  // test's own keeps the Deployment's replacement (pinned to this node) off it: without it, the uncordoned node takes
+  // each replacement and the step chases them until its timeout.
+  await w.kube.core.patchNode(
+    { name: node, body: { spec: { unschedulable: false, taints: [{ key: "fleetd.test/no-replacement", effect: "NoSchedule" }] } } },
+    k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+  );
   await w.kube.policy.deleteNamespacedPodDisruptionBudget({ name: "batch", namespace: APPS_NS });
   const platform = configMapTestPlatform(w.kube, MGMT_NS);
   const second = runChild(node, "pending");
@@ -367,7 +372,7 @@ test("SIGKILL in the middle of a step (evict, held by a PDB), then a restart: th
   assert.equal(mid?.steps.cordon?.completedAt, held?.steps.cordon?.completedAt);
   assert.equal(mid?.steps.evict?.attempts, 2, "the interrupted step was taken up again");
   assert.equal((await w.kube.core.readNode({ name: node })).spec?.unschedulable ?? false, false, "the Node is as the test left it: no second cordon");
-  // (the test uncordoned the node, so the Deployment's replacement may land here again; the original is gone)
+  // (the replacement waits Pending for a node without the test's taint; the original is gone)
   assert.ok(!(await w.kube.core.listNamespacedPod({ namespace: APPS_NS })).items.some((p) => p.metadata?.name === original), `${original} was evicted`);
   await platform.set(`standin-wipe-${node}`, "success");
   const res = await second.done;

@@ -68,9 +68,18 @@ async function bindPending(kube: Kube): Promise<void> {
     n.metadata?.annotations?.[KWOK_ANNOTATION] === "fake" && n.spec?.unschedulable !== true && !n.metadata?.deletionTimestamp &&
     n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"));
   const names = nodes.map((n) => n.metadata?.name ?? "").sort();
+  // The tests' own taints (fleetd.test/…, NoSchedule/NoExecute) keep a pod that does not tolerate them off the node,
+  // as kube-scheduler would. Other taints are not judged here: the ones the node lifecycle controller manages come and
+  // go with KWOK's node status, and these tests are not about them.
+  const tolerated = (pod: k8s.V1Pod, t: k8s.V1Taint) =>
+    (pod.spec?.tolerations ?? []).some((x) =>
+      (x.effect === undefined || x.effect === t.effect) &&
+      (x.operator === "Exists" ? x.key === undefined || x.key === t.key : x.key === t.key && (x.value ?? "") === (t.value ?? "")));
+  const fits = (pod: k8s.V1Pod, node: string) =>
+    (nodes.find((n) => n.metadata?.name === node)?.spec?.taints ?? []).every((t) => !t.key.startsWith("fleetd.test/") || t.effect === "PreferNoSchedule" || tolerated(pod, t));
   for (const p of pending.items) {
     const wanted = p.spec?.nodeSelector?.["kubernetes.io/hostname"];
-    const target = wanted === undefined ? names[0] : names.find((n) => n === wanted);
+    const target = wanted === undefined ? names.find((n) => fits(p, n)) : names.find((n) => n === wanted && fits(p, n));
     if (!target) continue;
     const name = p.metadata?.name ?? "";
     const namespace = p.metadata?.namespace ?? "";
