@@ -9,10 +9,7 @@
  */
 import type { NodeEntry } from "@fleetd/platform/fleet";
 import type { Intent } from "@fleetd/platform/netbox";
-import { TinkerbellError } from "@fleetd/platform/tinkerbell";
-import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
-import { canonicalMac } from "@fleetd/platform/tinkerbell";
-import type { TinkNode } from "@fleetd/platform/tinkerbell";
+import { TinkerbellError, type TinkerbellEffects, canonicalMac, type TinkNode } from "@fleetd/platform/tinkerbell";
 
 export interface RetireRequest {
   node: string;

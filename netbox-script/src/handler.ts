@@ -5,21 +5,12 @@ import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { hostname } from "node:os";
 import type { Logger } from "pino";
-import { parseNodesFile, type NodesFile } from "@fleetd/platform/fleet";
+import { parseNodesFile, type NodesFile, attestationAccount } from "@fleetd/platform/fleet";
 import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
-import { createNetBox, type NetBox, netboxReachable } from "@fleetd/platform/netbox";
-import { missingCustomFields } from "@fleetd/platform/netbox";
-import { backoffDelayMs } from "@fleetd/platform/outage";
-import { outageOf } from "@fleetd/platform/outage";
-import { CUSTOM_FIELDS } from "@fleetd/platform/netbox";
-import { provenBootMac } from "@fleetd/platform/netbox";
-import { attestationAccount } from "@fleetd/platform/fleet";
-import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
-import { tinkerbellEffectsFromConfig } from "@fleetd/platform/tinkerbell";
-import { loadKube } from "@fleetd/platform/kube";
-import { netboxJournal } from "@fleetd/platform/netbox";
-import { followWorkflows, type FollowReport } from "@fleetd/platform/tinkerbell";
-import { LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
+import { createNetBox, type NetBox, netboxReachable, missingCustomFields, CUSTOM_FIELDS, provenBootMac, netboxJournal } from "@fleetd/platform/netbox";
+import { backoffDelayMs, outageOf } from "@fleetd/platform/outage";
+import { type TinkerbellEffects, tinkerbellEffectsFromConfig, followWorkflows, type FollowReport } from "@fleetd/platform/tinkerbell";
+import { loadKube, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
 import type { HandlerConfig } from "./config.js";
 import type { RetireFn } from "./effects.js";
 import { retirementFor } from "./retirement.js";
@@ -138,15 +129,29 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
       opts.onDecision?.(e);
     },
   });
+  const ha = cfg.handler.ha;
+  const elector =
+    opts.elector ??
+    (ha
+      ? new LeaderElector({
+          kube: loadKube(ha.kubeconfig),
+          namespace: ha.namespace,
+          name: ha.lease,
+          identity: ha.identity,
+          leaseDurationSeconds: ha.leaseDurationSeconds,
+          renewDeadlineSeconds: ha.renewDeadlineSeconds,
+          retryPeriodSeconds: ha.retryPeriodSeconds,
+          log,
+        })
+      : undefined);
   // Readiness: NetBox reachable, the queue's directory writable, and under HA a known leader (the worker runs there).
-  let electorForReadiness: LeaderElector | undefined;
   const ready = readinessOf({
     netbox: cachedProbe(5_000, () => netboxReachable(nb, 3_000)),
     queue: async () => {
       await access(queue.dir, constants.W_OK);
       return { ok: true };
     },
-    ...(cfg.handler.ha || opts.elector ? { leader: async () => electorForReadiness?.leaderStatus() ?? { ok: false, detail: "leader election not started" } } : {}),
+    ...(elector ? { leader: async () => elector.leaderStatus() } : {}),
   });
   const app = createApp({
     cfg, queue, log, metrics, ready, ...(opts.now ? { now: opts.now } : {}),
@@ -216,22 +221,6 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
       await worker.stop();
     },
   };
-  const ha = cfg.handler.ha;
-  const elector =
-    opts.elector ??
-    (ha
-      ? new LeaderElector({
-          kube: loadKube(ha.kubeconfig),
-          namespace: ha.namespace,
-          name: ha.lease,
-          identity: ha.identity,
-          leaseDurationSeconds: ha.leaseDurationSeconds,
-          renewDeadlineSeconds: ha.renewDeadlineSeconds,
-          retryPeriodSeconds: ha.retryPeriodSeconds,
-          log,
-        })
-      : undefined);
-  electorForReadiness = elector;
   let detach: (() => Promise<void>) | undefined;
   if (opts.startWorker !== false) {
     if (elector) {

@@ -4,9 +4,7 @@
  * queues a hint for each one that has no job pending. The worker then treats it like any webhook.
  */
 import type { Logger } from "pino";
-import type { NetBox } from "@fleetd/platform/netbox";
-import { listDevices } from "@fleetd/platform/netbox";
-import { DESIRED_ACTIONS } from "@fleetd/platform/netbox";
+import { type NetBox, listDevices, DESIRED_ACTIONS } from "@fleetd/platform/netbox";
 import type { Metrics } from "./metrics.js";
 import type { FileQueue } from "./queue.js";
 

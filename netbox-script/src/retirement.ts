@@ -9,11 +9,9 @@
 import type { Logger } from "pino";
 import { nodeEntry, type NodesFile } from "@fleetd/platform/fleet";
 import type { Kube } from "@fleetd/platform/kube";
-import type { NetBox } from "@fleetd/platform/netbox";
-import { netboxJournal } from "@fleetd/platform/netbox";
+import { type NetBox, netboxJournal } from "@fleetd/platform/netbox";
 import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/platform/retire";
-import type { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
-import { tinkerbellRetirementPlatform } from "@fleetd/platform/tinkerbell";
+import { type TinkerbellEffects, tinkerbellRetirementPlatform } from "@fleetd/platform/tinkerbell";
 import { tinkNodeOf, type RetireFn } from "./effects.js";
 
 export interface RetirementWiring {

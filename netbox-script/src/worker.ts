@@ -4,16 +4,12 @@
  */
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { nodeEntry, type NodeEntry, type NodesFile } from "@fleetd/platform/fleet";
-import { NetBoxError, type NetBox } from "@fleetd/platform/netbox";
-import { checkEkAttribution, lastChangeOf, requestChangeOf, userGroups, type ObjectChangeRecord } from "@fleetd/platform/netbox";
-import { provenBootMacOf } from "@fleetd/platform/netbox";
-import { attestationAccount } from "@fleetd/platform/fleet";
-import { decide, type Decision, type Facts, type Intent, type Trigger } from "@fleetd/platform/netbox";
-import { desiredActionOf, patchDevice, readDeviceIfExists, type DeviceRecord } from "@fleetd/platform/netbox";
-import type { DesiredAction } from "@fleetd/platform/netbox";
-import { writeJournal } from "@fleetd/platform/netbox";
-import { comparableJson } from "@fleetd/platform/netbox";
+import { nodeEntry, type NodeEntry, type NodesFile, attestationAccount } from "@fleetd/platform/fleet";
+import {
+  NetBoxError, type NetBox, checkEkAttribution, lastChangeOf, requestChangeOf, userGroups, type ObjectChangeRecord,
+  provenBootMacOf, decide, type Decision, type Facts, type Intent, type Trigger, desiredActionOf, patchDevice,
+  readDeviceIfExists, type DeviceRecord, type DesiredAction, writeJournal, comparableJson,
+} from "@fleetd/platform/netbox";
 import { mdCode, safeLine } from "@fleetd/verify/text";
 import { failpoint } from "@fleetd/platform/outage";
 import type { HandlerConfig } from "./config.js";

@@ -17,13 +17,9 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ListenerLimits } from "@fleetd/platform/http";
-import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
-import { Pkcs11SignerConfig } from "@fleetd/platform/pki";
-import { MAX_LEAF_LIFETIME_DAYS } from "@fleetd/platform/pki";
-import { DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
-import { ConfigInputError } from "@fleetd/platform/talos/config";
-import { TalosSiteConfig } from "@fleetd/platform/talos/config";
-import { siteSecretsBundle } from "@fleetd/platform/talos/config";
+import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig, DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
+import { Pkcs11SignerConfig, MAX_LEAF_LIFETIME_DAYS } from "@fleetd/platform/pki";
+import { ConfigInputError, TalosSiteConfig, siteSecretsBundle } from "@fleetd/platform/talos/config";
 import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 
 const Path = z.string().min(1, "must be a path");

@@ -18,9 +18,10 @@ import * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
 import { formatReasons } from "@fleetd/verify/attest";
-import { KubeBootstrapTokens } from "@fleetd/platform/kube";
-import type { Kube } from "@fleetd/platform/kube";
-import { BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, JournalBudget, judgeBootstrapCsr, judgementOrder, type CsrDecision, type RenderedToken } from "@fleetd/platform/kube";
+import {
+  KubeBootstrapTokens, type Kube, BOOTSTRAP_USER_PREFIX, CsrObject, gateScope, JournalBudget, judgeBootstrapCsr,
+  judgementOrder, type CsrDecision, type RenderedToken,
+} from "@fleetd/platform/kube";
 import { mdCode } from "@fleetd/verify/text";
 import type { Journal } from "@fleetd/platform/fleet";
 import type { AttestationStore, NodeRef } from "@fleetd/platform/state";
@@ -228,20 +229,21 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
   let watchTimer: NodeJS.Timeout | undefined;
   const startWatch = (): void => {
     if (stopped || !informer) return;
-    informer.start().catch((e: unknown) => {
-      log.warn({ err: (e as Error).message }, "CSR watch could not start; retried");
-      if (!stopped) watchTimer = setTimeout(startWatch, deps.watchRetryMs ?? 5000);
-    });
+    informer.start().catch((e: unknown) => restartWatch("CSR watch could not start; retried", e));
+  };
+  /** One pending restart at most, whichever of start's failure and the informer's error reports the break. */
+  const restartWatch = (msg: string, e: unknown): void => {
+    log.warn({ err: (e as Error | undefined)?.message }, msg);
+    if (stopped) return;
+    if (watchTimer) clearTimeout(watchTimer);
+    watchTimer = setTimeout(startWatch, deps.watchRetryMs ?? 5000);
   };
   if (deps.watch ?? true) {
     informer = k8s.makeInformer(deps.kube.config, "/apis/certificates.k8s.io/v1/certificatesigningrequests", () => deps.kube.certificates.listCertificateSigningRequest());
     informer.on(k8s.ADD, () => kick("add"));
     informer.on(k8s.UPDATE, () => kick("update"));
-    informer.on(k8s.ERROR, (e: unknown) => {
-      // The informer stops on an error (the API server restarted, the connection dropped): start it again.
-      log.warn({ err: (e as Error | undefined)?.message }, "CSR watch ended with an error; restarting it");
-      if (!stopped) watchTimer = setTimeout(startWatch, deps.watchRetryMs ?? 5000);
-    });
+    // The informer stops on an error (the API server restarted, the connection dropped): start it again.
+    informer.on(k8s.ERROR, (e: unknown) => restartWatch("CSR watch ended with an error; restarting it", e));
     startWatch();
   }
   const loop = (): void => {

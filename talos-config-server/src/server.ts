@@ -11,35 +11,21 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { loadCaStore } from "@fleetd/platform/trust";
+import { loadCaStore, defaultPolicyDir, loadProfile } from "@fleetd/platform/trust";
 import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
-import { attestationAccount, ConfigError } from "@fleetd/platform/fleet";
-import { createNetBox, netboxReachable } from "@fleetd/platform/netbox";
-import { NetBoxInventory } from "@fleetd/platform/netbox";
-import { netboxPlatformFieldCheck } from "@fleetd/platform/netbox";
-import { currentCa } from "@fleetd/platform/pki";
-import type { BundleState } from "@fleetd/platform/pki";
-import { parseIssuedCertificate } from "@fleetd/platform/pki";
-import { openPkcs11Signer, type Pkcs11Signer } from "@fleetd/platform/pki";
-import { SerialQueue } from "@fleetd/platform/pki";
-import { defaultPolicyDir, loadProfile } from "@fleetd/platform/trust";
-import { PkiIssuer } from "@fleetd/platform/protocol/server";
-import { PolicyMeasuredBoot } from "@fleetd/platform/protocol/server";
-import { TalosRenderer } from "@fleetd/platform/protocol/server";
-import type { Admission, Issuer } from "@fleetd/platform/fleet";
-import { AttestationService } from "@fleetd/platform/protocol/server";
-import { TinkerbellAdmission } from "@fleetd/platform/tinkerbell";
-import { NoWorkflowGate, TinkerbellWorkflowGate, type WorkflowGate } from "@fleetd/platform/tinkerbell";
-import { Objects } from "@fleetd/platform/tinkerbell";
-import { tinkerbellEffectsFromConfig } from "@fleetd/platform/tinkerbell";
-import { SqliteAttestationStore } from "@fleetd/platform/state";
-import { KubeBootstrapTokens } from "@fleetd/platform/kube";
-import { loadKube } from "@fleetd/platform/kube";
-import type { BootstrapTokens } from "@fleetd/platform/fleet";
-import { KubeAttestationStore } from "@fleetd/platform/state";
-import type { AttestationStore } from "@fleetd/platform/state";
-import type { CertificateSigner } from "@fleetd/platform/pki";
-import { INTERNAL_URL_ANNOTATION, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
+import { attestationAccount, ConfigError, type Admission, type Issuer, type BootstrapTokens } from "@fleetd/platform/fleet";
+import { createNetBox, netboxReachable, NetBoxInventory, netboxPlatformFieldCheck, NetBoxOutboxDelivery } from "@fleetd/platform/netbox";
+import {
+  currentCa, type BundleState, parseIssuedCertificate, openPkcs11Signer, type Pkcs11Signer, SerialQueue,
+  type CertificateSigner,
+} from "@fleetd/platform/pki";
+import { PkiIssuer, PolicyMeasuredBoot, TalosRenderer, AttestationService } from "@fleetd/platform/protocol/server";
+import {
+  TinkerbellAdmission, NoWorkflowGate, TinkerbellWorkflowGate, type WorkflowGate, Objects,
+  tinkerbellEffectsFromConfig,
+} from "@fleetd/platform/tinkerbell";
+import { SqliteAttestationStore, KubeAttestationStore, type AttestationStore } from "@fleetd/platform/state";
+import { KubeBootstrapTokens, loadKube, INTERNAL_URL_ANNOTATION, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
 import { createForwarder } from "./ha/forward.js";
 import { internalRouter } from "./ha/internalApi.js";
 import { createInternalListener, loadInternalTls } from "./ha/internalListener.js";
@@ -57,7 +43,6 @@ import { trustedProxies } from "./clientAddress.js";
 import { stillStaged, sweepExpiredInstallCodes } from "./configFetch.js";
 import { failpointsArmed } from "@fleetd/platform/outage";
 import { OutboxWorker } from "@fleetd/platform/outbox";
-import { NetBoxOutboxDelivery } from "@fleetd/platform/netbox";
 
 export interface RunningServer {
   /** e.g. https://127.0.0.1:8443 */

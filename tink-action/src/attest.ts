@@ -11,27 +11,22 @@
  *   with the same request — when FLEETD_TIMEOUT_SECONDS ran out); 5 still pending when FLEETD_TIMEOUT_SECONDS ran out.
  */
 import pino, { type Logger } from "pino";
-import { parseOptions, str } from "@fleetd/platform/cmd";
-import type { CliCommand } from "@fleetd/platform/cmd";
+import { parseOptions, str, type CliCommand } from "@fleetd/platform/cmd";
 import { ParseError } from "@fleetd/verify/codec";
-import { attest, AttestationRefused, type AttestResult } from "@fleetd/platform/protocol/client";
-import { Claims, type Mode } from "@fleetd/platform/protocol";
+import { attest, AttestationRefused, type AttestResult, attest12 } from "@fleetd/platform/protocol/client";
+import { Claims, type Mode, TPM12_MODES } from "@fleetd/platform/protocol";
 import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/platform/tpmclient";
 import { backoffDelayMs } from "@fleetd/platform/outage";
 import { bootInterface, bootMacOf, ClaimsError, collectHostClaims } from "./claims.js";
-import { ActionConfigError, loadConfig, type AttestConfig } from "./config.js";
+import { ActionConfigError, loadConfig, type AttestConfig, describeAuth, readTpm12Auth } from "./config.js";
 import { EventLogError, readEventLog } from "./eventLog.js";
 import type { LldpReading } from "./lldp/json0.js";
 import { readLldp } from "./lldp/lldpd.js";
 import { clearOutputs, writeFailure, writeSuccess } from "./outputs.js";
 import { ServerTransportError, serverTransport } from "./serverTransport.js";
 import { describeTpm, openRawTransport, openTpm, resolveTpm, tpmFamily } from "./tpm.js";
-import { attest12 } from "@fleetd/platform/protocol/client";
-import { Tpm12AuthError, Tpm12Client, Tpm12Error } from "@fleetd/platform/tpm12client";
-import { TpmFamilyError, type TpmFamily } from "@fleetd/platform/tpm12client";
-import { TPM12_MODES } from "@fleetd/platform/protocol";
+import { Tpm12AuthError, Tpm12Client, Tpm12Error, TpmFamilyError, type TpmFamily } from "@fleetd/platform/tpm12client";
 import { randomBytes } from "node:crypto";
-import { describeAuth, readTpm12Auth } from "./config.js";
 
 export const EXIT = { ok: 0, internal: 1, input: 2, refused: 3, transport: 4, pending: 5 } as const;
 

@@ -11,8 +11,10 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent, request as httpsRequest } from "node:https";
 import { z } from "zod";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
-import type { ChallengeResponse, ConfirmResponse, EvidenceResponse, Refusal, Tpm12ChallengeResponse, Tpm12EvidenceResponse } from "@fleetd/platform/protocol";
-import { MODES } from "@fleetd/platform/protocol";
+import {
+  type ChallengeResponse, type ConfirmResponse, type EvidenceResponse, type Refusal, type Tpm12ChallengeResponse,
+  type Tpm12EvidenceResponse, MODES,
+} from "@fleetd/platform/protocol";
 
 export type ServerTransportErrorCode = "connect" | "tls" | "timeout" | "bad-response" | "too-large";
 

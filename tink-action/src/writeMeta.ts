@@ -4,8 +4,7 @@
  * Thin: the logic is shared/platform/src/talos/meta. The code itself is never printed.
  */
 import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
-import { MetaError } from "@fleetd/platform/talos/meta";
-import { parseInstallCode, writeInstallCode } from "@fleetd/platform/talos/meta";
+import { MetaError, parseInstallCode, writeInstallCode } from "@fleetd/platform/talos/meta";
 
 export const command: CliCommand = {
   usage: "--disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size 512|4096]",

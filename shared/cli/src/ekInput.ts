@@ -4,11 +4,8 @@
  * symmetric definition are known without the TPM (e.g. swtpm's P-384 EK: template H-3, SHA-384, AES-256).
  */
 import { ParseError } from "@fleetd/verify/codec";
-import { CertificateError } from "@fleetd/verify/ek";
-import { ekPublicFromCertificate } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { readPublicArea } from "@fleetd/verify/tpm";
-import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
+import { CertificateError, ekPublicFromCertificate, readCertificate } from "@fleetd/verify/ek";
+import { readPublicArea, type TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { CliUsageError, readInput } from "@fleetd/platform/cmd";
 
 export function ekPublicFromFile(path: string): TPMT_PUBLIC {

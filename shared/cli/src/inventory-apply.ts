@@ -1,12 +1,10 @@
 /** `fleetd inventory apply FILE [--dry-run] [--config FILE]`: put a nodes file into NetBox, idempotently. */
 import { readFileSync } from "node:fs";
 import { inventoryApply } from "@fleetd/platform/inventory";
-import { NodesFileError, parseNodesFile } from "@fleetd/platform/fleet";
+import { NodesFileError, parseNodesFile, loadSiteConfig } from "@fleetd/platform/fleet";
 import { ProfileError } from "@fleetd/verify/policy";
 import { loadProfile } from "@fleetd/platform/trust";
-import { createNetBox } from "@fleetd/platform/netbox";
-import { loadSiteConfig } from "@fleetd/platform/fleet";
-import { renderPlan } from "@fleetd/platform/netbox";
+import { createNetBox, renderPlan } from "@fleetd/platform/netbox";
 import { type CliCommand, CliUsageError, parseOptions } from "@fleetd/platform/cmd";
 
 export function readNodesFile(path: string | undefined): ReturnType<typeof parseNodesFile> {

@@ -5,8 +5,7 @@
  * --kubeconfig). Idempotent. `--print` writes the objects as YAML instead (talos-config-server/manifests/).
  */
 import { stringify } from "yaml";
-import { loadKube } from "@fleetd/platform/kube";
-import { applyCsrGateObjects, csrGateObjects, DEFAULT_GATE_ACCOUNT, type GateAccount } from "@fleetd/platform/kube";
+import { loadKube, applyCsrGateObjects, csrGateObjects, DEFAULT_GATE_ACCOUNT, type GateAccount } from "@fleetd/platform/kube";
 import { loadSiteConfig } from "@fleetd/platform/fleet";
 import { type CliCommand, CliUsageError, parseOptions } from "@fleetd/platform/cmd";
 

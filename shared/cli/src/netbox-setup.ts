@@ -1,8 +1,6 @@
 /** `fleetd netbox setup [--dry-run] [--config FILE]`: custom fields, choice sets, webhook, event rules, links. */
-import { createNetBox } from "@fleetd/platform/netbox";
+import { createNetBox, netboxSetup, renderPlan } from "@fleetd/platform/netbox";
 import { loadSiteConfig } from "@fleetd/platform/fleet";
-import { netboxSetup } from "@fleetd/platform/netbox";
-import { renderPlan } from "@fleetd/platform/netbox";
 import { type CliCommand, parseOptions } from "@fleetd/platform/cmd";
 
 export const command: CliCommand = {

@@ -10,9 +10,7 @@ import { existsSync } from "node:fs";
 import { z } from "zod";
 import { ConfigError, readConfigFile } from "@fleetd/platform/fleet";
 import { loadKube } from "@fleetd/platform/kube";
-import { KubeAttestationStore } from "@fleetd/platform/state";
-import { SqliteAttestationStore } from "@fleetd/platform/state";
-import type { AttestationStore, PendingEk } from "@fleetd/platform/state";
+import { KubeAttestationStore, SqliteAttestationStore, type AttestationStore, type PendingEk } from "@fleetd/platform/state";
 import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
 
 /** Only where the state is; the rest of the `server` section is talos-config-server's to validate. */

@@ -6,9 +6,7 @@
  */
 import { loadKube } from "@fleetd/platform/kube";
 import { ConfigError, loadSiteConfig } from "@fleetd/platform/fleet";
-import type { ProgressRecord } from "@fleetd/platform/retire";
-import { configMapProgress } from "@fleetd/platform/retire";
-import { STEP_NAMES } from "@fleetd/platform/retire";
+import { type ProgressRecord, configMapProgress, STEP_NAMES } from "@fleetd/platform/retire";
 import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
 
 export function renderProgress(rec: ProgressRecord): string {

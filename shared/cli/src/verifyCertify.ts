@@ -1,6 +1,5 @@
 /** `fleetd verify certify` — check a tpm2_certify result: the AK vouches for an object's public area. */
-import { formatReasons } from "@fleetd/verify/attest";
-import { verifyCertify } from "@fleetd/verify/attest";
+import { formatReasons, verifyCertify } from "@fleetd/verify/attest";
 import { stripSizePrefix } from "@fleetd/verify/tpm";
 import { type CliCommand, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 import { hexOption, readPublicOption } from "./inputs.js";

@@ -11,18 +11,13 @@
  *
  * Exit: 0 pass, 1 a failed check (printed), 2 usage error or malformed input.
  */
-import { describeKey } from "@fleetd/verify/tpm";
+import { describeKey, objectName } from "@fleetd/verify/tpm";
 import { hex } from "@fleetd/verify/crypto";
-import { objectName } from "@fleetd/verify/tpm";
-import { readCertificate } from "@fleetd/verify/ek";
-import type { ChainLink, ChainReason } from "@fleetd/verify/ek";
-import { ekPublicMatchesCertificate } from "@fleetd/verify/ek";
-import { type EkPublicInput, readEkPublic } from "@fleetd/verify/ek";
-import { describeCanonicalKey } from "@fleetd/verify/ek";
+import {
+  readCertificate, type ChainLink, type ChainReason, ekPublicMatchesCertificate, type EkPublicInput, readEkPublic,
+  describeCanonicalKey, identifyEkTemplate, type TpmInfo, verifyEkCertificate,
+} from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
-import { identifyEkTemplate } from "@fleetd/verify/ek";
-import type { TpmInfo } from "@fleetd/verify/ek";
-import { verifyEkCertificate } from "@fleetd/verify/ek";
 import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 
 const OPTIONS = {

@@ -5,10 +5,7 @@
  * Exit codes: 0 parsed, 1 malformed log (typed error with offset), 2 usage error.
  */
 import { ParseError } from "@fleetd/verify/codec";
-import { interpretLog } from "@fleetd/verify/eventlog";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { eventLogReport } from "@fleetd/verify/eventlog";
-import { replayLog } from "@fleetd/verify/eventlog";
+import { interpretLog, parseEventLog, eventLogReport, replayLog } from "@fleetd/verify/eventlog";
 import { type CliCommand, CliUsageError, parseOptions, printJson, readInput } from "@fleetd/platform/cmd";
 
 function table(report: ReturnType<typeof eventLogReport>): string {

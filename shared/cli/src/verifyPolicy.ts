@@ -5,16 +5,9 @@
  */
 import { parseTpm2ToolsPcrFile } from "@fleetd/verify/attest";
 import { ParseError } from "@fleetd/verify/codec";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { parsePcrFile, PcrFileError } from "@fleetd/verify/eventlog";
-import { secureBootJson } from "@fleetd/verify/eventlog";
-import { AuthorityConfigError } from "@fleetd/verify/policy";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { evaluateProfile } from "@fleetd/verify/policy";
-import { ProfileError } from "@fleetd/verify/policy";
-import { loadProfile } from "@fleetd/platform/trust";
-import { profileAuthorityRefs } from "@fleetd/verify/policy";
-import type { Reason } from "@fleetd/verify/policy";
+import { parseEventLog, parsePcrFile, PcrFileError, secureBootJson } from "@fleetd/verify/eventlog";
+import { AuthorityConfigError, evaluateProfile, ProfileError, profileAuthorityRefs, type Reason } from "@fleetd/verify/policy";
+import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
 import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 
 function reasonLine(r: Reason): string {

@@ -1,15 +1,9 @@
 /** `fleetd verify quote` — check a tpm2_quote result against an AK and a nonce. Exit 0 only if every check holds. */
-import { formatReasons } from "@fleetd/verify/attest";
-import { parseTpm2ToolsPcrFile } from "@fleetd/verify/attest";
-import { verifyQuote } from "@fleetd/verify/attest";
-import { parseInto } from "@fleetd/verify/attest";
-import { Checks } from "@fleetd/verify/attest";
+import { formatReasons, parseTpm2ToolsPcrFile, verifyQuote, parseInto, Checks, bankName, selectionFromBitmaps } from "@fleetd/verify/attest";
 import { hex } from "@fleetd/verify/crypto";
-import { stripSizePrefix } from "@fleetd/verify/tpm";
-import { TPMS_ATTEST } from "@fleetd/verify/tpm";
+import { stripSizePrefix, TPMS_ATTEST } from "@fleetd/verify/tpm";
 import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 import { hexOption, readPublicOption } from "./inputs.js";
-import { bankName, selectionFromBitmaps } from "@fleetd/verify/attest";
 
 export const command: CliCommand = {
   usage:

@@ -9,11 +9,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { digest } from "@fleetd/verify/crypto";
-import { EFI_ACTION, EV } from "@fleetd/verify/eventlog";
-import { GUID } from "@fleetd/verify/eventlog";
-import { interpretLog } from "@fleetd/verify/eventlog";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { replayLog } from "@fleetd/verify/eventlog";
+import { EFI_ACTION, EV, GUID, interpretLog, parseEventLog, replayLog } from "@fleetd/verify/eventlog";
 import { EventLogWriter, signatureDatabase, variableData } from "./eventlogWriter.js";
 import { TPM_ALG, type HashAlgId } from "@fleetd/verify/tcg";
 import { conformance } from "./conformance.js";

@@ -5,8 +5,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { PcrValues } from "@fleetd/verify/eventlog";
-import { parsePcrFile } from "@fleetd/verify/eventlog";
+import { type PcrValues, parsePcrFile } from "@fleetd/verify/eventlog";
 import { conformance } from "./conformance.js";
 
 export interface CorpusLog {

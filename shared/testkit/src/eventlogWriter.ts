@@ -8,19 +8,10 @@
 import { encode, Writer } from "@fleetd/verify/codec";
 import { digest } from "@fleetd/verify/crypto";
 import { HASHES, isHashAlg, TPM_ALG, type HashAlgId } from "@fleetd/verify/tcg";
-import { EV } from "@fleetd/verify/eventlog";
-import { eventDigest, type EventLog, type TcgEvent } from "@fleetd/verify/eventlog";
-import { GUID, guidFromString } from "@fleetd/verify/eventlog";
 import {
-  EFI_DEVICE_PATH_NODE,
-  EFI_SIGNATURE_LIST_HEADER,
-  EFI_SIGNATURE_LIST_HEADER_SIZE,
-  SPEC_ID_EVENT03,
-  TCG_EfiSpecIDEvent,
-  TCG_PCR_EVENT,
-  TCG_PCR_EVENT2,
-  UEFI_IMAGE_LOAD_EVENT,
-  UEFI_VARIABLE_DATA,
+  EV, eventDigest, type EventLog, type TcgEvent, GUID, guidFromString, EFI_DEVICE_PATH_NODE,
+  EFI_SIGNATURE_LIST_HEADER, EFI_SIGNATURE_LIST_HEADER_SIZE, SPEC_ID_EVENT03, TCG_EfiSpecIDEvent, TCG_PCR_EVENT,
+  TCG_PCR_EVENT2, UEFI_IMAGE_LOAD_EVENT, UEFI_VARIABLE_DATA,
 } from "@fleetd/verify/eventlog";
 
 export interface WrittenEvent {

@@ -3,9 +3,7 @@
  * token. Production signs only through the PKCS#11 signer (pki/pkcs11Signer.ts).
  */
 import { createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
-import { SIGNATURE_ALGORITHMS, signatureAlgorithmForKey } from "@fleetd/platform/pki";
-import { publicKeyInfoFromKeyObject } from "@fleetd/platform/pki";
-import type { CertificateSigner } from "@fleetd/platform/pki";
+import { SIGNATURE_ALGORITHMS, signatureAlgorithmForKey, publicKeyInfoFromKeyObject, type CertificateSigner } from "@fleetd/platform/pki";
 
 export function softwareSigner(privateKey: KeyObject): CertificateSigner {
   const publicKey = publicKeyInfoFromKeyObject(createPublicKey(privateKey));

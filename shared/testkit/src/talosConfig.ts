@@ -10,9 +10,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import type { NodeInput, TalosSiteConfig } from "@fleetd/platform/talos/config";
-import type { TalosSecretsBundle } from "@fleetd/platform/talos/config";
-import { newBootstrapToken } from "@fleetd/platform/talos/config";
+import { type NodeInput, type TalosSiteConfig, type TalosSecretsBundle, newBootstrapToken } from "@fleetd/platform/talos/config";
 
 function openssl(args: string[], cwd: string): void {
   execFileSync("openssl", args, { cwd, stdio: ["ignore", "ignore", "pipe"] });

@@ -16,4 +16,3 @@ export * from "./attest/verifyQuote.js";
 export * from "./attest/verifyCertify.js";
 export * from "./ek/index.js";
 export * from "./tpm/commands.js";
-export { type Reason } from "./attest/verdict.js";

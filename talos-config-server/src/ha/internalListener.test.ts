@@ -4,11 +4,10 @@
  */
 import { strict as assert } from "node:assert";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { request } from "node:https";
+import { request, type Server } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import type { Server } from "node:https";
 import express from "express";
 import { DEFAULT_LISTENER_LIMITS } from "@fleetd/platform/http";
 import { CLIENT_EXT, makeCa, makeLeaf, serverExt } from "@fleetd/testkit/pki";

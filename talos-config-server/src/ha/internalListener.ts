@@ -17,8 +17,7 @@ import { createSecureContext, TLSSocket } from "node:tls";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
 import { applyListenerLimits, listenerOptions, type ListenerLimits } from "@fleetd/platform/http";
 import { ConfigError } from "@fleetd/platform/fleet";
-import { certificatesFromPem } from "@fleetd/platform/pki";
-import { PkiError } from "@fleetd/platform/pki";
+import { certificatesFromPem, PkiError } from "@fleetd/platform/pki";
 import type { LeaderIssuerLog } from "./leaderIssuer.js";
 
 /** Both ends are fleetd on Node 24 (OpenSSL 3): nothing older than TLS 1.3 is needed or offered. */

@@ -9,8 +9,7 @@
  * node's journal says why.
  */
 import { type MaybeOutage, Unavailable } from "@fleetd/platform/outage";
-import type { CertificateSigner } from "@fleetd/platform/pki";
-import { SerialQueue } from "@fleetd/platform/pki";
+import { type CertificateSigner, SerialQueue } from "@fleetd/platform/pki";
 import type { LeaderElector } from "@fleetd/platform/kube";
 import type { Issuer, Journal } from "@fleetd/platform/fleet";
 import type { IssueRequest, IssueResult } from "./wire.js";

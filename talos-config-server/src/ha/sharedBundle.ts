@@ -8,8 +8,7 @@
  * RBAC: get, create, update on secrets in the namespace (as the state store).
  */
 import { isConflict, isNotFound, type Kube } from "@fleetd/platform/kube";
-import type { BundleState } from "@fleetd/platform/pki";
-import { parseBundleState, serializeBundleState } from "@fleetd/platform/pki";
+import { type BundleState, parseBundleState, serializeBundleState } from "@fleetd/platform/pki";
 import { CaUnavailable } from "./leaderIssuer.js";
 import { OWNER_LABELS } from "@fleetd/platform/fleet";
 

@@ -19,14 +19,14 @@ import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { must } from "@fleetd/platform/netbox";
-import { patchDevice, readDevice } from "@fleetd/platform/netbox";
-import { readJournal } from "@fleetd/platform/netbox";
+import { must, patchDevice, readDevice, readJournal } from "@fleetd/platform/netbox";
 import { AttestationRefused, call } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
-import { LABEL_MODE, ownedLabels, WORKFLOW } from "@fleetd/platform/tinkerbell";
-import { Objects } from "@fleetd/platform/tinkerbell";
-import { challenge, confirmBody, ekFromTemplate, evidence, refusal, runHonest, sendConfirm, sendEvidence, unwrap, withMachine, type Machine } from "./machine.js";
+import { LABEL_MODE, ownedLabels, WORKFLOW, Objects } from "@fleetd/platform/tinkerbell";
+import {
+  challenge, confirmBody, ekFromTemplate, evidence, refusal, runHonest, sendConfirm, sendEvidence, unwrap,
+  withMachine, type Machine,
+} from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");

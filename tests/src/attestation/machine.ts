@@ -31,12 +31,11 @@ import {
   type PresentedEk,
   type ServerTransport,
 } from "@fleetd/platform/protocol/client";
-import { certifyExtraData, claimsHash, quoteExtraData } from "@fleetd/platform/protocol";
-import type { ChallengeResponse, Claims, ConfirmResponse, EvidenceResponse } from "@fleetd/platform/protocol";
-import type { TpmClient } from "@fleetd/platform/tpmclient";
-import { createLdevid, createSrk, type KeyBlobs } from "@fleetd/platform/tpmclient";
-import type { KeyAlg } from "@fleetd/platform/tpmclient";
-import { withTransients } from "@fleetd/platform/tpmclient";
+import {
+  certifyExtraData, claimsHash, quoteExtraData, type ChallengeResponse, type Claims, type ConfirmResponse,
+  type EvidenceResponse,
+} from "@fleetd/platform/protocol";
+import { type TpmClient, createLdevid, createSrk, type KeyBlobs, type KeyAlg, withTransients } from "@fleetd/platform/tpmclient";
 import type { World, WorldMachine } from "./world.js";
 
 export interface Machine {

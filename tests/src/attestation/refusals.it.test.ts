@@ -21,14 +21,16 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { EV } from "@fleetd/verify/eventlog";
-import { listDevices, patchDevice } from "@fleetd/platform/netbox";
-import { readJournal } from "@fleetd/platform/netbox";
+import { listDevices, patchDevice, readJournal } from "@fleetd/platform/netbox";
 import { AttestationRefused, gatherEks } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
 import { createAk } from "@fleetd/platform/tpmclient";
 import { buildGptImage } from "@fleetd/testkit/talosMeta";
 import { advread } from "../talos/goTools.js";
-import { challenge, confirmBody, ekFromTemplate, evidence, flipEventDataByte, honest, sendConfirm, sendEvidence, uncertifiedKey, unwrap, withMachine, type Machine } from "./machine.js";
+import {
+  challenge, confirmBody, ekFromTemplate, evidence, flipEventDataByte, honest, sendConfirm, sendEvidence,
+  uncertifiedKey, unwrap, withMachine, type Machine,
+} from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");

@@ -11,29 +11,27 @@
  */
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
-import { readDevice } from "@fleetd/platform/netbox";
-import { readJournal } from "@fleetd/platform/netbox";
+import { readDevice, readJournal } from "@fleetd/platform/netbox";
 import { encode } from "@fleetd/verify/codec";
 import { readCertificate } from "@fleetd/verify/ek";
-import type { ServerTransport } from "@fleetd/platform/protocol/client";
-import { attest12, ATTEST12_PATHS, readEkCertificate12, type Challenge12Wire, type Evidence12Wire, TPM12_QUOTE_PCRS } from "@fleetd/platform/protocol/client";
-import { claimsHash, quoteExternalData12 } from "@fleetd/platform/protocol";
-import type { Claims, Refusal, Tpm12ChallengeResponse } from "@fleetd/platform/protocol";
+import {
+  type ServerTransport, attest12, ATTEST12_PATHS, readEkCertificate12, type Challenge12Wire, type Evidence12Wire,
+  TPM12_QUOTE_PCRS,
+} from "@fleetd/platform/protocol/client";
+import { claimsHash, quoteExternalData12, type Claims, type Refusal, type Tpm12ChallengeResponse } from "@fleetd/platform/protocol";
 import { TPM_PUBKEY, TPM_RSA_KEY_PARMS, TPM12 } from "@fleetd/verify/tpm12";
-import { activateIdentity, createAik, quote, withLoadedAik } from "@fleetd/platform/tpm12client";
+import { activateIdentity, createAik, quote, withLoadedAik, Tpm12Client } from "@fleetd/platform/tpm12client";
 import { startSwtpm12, type Swtpm12 } from "../harness/swtpm12.js";
 import { startLldpSwitchPort } from "../harness/lldp.js";
 import { runProcess } from "../harness/process.js";
 import { pollValue } from "../harness/ports.js";
 import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { OpenApiValidator, Recorder } from "./openapi.js";
 import { NODE, startWorld, type World, type World12Machine } from "./world.js";
-import { Tpm12Client } from "@fleetd/platform/tpm12client";
 import { TcpTransport } from "@fleetd/platform/tpmclient";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");

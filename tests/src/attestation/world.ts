@@ -23,33 +23,22 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import pino, { type Logger } from "pino";
 import { parse as parseYaml, stringify } from "yaml";
-import { ekBindingFromCertificate } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
+import { ekBindingFromCertificate, readCertificate } from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
-import type { NetBox } from "@fleetd/platform/netbox";
-import { NetBoxOutboxDelivery } from "@fleetd/platform/netbox";
+import { type NetBox, NetBoxOutboxDelivery, NetBoxInventory, deviceIdByName } from "@fleetd/platform/netbox";
 import { OutboxWorker } from "@fleetd/platform/outbox";
-import { NetBoxInventory } from "@fleetd/platform/netbox";
-import { addCa, emptyBundleState } from "@fleetd/platform/pki";
-import type { BundleState } from "@fleetd/platform/pki";
-import type { CertificateSigner } from "@fleetd/platform/pki";
+import { addCa, emptyBundleState, type BundleState, type CertificateSigner } from "@fleetd/platform/pki";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
-import { PkiIssuer } from "@fleetd/platform/protocol/server";
-import { PolicyMeasuredBoot } from "@fleetd/platform/protocol/server";
-import { TalosRenderer } from "@fleetd/platform/protocol/server";
+import { PkiIssuer, PolicyMeasuredBoot, TalosRenderer, AttestationService } from "@fleetd/platform/protocol/server";
 import { type BootstrapTokens, DEFAULT_MODE_GATES, type Issuer } from "@fleetd/platform/fleet";
-import type { AttestationStore } from "@fleetd/platform/state";
-import { AttestationService } from "@fleetd/platform/protocol/server";
-import type { StepRecord } from "@fleetd/platform/state";
-import { SqliteAttestationStore } from "@fleetd/platform/state";
+import { type AttestationStore, type StepRecord, SqliteAttestationStore } from "@fleetd/platform/state";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
 import type { TalosSiteConfig } from "@fleetd/platform/talos/config";
 import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
 import { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
-import { deviceIdByName } from "@fleetd/platform/netbox";
 import { StoreLimiter } from "@fleetd/talos-config-server/rateLimit";
 import { stillStaged } from "@fleetd/talos-config-server/configFetch";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
@@ -62,11 +51,10 @@ import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
 import { kubeFromConfig, type Kube } from "@fleetd/platform/kube";
 import * as k8s from "@kubernetes/client-node";
-import { LABEL_MODE, ownedLabels, WORKFLOW, WorkflowObject } from "@fleetd/platform/tinkerbell";
-import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
-import { Objects } from "@fleetd/platform/tinkerbell";
-import { templateName } from "@fleetd/platform/tinkerbell";
-import { TinkerbellWorkflowGate } from "@fleetd/platform/tinkerbell";
+import {
+  LABEL_MODE, ownedLabels, WORKFLOW, WorkflowObject, enrollmentWorkflowName, Objects, templateName,
+  TinkerbellWorkflowGate,
+} from "@fleetd/platform/tinkerbell";
 
 export const NODE = "worker-1";
 

@@ -10,8 +10,7 @@ import { constants, createECDH, generateKeyPairSync, publicEncrypt, randomBytes,
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { attest } from "@fleetd/platform/protocol/client";
-import type { ServerTransport } from "@fleetd/platform/protocol/client";
+import { attest, type ServerTransport } from "@fleetd/platform/protocol/client";
 import { startWorld } from "../attestation/world.js";
 import { opsPerSecond, row, type BenchRow } from "./measure.js";
 

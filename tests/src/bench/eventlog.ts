@@ -14,18 +14,13 @@ import { createHash, createVerify, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { decodeExact } from "@fleetd/verify/codec";
-import { interpretLog } from "@fleetd/verify/eventlog";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { replayLog, type PcrValues } from "@fleetd/verify/eventlog";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { evaluateProfile } from "@fleetd/verify/policy";
-import { loadProfile } from "@fleetd/platform/trust";
-import { profileAuthorityRefs } from "@fleetd/verify/policy";
+import { interpretLog, parseEventLog, replayLog, type PcrValues } from "@fleetd/verify/eventlog";
+import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
+import { evaluateProfile, profileAuthorityRefs } from "@fleetd/verify/policy";
 import { conformance } from "@fleetd/testkit/conformance";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
 import { verifyQuote } from "@fleetd/verify/attest";
-import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";
-import { TPMT_PUBLIC, TPMT_SIGNATURE, type TPMT_PUBLIC as TpmtPublic } from "@fleetd/verify/tpm";
+import { keyObjectFromTpmPublic, TPMT_PUBLIC, TPMT_SIGNATURE, type TPMT_PUBLIC as TpmtPublic } from "@fleetd/verify/tpm";
 
 export interface EventlogBenchRow {
   name: string;

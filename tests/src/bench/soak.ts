@@ -15,8 +15,7 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { readDevice } from "@fleetd/platform/netbox";
-import { readJournal } from "@fleetd/platform/netbox";
+import { readDevice, readJournal } from "@fleetd/platform/netbox";
 import { attest, type ServerTransport } from "@fleetd/platform/protocol/client";
 import { NODE, startWorld, type MachineSpec, type WorldMachine } from "../attestation/world.js";
 

@@ -2,8 +2,7 @@
  * A leader-election candidate in its own process (for tests that kill it with SIGKILL):
  * `node electorChild.js KUBECONFIG NAMESPACE LEASE IDENTITY` prints "started" and "stopped" lines.
  */
-import { loadKube } from "@fleetd/platform/kube";
-import { LeaderElector } from "@fleetd/platform/kube";
+import { loadKube, LeaderElector } from "@fleetd/platform/kube";
 
 const [kubeconfig, namespace, name, identity] = process.argv.slice(2);
 if (!kubeconfig || !namespace || !name || !identity) {

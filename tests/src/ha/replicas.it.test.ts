@@ -16,8 +16,7 @@
  * issuance request; the internal listener refuses a client without a certificate and one with a certificate from
  * another CA (no HTTP, nothing signed); a follower that does not trust the leader's certificate fails closed.
  */
-import { Objects } from "@fleetd/platform/tinkerbell";
-import { TinkerbellWorkflowGate } from "@fleetd/platform/tinkerbell";
+import { Objects, TinkerbellWorkflowGate } from "@fleetd/platform/tinkerbell";
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
@@ -26,13 +25,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import pino from "pino";
-import { loadKube } from "@fleetd/platform/kube";
-import { INTERNAL_URL_ANNOTATION, LeaderElector } from "@fleetd/platform/kube";
-import { listDevices } from "@fleetd/platform/netbox";
-import { readJournal } from "@fleetd/platform/netbox";
-import { addCa, emptyBundleState } from "@fleetd/platform/pki";
-import type { BundleState } from "@fleetd/platform/pki";
-import { openPkcs11Signer } from "@fleetd/platform/pki";
+import { loadKube, INTERNAL_URL_ANNOTATION, LeaderElector } from "@fleetd/platform/kube";
+import { listDevices, readJournal } from "@fleetd/platform/netbox";
+import { addCa, emptyBundleState, type BundleState, openPkcs11Signer, parseBundleState } from "@fleetd/platform/pki";
 import { AttestationRefused, type ServerTransport } from "@fleetd/platform/protocol/client";
 import { PkiIssuer } from "@fleetd/platform/protocol/server";
 import { KubeAttestationStore } from "@fleetd/platform/state";
@@ -42,7 +37,6 @@ import { createInternalListener, type InternalTls } from "@fleetd/talos-config-s
 import { internalRouter } from "@fleetd/talos-config-server/ha/internalApi";
 import { LeaderIssuer, type OpenSigner } from "@fleetd/talos-config-server/ha/leaderIssuer";
 import { BUNDLE_SECRET, SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
-import { parseBundleState } from "@fleetd/platform/pki";
 import { PeerVerifier, PEER_SIGNATURE, signPeerRequest, verifyPeerResponse } from "@fleetd/talos-config-server/ha/peerAuth";
 import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-server/ha/wire";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";

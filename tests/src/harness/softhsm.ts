@@ -12,8 +12,10 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createCaCertificate, type CaCertificate } from "@fleetd/platform/pki";
-import { openPkcs11Signer, type Pkcs11Signer, type Pkcs11SignerConfig, type Pkcs11SignerOptions } from "@fleetd/platform/pki";
+import {
+  createCaCertificate, type CaCertificate, openPkcs11Signer, type Pkcs11Signer, type Pkcs11SignerConfig,
+  type Pkcs11SignerOptions,
+} from "@fleetd/platform/pki";
 
 const run = promisify(execFile);
 

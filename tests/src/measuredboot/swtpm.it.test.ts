@@ -17,14 +17,10 @@ import { after, before, test } from "node:test";
 import { verifyQuote } from "@fleetd/verify/attest";
 import { createAk, createSrk, load, pcrExtend, pcrRead, quote, TcpTransport, TpmClient, withTransients } from "@fleetd/platform/tpmclient";
 import { startRawSwtpm, type RawSwtpm } from "../harness/swtpm-raw.js";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { parsePcrFile } from "@fleetd/verify/eventlog";
-import { replayLog, type PcrValues } from "@fleetd/verify/eventlog";
+import { parseEventLog, parsePcrFile, replayLog, type PcrValues } from "@fleetd/verify/eventlog";
 import type { EventLogWriter } from "@fleetd/testkit/eventlogWriter";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { evaluateProfile } from "@fleetd/verify/policy";
-import { loadProfile } from "@fleetd/platform/trust";
-import { profileAuthorityRefs } from "@fleetd/verify/policy";
+import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
+import { evaluateProfile, profileAuthorityRefs } from "@fleetd/verify/policy";
 import { bootScenario, type LabKeys, makeLabKeys, REFUSALS, refusalOptions, writeSiteAuthorities } from "@fleetd/testkit/bootScenarios";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");

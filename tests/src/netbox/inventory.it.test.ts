@@ -7,11 +7,7 @@ import { strict as assert } from "node:assert";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { checkEkAttribution } from "@fleetd/platform/netbox";
-import { NetBoxError } from "@fleetd/platform/netbox";
-import { NetBoxInventory } from "@fleetd/platform/netbox";
-import { listDevices, patchDevice, readDevice } from "@fleetd/platform/netbox";
-import { CUSTOM_FIELDS } from "@fleetd/platform/netbox";
+import { checkEkAttribution, NetBoxError, NetBoxInventory, listDevices, patchDevice, readDevice, CUSTOM_FIELDS } from "@fleetd/platform/netbox";
 import { changeCount, EXAMPLE_NODES, exampleNodesText, fleetd, startFleet, type Fleet } from "./fixture.js";
 
 let f: Fleet;

@@ -8,8 +8,10 @@ import { createHash, generateKeyPairSync, randomBytes, sign, verify, X509Certifi
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { createCaCertificate, parseIssuedCertificate } from "@fleetd/platform/pki";
-import { issueLakCertificate, issueLdevidCertificate, OID_EKU_CLIENT_AUTH, OID_EKU_TCG_AIK_CERTIFICATE, openPkcs11Signer, PkiError, verifyIssued, type IssuingCa } from "@fleetd/platform/pki";
+import {
+  createCaCertificate, parseIssuedCertificate, issueLakCertificate, issueLdevidCertificate, OID_EKU_CLIENT_AUTH,
+  OID_EKU_TCG_AIK_CERTIFICATE, openPkcs11Signer, PkiError, verifyIssued, type IssuingCa,
+} from "@fleetd/platform/pki";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm, type SoftHsmCa } from "../harness/softhsm.js";
 import { extensionBlock, openssl, x509Text } from "../harness/openssl.js";
 

@@ -7,8 +7,10 @@ import { generateKeyPairSync } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { type IssuedCertificate } from "@fleetd/platform/pki";
-import { addCa, bundleAt, bundlePem, currentCa, emptyBundleState, issueLdevidCertificate, parseBundleState, PkiError, recordIssuance, serializeBundleState, verifyIssued, type BundleState } from "@fleetd/platform/pki";
+import {
+  type IssuedCertificate, addCa, bundleAt, bundlePem, currentCa, emptyBundleState, issueLdevidCertificate,
+  parseBundleState, PkiError, recordIssuance, serializeBundleState, verifyIssued, type BundleState,
+} from "@fleetd/platform/pki";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm, type SoftHsmCa } from "../harness/softhsm.js";
 import { openssl } from "../harness/openssl.js";
 

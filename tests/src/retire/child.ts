@@ -6,8 +6,7 @@
  */
 import { z } from "zod";
 import { loadKube } from "@fleetd/platform/kube";
-import { createNetBox } from "@fleetd/platform/netbox";
-import { netboxJournal } from "@fleetd/platform/netbox";
+import { createNetBox, netboxJournal } from "@fleetd/platform/netbox";
 import { configMapProgress, netboxRetirementInventory, retireNode } from "@fleetd/platform/retire";
 import { configMapTestPlatform } from "./platform.js";
 

@@ -18,16 +18,19 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { KubeBootstrapTokens } from "@fleetd/platform/kube";
-import { patchDevice } from "@fleetd/platform/netbox";
-import { netboxJournal } from "@fleetd/platform/netbox";
-import { deleteClusterRecordsStep } from "@fleetd/platform/retire";
-import { configMapProgress, netboxRetirementInventory, progressConfigMapName, retireNode, runRetirementPass,
-  STEP_NAMES, type RetirementDeps, type Step } from "@fleetd/platform/retire";
+import { patchDevice, netboxJournal } from "@fleetd/platform/netbox";
+import {
+  deleteClusterRecordsStep, configMapProgress, netboxRetirementInventory, progressConfigMapName, retireNode,
+  runRetirementPass, STEP_NAMES, type RetirementDeps, type Step,
+} from "@fleetd/platform/retire";
 import { openssl } from "../harness/openssl.js";
 import { fleetd } from "../netbox/fixture.js";
 import { sleep } from "../harness/process.js";
 import { configMapTestPlatform } from "./platform.js";
-import { addNode, APPS_NS, daemonSetPod, deployment, journalOf, MGMT_NS, netboxDevice, pdb, poll, retireIdentity, runningPodsOn, startWorld, type World } from "./world.js";
+import {
+  addNode, APPS_NS, daemonSetPod, deployment, journalOf, MGMT_NS, netboxDevice, pdb, poll, retireIdentity,
+  runningPodsOn, startWorld, type World,
+} from "./world.js";
 
 let w: World;
 const apps = () => w.kube.config.makeApiClient(k8s.AppsV1Api);

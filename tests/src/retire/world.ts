@@ -6,8 +6,7 @@
 import { strict as assert } from "node:assert";
 import * as k8s from "@kubernetes/client-node";
 import { kubeFromConfig, type Kube } from "@fleetd/platform/kube";
-import { type NetBox } from "@fleetd/platform/netbox";
-import { readJournal, type JournalRecord } from "@fleetd/platform/netbox";
+import { type NetBox, readJournal, type JournalRecord } from "@fleetd/platform/netbox";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { KWOK_ANNOTATION, kwokNode, startKwok, type Kwok } from "../harness/kwok.js";
 import { sleep } from "../harness/process.js";

@@ -15,15 +15,15 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { outageOf } from "@fleetd/platform/outage";
-import { SpireApiError } from "@fleetd/platform/spire";
-import type { SpireServerClient } from "@fleetd/platform/spire";
-import { serverId, tpmDevidAgentId } from "@fleetd/platform/spire";
-import { fetchX509Svids, type X509Svid } from "@fleetd/platform/spire";
+import { SpireApiError, type SpireServerClient, serverId, tpmDevidAgentId, fetchX509Svids, type X509Svid } from "@fleetd/platform/spire";
 import { writeSuccess } from "@fleetd/tink-action/outputs";
 import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
 import { pollValue } from "../harness/ports.js";
-import { AGENT_CONF_SUBSTITUTABLE, SERVER_CONF_SUBSTITUTABLE, SHIPPED_AGENT_CONF, SHIPPED_SERVER_CONF, startSpireAgent, startSpireServer, type DevidFiles, type SpireAgent, type SpireServer } from "../harness/spire.js";
+import {
+  AGENT_CONF_SUBSTITUTABLE, SERVER_CONF_SUBSTITUTABLE, SHIPPED_AGENT_CONF, SHIPPED_SERVER_CONF, startSpireAgent,
+  startSpireServer, type DevidFiles, type SpireAgent, type SpireServer,
+} from "../harness/spire.js";
 import { tpmUnixSocket, type TpmUnixSocket } from "../harness/tpmUnixSocket.js";
 import { changedValues } from "./confDiff.js";
 

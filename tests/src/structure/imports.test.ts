@@ -10,8 +10,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { checkImports } from "../tools/importCheck.js";
 
-// Planted sources are built, not written as literals: the check reads this file too.
-const importing = (spec: string) => `import { TPMT_PUBLIC } from ${JSON.stringify(spec)};\nexport const planted = TPMT_PUBLIC;\n`;
+const importing = (spec: string) => `import { TPMT_PUBLIC } from "${spec}";\nexport const planted = TPMT_PUBLIC;\n`;
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 test("this checkout: no folder cycle, no deep import across packages, @fleetd/verify pure", () => {
@@ -30,7 +29,7 @@ test("planted violations are each found: a folder cycle, a deep import, an I/O i
   // codec is below tpm (tpm reads its structures with the codec); codec importing tpm closes a cycle.
   writeFileSync(join(root, "shared/verify/src/codec/planted.ts"), importing("../tpm/structures.js"));
   writeFileSync(join(root, "shared/platform/src/fleet/planted.ts"), importing("@fleetd/verify/tpm/structures"));
-  writeFileSync(join(root, "shared/verify/src/text/plantedIo.ts"), `import { readFileSync } from ${JSON.stringify("node:fs")};\nexport const read = (p: string) => readFileSync(p);\n`);
+  writeFileSync(join(root, "shared/verify/src/text/plantedIo.ts"), 'import { readFileSync } from "node:fs";\nexport const read = (p: string) => readFileSync(p);\n');
   const pj = JSON.parse(readFileSync(join(root, "shared/verify/package.json"), "utf8")) as { dependencies: Record<string, string> };
   pj.dependencies["better-sqlite3"] = "12.9.0";
   writeFileSync(join(root, "shared/verify/package.json"), JSON.stringify(pj));

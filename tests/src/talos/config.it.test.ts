@@ -12,12 +12,11 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { parse } from "yaml";
-import { renderWorkerConfig } from "@fleetd/platform/talos/config";
-import { renderControlPlaneConfig } from "@fleetd/platform/talos/config";
-import { readSecretsBundle, type TalosSecretsBundle } from "@fleetd/platform/talos/config";
-import { SEED_DIR, SEED_FILES } from "@fleetd/platform/talos/config";
+import {
+  renderWorkerConfig, renderControlPlaneConfig, readSecretsBundle, type TalosSecretsBundle, SEED_DIR, SEED_FILES,
+  TOKEN_PATTERN, type NodeInput,
+} from "@fleetd/platform/talos/config";
 import { nodeInputFixture, secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/testkit/talosConfig";
-import { TOKEN_PATTERN, type NodeInput } from "@fleetd/platform/talos/config";
 import { repoRoot, talosGo, talosGoBinDir } from "./goTools.js";
 
 /** The Talos version the Go validator is built at: the site config under test uses the same one. */

@@ -9,11 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync, openSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { ADV_LENGTH, marshalAdvCopy, parseAdvCopy } from "@fleetd/platform/talos/meta";
-import { memoryDisk, openDisk } from "@fleetd/platform/talos/meta";
-import { readGpt } from "@fleetd/platform/talos/meta";
-import { setMetaKey } from "@fleetd/platform/talos/meta";
-import { findMetaPartition } from "@fleetd/platform/talos/meta";
+import { ADV_LENGTH, marshalAdvCopy, parseAdvCopy, memoryDisk, openDisk, readGpt, setMetaKey, findMetaPartition } from "@fleetd/platform/talos/meta";
 import { advread, repoRoot, run, talosGo, talosGoBinDir } from "./goTools.js";
 
 const cli = join(repoRoot, "tink-action/dist/cli.js");

@@ -15,17 +15,11 @@ import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { loadKube, type Kube } from "@fleetd/platform/kube";
-import { TinkerbellSiteConfig } from "@fleetd/platform/fleet";
-import { TinkerbellEffects } from "@fleetd/platform/tinkerbell";
-import { buildHardware } from "@fleetd/platform/tinkerbell";
-import { TinkerbellError } from "@fleetd/platform/tinkerbell";
-import { checkTemplateData } from "@fleetd/platform/tinkerbell";
-import { INTAKE_RULE_SET } from "@fleetd/platform/tinkerbell";
-import type { TinkNode } from "@fleetd/platform/tinkerbell";
-import { TinkerbellAdmission, type PlatformFieldCheck } from "@fleetd/platform/tinkerbell";
-import { followWorkflows } from "@fleetd/platform/tinkerbell";
-import { tinkerbellRetirementPlatform } from "@fleetd/platform/tinkerbell";
-import type { Journal, JournalEntry, NodeRecord, NodeRef } from "@fleetd/platform/fleet";
+import { TinkerbellSiteConfig, type Journal, type JournalEntry, type NodeRecord, type NodeRef } from "@fleetd/platform/fleet";
+import {
+  TinkerbellEffects, buildHardware, TinkerbellError, checkTemplateData, INTAKE_RULE_SET, type TinkNode,
+  TinkerbellAdmission, type PlatformFieldCheck, followWorkflows, tinkerbellRetirementPlatform,
+} from "@fleetd/platform/tinkerbell";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds, TINKERBELL_VERSION } from "../harness/tinkerbellCrds.js";
 import { repoRoot } from "../netbox/fixture.js";

@@ -16,15 +16,12 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
-import { NetBoxInventory } from "@fleetd/platform/netbox";
-import { patchDevice } from "@fleetd/platform/netbox";
-import { readJournal, type JournalRecord } from "@fleetd/platform/netbox";
+import { NetBoxInventory, patchDevice, readJournal, type JournalRecord } from "@fleetd/platform/netbox";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
-import { WorkflowObject } from "@fleetd/platform/tinkerbell";
-import { bootFailure } from "@fleetd/platform/tinkerbell";
+import { WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";
 import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";

@@ -8,8 +8,7 @@
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
 import type { z } from "zod";
-import { WorkflowObject } from "@fleetd/platform/tinkerbell";
-import { bootFailure } from "@fleetd/platform/tinkerbell";
+import { WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
 import {

@@ -12,10 +12,8 @@ import { test } from "node:test";
 import { parse as parseYaml } from "yaml";
 import { loadConfig } from "@fleetd/tink-action/config";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
-import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
+import { enrollmentWorkflowName, buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind, buildWorkflow } from "@fleetd/platform/tinkerbell";
 import { TinkerbellSiteConfig } from "@fleetd/platform/fleet";
-import { buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind } from "@fleetd/platform/tinkerbell";
-import { buildWorkflow } from "@fleetd/platform/tinkerbell";
 import { repoRoot } from "../netbox/fixture.js";
 import { renderTemplate } from "../harness/tinkRender.js";
 

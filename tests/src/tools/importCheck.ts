@@ -11,6 +11,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
+import ts from "typescript";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 
@@ -43,7 +44,9 @@ interface Pkg {
   prodDeps: Set<string>;
 }
 
-const SPEC = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])([^"'\n]+)\1/g;
+/** The module specifiers a file imports (static, `export … from`, dynamic `import()`, `require()`), as TypeScript's own
+ * scanner reads them: never the text of a string or a comment. */
+const specifiers = (text: string): string[] => ts.preProcessFile(text, true, true).importedFiles.map((f) => f.fileName);
 
 function sourceFiles(dir: string, out: string[] = []): string[] {
   for (const e of readdirSync(dir)) {
@@ -134,8 +137,7 @@ export function checkImports(root: string): Violation[] {
       if (pkg.name === VERIFY && !test && /\b(createRequire|require\s*\(|process\.(env|argv|cwd|exit))/.test(text)) {
         out.push({ kind: "impure-verify", where, detail: "loads modules dynamically or reads the process (require, process.env/argv/cwd/exit)" });
       }
-      for (const m of text.matchAll(SPEC)) {
-        const spec = m[2]!;
+      for (const spec of specifiers(text)) {
         if (spec.startsWith(".")) {
           const target = resolve(dirname(file), spec);
           const into = owner(target);

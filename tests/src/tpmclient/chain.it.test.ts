@@ -8,10 +8,7 @@
 import { strict as assert } from "node:assert";
 import { createHash, randomBytes, verify as cryptoVerify, constants } from "node:crypto";
 import { after, before, test } from "node:test";
-import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "@fleetd/verify/attest";
-import { Checks } from "@fleetd/verify/attest";
-import { verifyCertify } from "@fleetd/verify/attest";
-import { verifyQuote } from "@fleetd/verify/attest";
+import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY, Checks, verifyCertify, verifyQuote } from "@fleetd/verify/attest";
 import { makeCredential } from "@fleetd/verify/credential";
 import { TPM_ALG, TPMA_OBJECT } from "@fleetd/verify/tcg";
 import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";

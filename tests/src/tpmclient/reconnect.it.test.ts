@@ -8,11 +8,9 @@
 import { strict as assert } from "node:assert";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
-import { verifyQuote } from "@fleetd/verify/attest";
+import { verifyQuote, verifyTpmSignature, Checks } from "@fleetd/verify/attest";
 import { makeCredential } from "@fleetd/verify/credential";
 import { TPM_ALG } from "@fleetd/verify/tcg";
-import { verifyTpmSignature } from "@fleetd/verify/attest";
-import { Checks } from "@fleetd/verify/attest";
 import { decodeExact } from "@fleetd/verify/codec";
 import { TPMT_SIGNATURE } from "@fleetd/verify/tpm";
 import {

@@ -10,8 +10,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ekBindingFromCertificate } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
+import { ekBindingFromCertificate, readCertificate } from "@fleetd/verify/ek";
 import { manufacture, type PcrBank } from "../harness/swtpm.js";
 import { registerCleanup, startDaemon, waitFor, type Daemon } from "../harness/process.js";
 

@@ -6,8 +6,7 @@
 import { isIP } from "node:net";
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from "yaml";
 import { z } from "zod";
-import { own } from "@fleetd/verify/text";
-import { safeLine } from "@fleetd/verify/text";
+import { own, safeLine } from "@fleetd/verify/text";
 
 export const MAX_NODES_FILE_BYTES = 1024 * 1024;
 /** Mapping pairs and sequence items in the whole document (a node takes about 25). */

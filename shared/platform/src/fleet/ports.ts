@@ -3,8 +3,7 @@
  * journal (NetBox journal entries), the measured-boot policy, the CA, the Talos config renderer, admission
  * (Tinkerbell). Production wires NetBox, the policy engine, PKCS#11 and Kubernetes; each has its own tests.
  */
-import type { Verdict } from "@fleetd/verify/attest";
-import type { PcrValues } from "@fleetd/verify/attest";
+import type { Verdict, PcrValues } from "@fleetd/verify/attest";
 import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import type { Mode } from "./modes.js";
 

@@ -10,8 +10,7 @@ import { listAll, must, NetBoxError, type NetBox } from "../netbox/client.js";
 import { INVENTORY_FIELDS } from "../netbox/fields.js";
 import { missingCustomFields } from "../netbox/setup.js";
 import { diffFields, syncKind, type Change, type SyncKind } from "../netbox/sync.js";
-import { own } from "@fleetd/verify/text";
-import { safeLine } from "@fleetd/verify/text";
+import { own, safeLine } from "@fleetd/verify/text";
 import type { NodesFile } from "../fleet/nodesFile.js";
 import { INTERFACE_TYPE, inventoryCustomFields, slugify } from "./netboxView.js";
 

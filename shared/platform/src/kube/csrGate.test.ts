@@ -5,10 +5,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { Attribute } from "@peculiar/asn1-x509";
+import {
+  Attribute, AlgorithmIdentifier, AttributeTypeAndValue, AttributeValue, Extension, Extensions, GeneralName, Name,
+  RelativeDistinguishedName, SubjectAlternativeName, SubjectPublicKeyInfo, id_ce_subjectAltName,
+} from "@peculiar/asn1-x509";
 import { Attributes, CertificationRequest, CertificationRequestInfo } from "@peculiar/asn1-csr";
 import { AsnConvert, OctetString } from "@peculiar/asn1-schema";
-import { AlgorithmIdentifier, AttributeTypeAndValue, AttributeValue, Extension, Extensions, GeneralName, Name, RelativeDistinguishedName, SubjectAlternativeName, SubjectPublicKeyInfo, id_ce_subjectAltName } from "@peculiar/asn1-x509";
 import fc from "fast-check";
 import { bootstrapTokenSecret, rfc3339 } from "./bootstrapToken.js";
 import { type CsrObject, gateScope, JournalBudget, judgeBootstrapCsr, judgementOrder, KUBELET_CLIENT_SIGNER } from "./csrGate.js";

@@ -104,7 +104,8 @@ export class LeaderElector {
   private readonly listeners = new Set<Listener>();
   private leading = false;
   private lastRenew = 0;
-  private observed: { key: string; at: number } | undefined;
+  /** The Lease as last seen changing: its holder and resourceVersion (`key`), and when by our clock. */
+  private observed: { key: string; holder: string; at: number } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private ticking: Promise<void> = Promise.resolve();
@@ -144,9 +145,8 @@ export class LeaderElector {
   leaderStatus(): { ok: true } | { ok: false; detail: string } {
     if (this.isLeader()) return { ok: true };
     const o = this.observed;
-    const holder = o?.key.split("|")[0] ?? "";
-    if (o && holder !== "" && this.now() - o.at <= this.leaseMs) return { ok: true };
-    return { ok: false, detail: `no leader of Lease ${this.namespace}/${this.name} is known (${!o ? "the Lease has not been read" : holder === "" ? "it is not held" : `${holder} has not renewed it within ${this.leaseMs / 1000} s`})` };
+    if (o && o.holder !== "" && this.now() - o.at <= this.leaseMs) return { ok: true };
+    return { ok: false, detail: `no leader of Lease ${this.namespace}/${this.name} is known (${!o ? "the Lease has not been read" : o.holder === "" ? "it is not held" : `${o.holder} has not renewed it within ${this.leaseMs / 1000} s`})` };
   }
 
   /** Begin campaigning (idempotent). */
@@ -264,7 +264,7 @@ export class LeaderElector {
     }
     const spec = lease.spec ?? {};
     const key = `${spec.holderIdentity ?? ""}|${lease.metadata?.resourceVersion ?? ""}`;
-    if (this.observed?.key !== key) this.observed = { key, at: t };
+    if (this.observed?.key !== key) this.observed = { key, holder: spec.holderIdentity ?? "", at: t };
     if (spec.holderIdentity === this.identity) {
       await this.write(lease, false);
       return;

@@ -4,8 +4,7 @@
  * written only when the interface does not hold it, a journal entry carries its key and a retry looks for it
  * first, and a bootstrap token's Secret is deleted only when the store does not record it as the node's token.
  */
-import type { Effect } from "../outbox/effects.js";
-import { factsFromWire } from "../outbox/effects.js";
+import { type Effect, factsFromWire } from "../outbox/effects.js";
 import type { OutboxDelivery } from "../outbox/worker.js";
 import type { BootstrapTokens } from "../fleet/ports.js";
 import type { AttestationStore, OutboxEntry } from "../state/store.js";

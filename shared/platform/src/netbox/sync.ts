@@ -108,8 +108,10 @@ export async function syncKind<E extends { id: number }, B extends Record<string
     create: (batch) => oneByOne(batch, (b) => kind.create(withoutLocal(b))),
     update: (batch) =>
       oneByOne(batch, ({ current, declared }) => {
+        // the fields `same` found differing (the engine compared this very pair just before)
         const b = withoutLocal(declared);
-        return kind.update(current.id, Object.fromEntries(fieldsOf(current, declared).map((f) => [f.field, b[f.field]])) as Partial<B>);
+        const fields = fieldsBefore.get(kind.keyOfDesired(declared)) ?? fieldsOf(current, declared);
+        return kind.update(current.id, Object.fromEntries(fields.map((f) => [f.field, b[f.field]])) as Partial<B>);
       }),
     delete: async (batch) => batch.map(() => ({ ok: false as const, error: "fleetd never deletes NetBox objects in a sync" })),
   };

@@ -7,8 +7,7 @@
 import { createHash, createPublicKey, type KeyObject } from "node:crypto";
 import { AsnConvert } from "@peculiar/asn1-schema";
 import { SubjectPublicKeyInfo } from "@peculiar/asn1-x509";
-import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
-import { derOid, ecSpki, KeyError, rsaSpki, spkiFromTpmPublic } from "@fleetd/verify/tpm";
+import { type TPMT_PUBLIC, derOid, ecSpki, KeyError, rsaSpki, spkiFromTpmPublic } from "@fleetd/verify/tpm";
 import { EC_CURVES, type EcCurve, type PublicKeyInfo } from "./algorithms.js";
 import { PkiError } from "./errors.js";
 

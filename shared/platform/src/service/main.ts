@@ -2,6 +2,7 @@
  * How every fleetd binary starts and stops: `--help`, options parsed strictly, the exit-code table, and a graceful
  * stop on SIGTERM/SIGINT (stop accepting, let requests in flight finish, close stores and sessions, then exit).
  */
+import type { Server } from "node:http";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
 /**
@@ -77,7 +78,7 @@ export async function runService(m: ServiceMain): Promise<Running | undefined> {
  * Stops `servers` accepting, closes their idle keep-alive connections at once, lets requests in flight finish for
  * up to `drainMs`, then closes whatever is still open. Resolves when every server has closed.
  */
-export async function drainServers(servers: readonly import("node:http").Server[], drainMs: number): Promise<void> {
+export async function drainServers(servers: readonly Server[], drainMs: number): Promise<void> {
   const closed = Promise.all(servers.map((s) => (s.listening ? new Promise<void>((resolve) => s.close(() => resolve())) : Promise.resolve())));
   for (const s of servers) s.closeIdleConnections();
   const force = setTimeout(() => {

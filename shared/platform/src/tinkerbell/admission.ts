@@ -11,7 +11,7 @@
  * and journalled, before any object is written. The credentials reference must also be the node's own Secret
  * (credentials.ts), whoever wrote it.
  */
-import type { Admission, Journal, NodeRecord } from "../fleet/ports.js";
+import type { Admission, Journal, NodeRecord, PlatformFieldCheck, PlatformFieldRefusal, PlatformFields } from "../fleet/ports.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
 import { intakeAgentMac } from "./intakeAgent.js";
@@ -20,7 +20,6 @@ import type { TinkNode } from "./node.js";
 import { NetBoxError } from "../netbox/client.js";
 import { mdCode } from "@fleetd/verify/text";
 
-import type { PlatformFieldCheck, PlatformFieldRefusal, PlatformFields } from "../fleet/ports.js";
 export type { PlatformFieldCheck, PlatformFieldRefusal, PlatformFields };
 
 export interface AdmissionLog {

@@ -59,7 +59,14 @@ export async function syncObjects(objs: Objects, r: ApiResource, desired: Desire
     kind: `tinkerbell.${r.kind.toLowerCase()}`,
     listCurrent: async () => ({ items: await objs.list(r, selector, AnyObject) }),
     // Names the scoped listing did not return: someone else's object (a conflict), or ours outside this scope.
-    lookup: async (names) => (await Promise.all(names.map((n) => objs.get(r, n, AnyObject)))).filter((x): x is AnyObject => x !== undefined),
+    lookup: async (names) => {
+      const found: AnyObject[] = [];
+      for (const n of names) {
+        const x = await objs.get(r, n, AnyObject); // one at a time, as before: the set is the run's creates
+        if (x) found.push(x);
+      }
+      return found;
+    },
     owned: (x) => isOurs(x.metadata),
     keyOfCurrent: (x) => x.metadata.name,
     keyOfDeclared: (d) => d.metadata.name,
@@ -107,9 +114,8 @@ export async function syncObjects(objs: Objects, r: ApiResource, desired: Desire
   }
   for (const u of report.updates) counts.updated.push(u.key);
   for (const d of report.deletes) counts.deleted.push(d.key);
-  for (const want of desired) {
-    const name = want.metadata.name;
-    if (![counts.created, counts.updated, counts.refused.map((x) => x.name)].some((l) => l.includes(name))) counts.unchanged.push(name);
-  }
+  // The rest of the desired names were the same already (a create that met its twin made meanwhile is counted above).
+  const counted = new Set([...counts.created, ...counts.updated, ...counts.unchanged, ...counts.refused.map((x) => x.name)]);
+  for (const want of desired) if (!counted.has(want.metadata.name)) counts.unchanged.push(want.metadata.name);
   return counts;
 }

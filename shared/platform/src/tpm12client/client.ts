@@ -7,29 +7,15 @@
  * caller; this file never logs or stringifies them.
  */
 import { randomBytes } from "node:crypto";
-import type { Captured } from "@fleetd/verify/codec";
-import { ParseError } from "@fleetd/verify/codec";
+import { type Captured, ParseError, decodeExact } from "@fleetd/verify/codec";
 import { ctEqual, digest, hmac } from "@fleetd/verify/crypto";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import {
-  type Command12,
-  TPM_ActivateIdentity,
-  TPM_Extend,
-  TPM_FlushSpecific,
-  TPM_GetCapability,
-  TPM_LoadKey2,
-  TPM_MakeIdentity,
-  TPM_NV_ReadValue,
-  TPM_OIAP,
-  TPM_OSAP,
-  TPM_OwnerReadInternalPub,
-  TPM_PcrRead,
-  TPM_Quote,
-  TPM_ReadPubek,
-  TPM_Startup,
+  type Command12, TPM_ActivateIdentity, TPM_Extend, TPM_FlushSpecific, TPM_GetCapability, TPM_LoadKey2,
+  TPM_MakeIdentity, TPM_NV_ReadValue, TPM_OIAP, TPM_OSAP, TPM_OwnerReadInternalPub, TPM_PcrRead, TPM_Quote,
+  TPM_ReadPubek, TPM_Startup, TCG_PCCLIENT_STORED_CERT, TPM_CAP_VERSION_INFO, TPM12,
+  type TPM_CAP_VERSION_INFO as VersionInfo, type TPM_KEY, type TPM_PUBKEY, type TPM_SYMMETRIC_KEY,
 } from "@fleetd/verify/tpm12";
-import { decodeExact } from "@fleetd/verify/codec";
-import { TCG_PCCLIENT_STORED_CERT, TPM_CAP_VERSION_INFO, TPM12, type TPM_CAP_VERSION_INFO as VersionInfo, type TPM_KEY, type TPM_PUBKEY, type TPM_SYMMETRIC_KEY } from "@fleetd/verify/tpm12";
 import type { TpmTransport } from "../tpmclient/transport.js";
 import { authHmac, type AuthTrailer, encodeParams, inParamDigest, marshalCommand12, outParamDigest, parseResponse12, type Response12 } from "./command.js";
 import { Tpm12AuthError, Tpm12Error } from "./rc.js";

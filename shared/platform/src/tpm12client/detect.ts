@@ -5,13 +5,10 @@
  *    response, or — libtpms 0.9 does this — with a TPM 2.0 response tag (0x8001/0x8002) and its own code.
  * Anything else is an error, never a guess.
  */
-import { Reader } from "@fleetd/verify/codec";
-import { TPM_GetCapability } from "@fleetd/verify/tpm12";
-import { TPM12 } from "@fleetd/verify/tpm12";
+import { Reader, decodeExact } from "@fleetd/verify/codec";
+import { TPM_GetCapability, TPM12, TPM_CAP_VERSION_INFO } from "@fleetd/verify/tpm12";
 import type { TpmTransport } from "../tpmclient/transport.js";
 import { encodeParams, marshalCommand12, parseResponse12 } from "./command.js";
-import { decodeExact } from "@fleetd/verify/codec";
-import { TPM_CAP_VERSION_INFO } from "@fleetd/verify/tpm12";
 
 export type TpmFamily = "1.2" | "2.0";
 

@@ -8,8 +8,7 @@
  * Owner and SRK secrets come from the caller (tink-action: the site's configuration); they are never logged.
  */
 import type { Captured } from "@fleetd/verify/codec";
-import { aikTemplate, checkIdentityKey, pubkeyOfKey } from "@fleetd/verify/tpm12";
-import { TPM12, type TPM_KEY } from "@fleetd/verify/tpm12";
+import { aikTemplate, checkIdentityKey, pubkeyOfKey, TPM12, type TPM_KEY } from "@fleetd/verify/tpm12";
 import { fleetdLabelDigest } from "@fleetd/verify/attest12";
 import type { AuthData, Tpm12Client } from "./client.js";
 

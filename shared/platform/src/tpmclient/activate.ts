@@ -8,8 +8,7 @@
  */
 import { decodeExact } from "@fleetd/verify/codec";
 import { TPM_RH, TPMA_OBJECT } from "@fleetd/verify/tcg";
-import { TPM_SE } from "@fleetd/verify/tpm";
-import { TPM2B_ENCRYPTED_SECRET, TPM2B_ID_OBJECT } from "@fleetd/verify/tpm";
+import { TPM_SE, TPM2B_ENCRYPTED_SECRET, TPM2B_ID_OBJECT } from "@fleetd/verify/tpm";
 import type { LoadedObject, TpmClient } from "./client.js";
 import { passwordAuth, policyAuth } from "./sessions.js";
 

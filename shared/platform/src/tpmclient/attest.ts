@@ -2,8 +2,7 @@
  * Quotes and certifications by an AK. Both return the exact TPMS_ATTEST and TPMT_SIGNATURE bytes, which the
  * verifier (attest/verifyQuote.ts, attest/verifyCertify.ts) checks as received.
  */
-import type { PcrSelection } from "@fleetd/verify/attest";
-import { selectionToBitmaps } from "@fleetd/verify/attest";
+import { type PcrSelection, selectionToBitmaps } from "@fleetd/verify/attest";
 import type { LoadedObject, SignedAttestation, TpmClient } from "./client.js";
 
 /** TPM2_Quote over `selection` with `qualifyingData` as extraData, signed with the AK's own scheme. */

@@ -6,34 +6,14 @@
 import { randomBytes } from "node:crypto";
 import { type Captured, ParseError } from "@fleetd/verify/codec";
 import { ctEqual, hex } from "@fleetd/verify/crypto";
-import { objectName } from "@fleetd/verify/tpm";
-import { TPM_ALG, TPM_RH, TPM_ST } from "@fleetd/verify/tcg";
 import {
-  type CommandSpec,
-  type TPMS_AUTH_COMMAND,
-  type TPMS_CAPABILITY_DATA,
-  type TPMS_NV_PUBLIC,
-  type TPMT_SIG_SCHEME,
-  TPM_CAP,
-  TPM_SE,
-  TPM2_ActivateCredential,
-  TPM2_Certify,
-  TPM2_Create,
-  TPM2_CreatePrimary,
-  TPM2_FlushContext,
-  TPM2_GetCapability,
-  TPM2_Load,
-  TPM2_NV_Read,
-  TPM2_NV_ReadPublic,
-  TPM2_PCR_Extend,
-  TPM2_PCR_Read,
-  TPM2_PolicySecret,
-  TPM2_Quote,
-  TPM2_ReadPublic,
-  TPM2_Sign,
-  TPM2_StartAuthSession,
+  objectName, type CommandSpec, type TPMS_AUTH_COMMAND, type TPMS_CAPABILITY_DATA, type TPMS_NV_PUBLIC,
+  type TPMT_SIG_SCHEME, TPM_CAP, TPM_SE, TPM2_ActivateCredential, TPM2_Certify, TPM2_Create, TPM2_CreatePrimary,
+  TPM2_FlushContext, TPM2_GetCapability, TPM2_Load, TPM2_NV_Read, TPM2_NV_ReadPublic, TPM2_PCR_Extend, TPM2_PCR_Read,
+  TPM2_PolicySecret, TPM2_Quote, TPM2_ReadPublic, TPM2_Sign, TPM2_StartAuthSession, type TPML_PCR_SELECTION,
+  type TPMS_ATTEST, type TPMT_PUBLIC, type TPMT_SIGNATURE,
 } from "@fleetd/verify/tpm";
-import type { TPML_PCR_SELECTION, TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
+import { TPM_ALG, TPM_RH, TPM_ST } from "@fleetd/verify/tcg";
 import { type CommandOutput, marshalCommand, parseResponse } from "./command.js";
 import { TpmError } from "./rc.js";
 import { passwordAuth } from "./sessions.js";

@@ -4,8 +4,7 @@
  * PolicySecret(TPM_RH_ENDORSEMENT)). An unbound, unsalted policy session satisfied by PolicySecret needs no
  * HMAC: its TPMS_AUTH_COMMAND carries only the handle and attributes.
  */
-import type { TPMS_AUTH_COMMAND } from "@fleetd/verify/tpm";
-import { TPMA_SESSION } from "@fleetd/verify/tpm";
+import { type TPMS_AUTH_COMMAND, TPMA_SESSION } from "@fleetd/verify/tpm";
 import { TPM_RH } from "@fleetd/verify/tcg";
 
 /** TPM_RS_PW (Part 2 §7.4): the password authorization "session". */

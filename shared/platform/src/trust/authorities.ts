@@ -1,9 +1,7 @@
 /** Resolves a profile's authority references: built-in sets, or site sets read from the site's directory. */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AUTHORITY_REF } from "@fleetd/verify/policy";
-import { BUILTIN_AUTHORITIES } from "@fleetd/verify/policy";
-import { AuthorityConfigError, type AuthoritySet, readCertificates } from "@fleetd/verify/policy";
+import { AUTHORITY_REF, BUILTIN_AUTHORITIES, AuthorityConfigError, type AuthoritySet, readCertificates } from "@fleetd/verify/policy";
 
 function siteSet(ref: string, name: string, siteDir: string | undefined): AuthoritySet {
   if (!siteDir) return { ref, certs: [] };

@@ -11,8 +11,7 @@ import { digest } from "../crypto/hash.js";
 import { Checks, type Verdict } from "../attest/verdict.js";
 import { TPM_ALG } from "../tcg/constants.js";
 import { TPM_ORD } from "../tpm12/commands.js";
-import type { Rsa12Key } from "../tpm12/keys.js";
-import { decodePubkey } from "../tpm12/keys.js";
+import { type Rsa12Key, decodePubkey } from "../tpm12/keys.js";
 import { TPM_IDENTITY_CONTENTS, TPM_STRUCT_VER_1_1 } from "../tpm12/structures.js";
 
 /** labelPrivCADigest fleetd's client passes to TPM_MakeIdentity: SHA-1 of this label (no privacy CA is named). */

@@ -9,7 +9,7 @@
  * (the "no S" fields of the spec's tables); `params` are the digested ones, encoded by their declaration.
  * A command that digests a handle (TPM_OwnerReadInternalPub's keyHandle, 2S) declares it as a parameter.
  */
-import { type Codec, empty, fixed, sizedBytes32, struct, u16, u32 } from "../codec/codec.js";
+import { type Codec, empty, fixed, sizedBytes32, struct, u16, u32, captured } from "../codec/codec.js";
 import {
   TPM_KEY,
   TPM_KEY_CAPTURED,
@@ -18,7 +18,6 @@ import {
   TPM_PUBKEY_CAPTURED,
   TPM_SYMMETRIC_KEY,
 } from "./structures.js";
-import { captured } from "../codec/codec.js";
 
 /** TPM_TAG (Part 2 §3.1). */
 export const TPM12_TAG = {

@@ -9,13 +9,10 @@
  */
 import { createHash } from "node:crypto";
 import type { z } from "zod";
-import type { PcrSelection } from "@fleetd/verify/attest";
-import { bankName } from "@fleetd/verify/attest";
-import { encode } from "@fleetd/verify/codec";
+import { type PcrSelection, bankName } from "@fleetd/verify/attest";
+import { encode, ParseError } from "@fleetd/verify/codec";
 import { hex } from "@fleetd/verify/crypto";
-import { ekBindingFromTpmPublic } from "@fleetd/verify/ek";
-import { ekTemplateForNvIndex, type EkTemplateId } from "@fleetd/verify/ek";
-import { ParseError } from "@fleetd/verify/codec";
+import { ekBindingFromTpmPublic, ekTemplateForNvIndex, type EkTemplateId } from "@fleetd/verify/ek";
 import { parseEventLog } from "@fleetd/verify/eventlog";
 import { isHashAlg, TPM_ALG } from "@fleetd/verify/tcg";
 import { TPM2B_PUBLIC } from "@fleetd/verify/tpm";

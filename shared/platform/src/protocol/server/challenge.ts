@@ -4,19 +4,12 @@
  * independent secret per approved EK to Name(AK) and open a session with a single-use nonce.
  */
 import { createHash } from "node:crypto";
-import { checkKeyAttributes, AK_POLICY } from "@fleetd/verify/attest";
-import { Checks } from "@fleetd/verify/attest";
+import { checkKeyAttributes, AK_POLICY, Checks } from "@fleetd/verify/attest";
 import { ParseError } from "@fleetd/verify/codec";
 import { hex } from "@fleetd/verify/crypto";
 import { makeCredential } from "@fleetd/verify/credential";
-import { ekBindingFromTpmPublic } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { ekPublicMatchesCertificate } from "@fleetd/verify/ek";
-import { identifyEkTemplate } from "@fleetd/verify/ek";
-import { verifyEkCertificate } from "@fleetd/verify/ek";
-import { readPublicArea } from "@fleetd/verify/tpm";
-import { objectName } from "@fleetd/verify/tpm";
-import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
+import { ekBindingFromTpmPublic, readCertificate, ekPublicMatchesCertificate, identifyEkTemplate, verifyEkCertificate } from "@fleetd/verify/ek";
+import { readPublicArea, objectName, type TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { claimsHash } from "../bindings.js";
 import type { ChallengeRequest, ChallengeResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";

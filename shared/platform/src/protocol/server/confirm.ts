@@ -6,10 +6,9 @@
  * SHA-256(code) is stored, with the one-time config sealed to the code, in the same commit as the session.
  */
 import { createHash } from "node:crypto";
-import { Checks } from "@fleetd/verify/attest";
-import { verifyTpmSignature } from "@fleetd/verify/attest";
+import { Checks, verifyTpmSignature } from "@fleetd/verify/attest";
 import { decodeExact, ParseError } from "@fleetd/verify/codec";
-import { fromHex } from "@fleetd/verify/crypto";
+import { fromHex, sealConfig } from "@fleetd/verify/crypto";
 import { makeCredential } from "@fleetd/verify/credential";
 import { TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
 import { confirmMessage } from "../bindings.js";
@@ -17,7 +16,6 @@ import type { Confirm, ConfirmResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { NodeRecord } from "../../fleet/ports.js";
 import { type EvidenceSessionData, freshGates, spendingRefusals } from "./evidence.js";
-import { sealConfig } from "@fleetd/verify/crypto";
 import { failpoint } from "../../outage/failpoint.js";
 import { outageOf } from "../../outage/outage.js";
 import { StepEffects } from "../../outbox/effects.js";

@@ -5,11 +5,7 @@
  * (its nonce is single use whatever the checks find), and NetBox is told through the outbox.
  */
 import { createHash } from "node:crypto";
-import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "@fleetd/verify/attest";
-import type { PcrValues } from "@fleetd/verify/attest";
-import { Checks, type Reason } from "@fleetd/verify/attest";
-import { verifyCertify } from "@fleetd/verify/attest";
-import { verifyQuote } from "@fleetd/verify/attest";
+import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY, type PcrValues, Checks, type Reason, verifyCertify, verifyQuote } from "@fleetd/verify/attest";
 import { decodeExact } from "@fleetd/verify/codec";
 import { ctEqual, fromHex, hex } from "@fleetd/verify/crypto";
 import { CURVES, isCurve, TPM_ALG } from "@fleetd/verify/tcg";

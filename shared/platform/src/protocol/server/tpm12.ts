@@ -14,14 +14,10 @@
  */
 import { createHash } from "node:crypto";
 import { Checks } from "@fleetd/verify/attest";
-import { makeIdentityCredential } from "@fleetd/verify/attest12";
-import { verifyIdentityBinding } from "@fleetd/verify/attest12";
-import { verifyQuote12 } from "@fleetd/verify/attest12";
+import { makeIdentityCredential, verifyIdentityBinding, verifyQuote12 } from "@fleetd/verify/attest12";
 import { ParseError } from "@fleetd/verify/codec";
 import { ctEqual, fromHex, hex } from "@fleetd/verify/crypto";
-import { ekBinding, ekBindingFromCertificate } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { verifyEkCertificate } from "@fleetd/verify/ek";
+import { ekBinding, ekBindingFromCertificate, readCertificate, verifyEkCertificate } from "@fleetd/verify/ek";
 import { checkAikPubkey, checkEkPubkey, decodePubkey, type Rsa12Key, Tpm12KeyError } from "@fleetd/verify/tpm12";
 import { claimsHash, quoteExternalData12 } from "../bindings.js";
 import { TPM12_MODES, type Tpm12ChallengeRequest, type Tpm12ChallengeResponse, type Tpm12Evidence, type Tpm12EvidenceResponse } from "../messages.js";

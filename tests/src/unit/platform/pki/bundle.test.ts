@@ -3,14 +3,11 @@ import { strict as assert } from "node:assert";
 import { generateKeyPairSync } from "node:crypto";
 import { test } from "node:test";
 import { newSoftwareSigner } from "@fleetd/testkit/softwareSigner";
-import { addCa, bundleAt, bundlePem, currentCa, emptyBundleState, pruneBundleState, recordIssuance, removalDate } from "@fleetd/platform/pki";
-import { parseBundleState, serializeBundleState, type BundleState } from "@fleetd/platform/pki";
-import { createCaCertificate, type CaCertificate } from "@fleetd/platform/pki";
-import { PkiError } from "@fleetd/platform/pki";
-import { issueLdevidCertificate } from "@fleetd/platform/pki";
-import type { CertificateSigner } from "@fleetd/platform/pki";
-import { certificatesFromPem } from "@fleetd/platform/pki";
-import { verifyIssued } from "@fleetd/platform/pki";
+import {
+  addCa, bundleAt, bundlePem, currentCa, emptyBundleState, pruneBundleState, recordIssuance, removalDate,
+  parseBundleState, serializeBundleState, type BundleState, createCaCertificate, type CaCertificate, PkiError,
+  issueLdevidCertificate, type CertificateSigner, certificatesFromPem, verifyIssued,
+} from "@fleetd/platform/pki";
 
 const day = 86_400_000;
 const T0 = new Date("2026-01-01T00:00:00Z");

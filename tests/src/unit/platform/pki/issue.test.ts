@@ -6,24 +6,16 @@ import { tpmPublicFromKey } from "@fleetd/testkit/tpmPublic";
 import { strict as assert } from "node:assert";
 import { generateKeyPairSync, X509Certificate } from "node:crypto";
 import { test } from "node:test";
-import { encode } from "@fleetd/verify/codec";
+import { encode, decodeExact } from "@fleetd/verify/codec";
 import { objectAttributes } from "@fleetd/verify/tcg";
 import { TPMT_PUBLIC } from "@fleetd/verify/tpm";
-import { decodeExact } from "@fleetd/verify/codec";
 import { newSoftwareSigner } from "@fleetd/testkit/softwareSigner";
-import { signCertificate } from "@fleetd/platform/pki";
-import { createCaCertificate, type CaCertificate } from "@fleetd/platform/pki";
-import { PkiError } from "@fleetd/platform/pki";
-import { basicConstraintsExtension, keyUsageExtension, OID_EKU_CLIENT_AUTH, OID_EKU_TCG_AIK_CERTIFICATE } from "@fleetd/platform/pki";
-import { issueLakCertificate } from "@fleetd/platform/pki";
-import { issueLdevidCertificate } from "@fleetd/platform/pki";
-import type { IssuingCa, LeafRequest } from "@fleetd/platform/pki";
-import { commonNameName } from "@fleetd/platform/pki";
-import { parseIssuedCertificate } from "@fleetd/platform/pki";
-import { keyIdentifier } from "@fleetd/platform/pki";
-import { renewalDue, renewalTime } from "@fleetd/platform/pki";
-import type { CertificateSigner } from "@fleetd/platform/pki";
-import { verifyIssued } from "@fleetd/platform/pki";
+import {
+  signCertificate, createCaCertificate, type CaCertificate, PkiError, basicConstraintsExtension, keyUsageExtension,
+  OID_EKU_CLIENT_AUTH, OID_EKU_TCG_AIK_CERTIFICATE, issueLakCertificate, issueLdevidCertificate, type IssuingCa,
+  type LeafRequest, commonNameName, parseIssuedCertificate, keyIdentifier, renewalDue, renewalTime,
+  type CertificateSigner, verifyIssued,
+} from "@fleetd/platform/pki";
 import { Extension } from "@peculiar/asn1-x509";
 import { OctetString } from "@peculiar/asn1-schema";
 

@@ -3,13 +3,10 @@ import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import fc from "fast-check";
 import { newSoftwareSigner } from "@fleetd/testkit/softwareSigner";
-import { parseBundleState } from "@fleetd/platform/pki";
-import { createCaCertificate } from "@fleetd/platform/pki";
-import { PkiError } from "@fleetd/platform/pki";
-import { parseIssuedCertificate } from "@fleetd/platform/pki";
-import { certificatesFromPem } from "@fleetd/platform/pki";
-import { publicKeyInfoFromSpki } from "@fleetd/platform/pki";
-import { verifyIssued } from "@fleetd/platform/pki";
+import {
+  parseBundleState, createCaCertificate, PkiError, parseIssuedCertificate, certificatesFromPem,
+  publicKeyInfoFromSpki, verifyIssued,
+} from "@fleetd/platform/pki";
 
 const runs = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 200);
 

@@ -10,24 +10,14 @@ import { fromHex, hex } from "@fleetd/verify/crypto";
 import { conformance } from "@fleetd/testkit/conformance";
 import { TPM_ALG, TPM_RH } from "@fleetd/verify/tcg";
 import {
-  TPM2_CreatePrimary,
-  TPM2_FlushContext,
-  TPM2_GetCapability,
-  TPM2_PCR_Extend,
-  TPM2_PCR_Read,
-  TPM2_PolicySecret,
-  TPM2_StartAuthSession,
-  TPM_CAP,
-  TPM_PT,
-  TPM_SE,
+  TPM2_CreatePrimary, TPM2_FlushContext, TPM2_GetCapability, TPM2_PCR_Extend, TPM2_PCR_Read, TPM2_PolicySecret,
+  TPM2_StartAuthSession, TPM_CAP, TPM_PT, TPM_SE, TPMT_PUBLIC,
 } from "@fleetd/verify/tpm";
-import { TPMT_PUBLIC } from "@fleetd/verify/tpm";
-import { commandHeader, marshalCommand, parseResponse } from "@fleetd/platform/tpmclient";
-import { TpmError } from "@fleetd/platform/tpmclient";
-import { passwordAuth, policyAuth } from "@fleetd/platform/tpmclient";
+import {
+  commandHeader, marshalCommand, parseResponse, TpmError, passwordAuth, policyAuth, ekTemplateId, akTemplate,
+  lakTemplate, ldevidTemplate, srkTemplate,
+} from "@fleetd/platform/tpmclient";
 import { ekTemplate } from "@fleetd/verify/ek";
-import { ekTemplateId } from "@fleetd/platform/tpmclient";
-import { akTemplate, lakTemplate, ldevidTemplate, srkTemplate } from "@fleetd/platform/tpmclient";
 
 const h = (s: string) => fromHex(s.replace(/\s+/g, ""));
 const E = new Uint8Array(0);

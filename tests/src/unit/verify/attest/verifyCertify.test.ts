@@ -9,12 +9,9 @@ import { test } from "node:test";
 import { decodeExact, encode } from "@fleetd/verify/codec";
 import { conformance } from "@fleetd/testkit/conformance";
 import { objectAttributes, TPM_ALG, TPM_GENERATED_VALUE, TPM_ST } from "@fleetd/verify/tcg";
-import { objectName } from "@fleetd/verify/tpm";
-import { TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
-import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY } from "@fleetd/verify/attest";
+import { objectName, TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
+import { AK_POLICY, checkKeyAttributes, LDEVID_POLICY, Checks, verifyCertify } from "@fleetd/verify/attest";
 import { tpmPublicFromKey } from "@fleetd/testkit/tpmPublic";
-import { Checks } from "@fleetd/verify/attest";
-import { verifyCertify } from "@fleetd/verify/attest";
 
 function eccKey(attrs: number) {
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });

@@ -9,8 +9,7 @@ import { conformance } from "@fleetd/testkit/conformance";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { TPMT_PUBLIC, type TPMT_PUBLIC as Public } from "@fleetd/verify/tpm";
 import { tpmPublicFromKey } from "@fleetd/testkit/tpmPublic";
-import { parseTpm2ToolsPcrFile, type PcrValues } from "@fleetd/verify/attest";
-import { verifyQuote } from "@fleetd/verify/attest";
+import { parseTpm2ToolsPcrFile, type PcrValues, verifyQuote } from "@fleetd/verify/attest";
 
 const load = <T>(rel: string): T => JSON.parse(readFileSync(conformance(rel), "utf8")) as T;
 const b64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));

@@ -3,12 +3,10 @@ import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { decodeExact } from "@fleetd/verify/codec";
-import { fromHex, hex } from "@fleetd/verify/crypto";
-import { kdfa, kdfe } from "@fleetd/verify/crypto";
+import { fromHex, hex, kdfa, kdfe } from "@fleetd/verify/crypto";
 import { conformance } from "@fleetd/testkit/conformance";
 import { TPM2B_PUBLIC, TPMT_PUBLIC } from "@fleetd/verify/tpm";
-import { labeledEncapsulate } from "@fleetd/verify/credential";
-import { makeCredential, tpm2ToolsCredentialFile } from "@fleetd/verify/credential";
+import { labeledEncapsulate, makeCredential, tpm2ToolsCredentialFile } from "@fleetd/verify/credential";
 
 const load = <T>(rel: string): T => JSON.parse(readFileSync(conformance(rel), "utf8")) as T;
 

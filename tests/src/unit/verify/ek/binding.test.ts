@@ -6,14 +6,10 @@ import { ParseError } from "@fleetd/verify/codec";
 import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";
 import { conformance } from "@fleetd/testkit/conformance";
 import { relabelRsaAsOaep } from "@fleetd/testkit/x509Builder";
-import { ekBinding, ekBindingFromCertificate, ekBindingFromTpmPublic } from "@fleetd/verify/ek";
-import { parseSubjectPublicKeyInfo } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { ekPublicFromCertificate } from "@fleetd/verify/ek";
-import { readEkPublic } from "@fleetd/verify/ek";
-import { CertificateError } from "@fleetd/verify/ek";
-import { toPem } from "@fleetd/verify/ek";
-import { canonicalKey } from "@fleetd/verify/ek";
+import {
+  ekBinding, ekBindingFromCertificate, ekBindingFromTpmPublic, parseSubjectPublicKeyInfo, readCertificate,
+  ekPublicFromCertificate, readEkPublic, CertificateError, toPem, canonicalKey,
+} from "@fleetd/verify/ek";
 
 const file = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));
 const enc = (s: string) => new TextEncoder().encode(s);

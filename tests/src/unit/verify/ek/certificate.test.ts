@@ -4,14 +4,8 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { ParseError } from "@fleetd/verify/codec";
 import { conformance } from "@fleetd/testkit/conformance";
-import { parseCertificate, serialHex } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { CertificateError } from "@fleetd/verify/ek";
-import { formatName } from "@fleetd/verify/ek";
-import { OID } from "@fleetd/verify/ek";
-import { toPem } from "@fleetd/verify/ek";
+import { parseCertificate, serialHex, readCertificate, CertificateError, formatName, OID, toPem, tpmInfoFromCertificate } from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
-import { tpmInfoFromCertificate } from "@fleetd/verify/ek";
 
 const bytes = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));
 const STM_RSA_PADDED = "ek/certs/stm_st33htph_rsa_ek_nvread_padded.bin";

@@ -18,15 +18,11 @@ import {
   type SigAlg,
   type TestKey,
 } from "@fleetd/testkit/x509Builder";
-import { type Certificate, parseCertificate } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { isSelfIssued, verifyCertificateChain } from "@fleetd/verify/ek";
-import { OID } from "@fleetd/verify/ek";
-import { canonicalKey } from "@fleetd/verify/ek";
-import { verifyCertificateSignature } from "@fleetd/verify/ek";
-import { caStoreFrom, type CaStore } from "@fleetd/verify/ek";
+import {
+  type Certificate, parseCertificate, readCertificate, isSelfIssued, verifyCertificateChain, OID, canonicalKey,
+  verifyCertificateSignature, caStoreFrom, type CaStore, verifyEkCertificate,
+} from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
-import { verifyEkCertificate } from "@fleetd/verify/ek";
 
 const cert = (rel: string) => readCertificate(new Uint8Array(readFileSync(conformance(rel)))).cert;
 const keylime = loadCaStore(conformance("ca/keylime-tpm_cert_store"));

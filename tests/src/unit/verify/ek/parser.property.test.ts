@@ -10,11 +10,7 @@ import fc from "fast-check";
 import { ParseError } from "@fleetd/verify/codec";
 import { KeyError } from "@fleetd/verify/tpm";
 import { conformance } from "@fleetd/testkit/conformance";
-import { readCertificate } from "@fleetd/verify/ek";
-import { readEkPublic } from "@fleetd/verify/ek";
-import { CertificateError } from "@fleetd/verify/ek";
-import { verifyEkCertificate } from "@fleetd/verify/ek";
-import { caStoreFrom, certificatesInFile } from "@fleetd/verify/ek";
+import { readCertificate, readEkPublic, CertificateError, verifyEkCertificate, caStoreFrom, certificatesInFile } from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
 
 const file = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));

@@ -4,15 +4,13 @@ import { test } from "node:test";
 import { decodeExact } from "@fleetd/verify/codec";
 import { hex } from "@fleetd/verify/crypto";
 import { TPM_ALG, TPMA_OBJECT } from "@fleetd/verify/tcg";
-import { objectName } from "@fleetd/verify/tpm";
-import { TPM2B_PUBLIC, TPMT_PUBLIC } from "@fleetd/verify/tpm";
+import { objectName, TPM2B_PUBLIC, TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { conformance } from "@fleetd/testkit/conformance";
-import { ekBindingFromCertificate, ekBindingFromTpmPublic } from "@fleetd/verify/ek";
-import { readCertificate } from "@fleetd/verify/ek";
-import { ekPublicFromCertificate, ekPublicMatchesCertificate } from "@fleetd/verify/ek";
-import { CertificateError } from "@fleetd/verify/ek";
-import { compareToTemplate, identifyEkTemplate } from "@fleetd/verify/ek";
-import { EK_TEMPLATES, ekTemplate, ekTemplateForNvIndex, policyA, policyB } from "@fleetd/verify/ek";
+import {
+  ekBindingFromCertificate, ekBindingFromTpmPublic, readCertificate, ekPublicFromCertificate,
+  ekPublicMatchesCertificate, CertificateError, compareToTemplate, identifyEkTemplate, EK_TEMPLATES, ekTemplate,
+  ekTemplateForNvIndex, policyA, policyB,
+} from "@fleetd/verify/ek";
 
 const file = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));
 const json = JSON.parse(readFileSync(conformance("ek/ek_templates.json"), "utf8")) as {

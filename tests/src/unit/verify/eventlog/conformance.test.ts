@@ -7,8 +7,7 @@ import { createHash } from "node:crypto";
 import { test } from "node:test";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
 import { algName, TPM_ALG } from "@fleetd/verify/tcg";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { checkReplay, replayLog } from "@fleetd/verify/eventlog";
+import { parseEventLog, checkReplay, replayLog } from "@fleetd/verify/eventlog";
 
 const logs = corpusLogs();
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");

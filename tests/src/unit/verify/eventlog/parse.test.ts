@@ -4,13 +4,11 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { encode, ParseError } from "@fleetd/verify/codec";
 import { TPM_ALG } from "@fleetd/verify/tcg";
-import { EV } from "@fleetd/verify/eventlog";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { replayLog } from "@fleetd/verify/eventlog";
-import { SPEC_ID_EVENT03, TCG_EfiSpecIDEvent, TCG_PCR_EVENT } from "@fleetd/verify/eventlog";
-import { parseDevicePath, parseSignatureLists, parseVariableData } from "@fleetd/verify/eventlog";
+import {
+  EV, parseEventLog, replayLog, SPEC_ID_EVENT03, TCG_EfiSpecIDEvent, TCG_PCR_EVENT, parseDevicePath,
+  parseSignatureLists, parseVariableData, GUID,
+} from "@fleetd/verify/eventlog";
 import { EventLogWriter, signatureList, variableData } from "@fleetd/testkit/eventlogWriter";
-import { GUID } from "@fleetd/verify/eventlog";
 
 function header(algs: { algorithmId: number; digestSize: number }[], patch: Partial<{ major: number; uintn: number }> = {}): Uint8Array {
   const spec = encode(

@@ -2,10 +2,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
-import { EV } from "@fleetd/verify/eventlog";
-import { interpretLog, type InterpretOptions } from "@fleetd/verify/eventlog";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { replayLog } from "@fleetd/verify/eventlog";
+import { EV, interpretLog, type InterpretOptions, parseEventLog, replayLog } from "@fleetd/verify/eventlog";
 
 const logs = corpusLogs();
 function measured(rel: string) {

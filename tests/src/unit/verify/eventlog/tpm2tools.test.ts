@@ -20,10 +20,10 @@ import { digest } from "@fleetd/verify/crypto";
 import { conformance } from "@fleetd/testkit/conformance";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
 import { algName, isHashAlg } from "@fleetd/verify/tcg";
-import { EV, eventTypeName } from "@fleetd/verify/eventlog";
-import { eventDigest, parseEventLog } from "@fleetd/verify/eventlog";
-import { replayLog } from "@fleetd/verify/eventlog";
-import { devicePathText, parseDevicePath, parseImageLoadEvent, parseVariableDataPrefix } from "@fleetd/verify/eventlog";
+import {
+  EV, eventTypeName, eventDigest, parseEventLog, replayLog, devicePathText, parseDevicePath, parseImageLoadEvent,
+  parseVariableDataPrefix,
+} from "@fleetd/verify/eventlog";
 
 interface YamlEvent {
   pcr?: number;

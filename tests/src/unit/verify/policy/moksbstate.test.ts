@@ -11,15 +11,12 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, test } from "node:test";
-import { EV } from "@fleetd/verify/eventlog";
-import { parseEventLog, type EventLog } from "@fleetd/verify/eventlog";
+import { EV, parseEventLog, type EventLog } from "@fleetd/verify/eventlog";
 import { EventLogWriter } from "@fleetd/testkit/eventlogWriter";
 import { bootScenario, type LabKeys, makeLabKeys, type ScenarioProfile, writeSiteAuthorities } from "@fleetd/testkit/bootScenarios";
 import { conformance } from "@fleetd/testkit/conformance";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { evaluateProfile, type Evaluation } from "@fleetd/verify/policy";
-import { defaultPolicyDir, loadProfile } from "@fleetd/platform/trust";
-import { type Profile, profileAuthorityRefs } from "@fleetd/verify/policy";
+import { resolveAuthorities, defaultPolicyDir, loadProfile } from "@fleetd/platform/trust";
+import { evaluateProfile, type Evaluation, type Profile, profileAuthorityRefs } from "@fleetd/verify/policy";
 
 let keys: LabKeys;
 let site: string;

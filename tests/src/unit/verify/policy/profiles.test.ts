@@ -7,12 +7,8 @@ import { test } from "node:test";
 import { certificateFromLog } from "@fleetd/testkit/bootScenarios";
 import { makeTestCa } from "@fleetd/testkit/certs";
 import { certSummary } from "@fleetd/verify/eventlog";
-import { AuthorityConfigError } from "@fleetd/verify/policy";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { BUILTIN_AUTHORITIES } from "@fleetd/verify/policy";
-import { parseProfile, ProfileError } from "@fleetd/verify/policy";
-import { loadProfile } from "@fleetd/platform/trust";
-import { profileAuthorityRefs } from "@fleetd/verify/policy";
+import { AuthorityConfigError, BUILTIN_AUTHORITIES, parseProfile, ProfileError, profileAuthorityRefs } from "@fleetd/verify/policy";
+import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
 
 test("hookos, talos and ubuntu load from policy/ and keep the HookOS signer apart from the lab key", () => {
   const hookos = loadProfile("hookos");

@@ -10,15 +10,11 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { interpretLog } from "@fleetd/verify/eventlog";
-import { parseEventLog } from "@fleetd/verify/eventlog";
-import { replayLog } from "@fleetd/verify/eventlog";
+import { interpretLog, parseEventLog, replayLog } from "@fleetd/verify/eventlog";
 import { makeLabKeys, writeSiteAuthorities } from "@fleetd/testkit/bootScenarios";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { evaluateProfile } from "@fleetd/verify/policy";
-import { loadProfile } from "@fleetd/platform/trust";
-import { profileAuthorityRefs } from "@fleetd/verify/policy";
+import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
+import { evaluateProfile, profileAuthorityRefs } from "@fleetd/verify/policy";
 
 interface Expect {
   verdict: "pass" | "fail";

@@ -9,19 +9,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, test } from "node:test";
 import { digest } from "@fleetd/verify/crypto";
-import { EFI_ACTION, EV, eventTypeName } from "@fleetd/verify/eventlog";
-import { parseEventLog, type EventLog } from "@fleetd/verify/eventlog";
-import type { PcrValues } from "@fleetd/verify/eventlog";
+import { EFI_ACTION, EV, eventTypeName, parseEventLog, type EventLog, type PcrValues } from "@fleetd/verify/eventlog";
 import { bootScenario, type LabKeys, makeLabKeys, writeSiteAuthorities } from "@fleetd/testkit/bootScenarios";
 import { conformance } from "@fleetd/testkit/conformance";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
 import { TPM_ALG } from "@fleetd/verify/tcg";
-import { resolveAuthorities } from "@fleetd/platform/trust";
-import { evaluateProfile, type Evaluation } from "@fleetd/verify/policy";
-import { parseProfile } from "@fleetd/verify/policy";
-import { loadProfile } from "@fleetd/platform/trust";
-import { type Profile, profileAuthorityRefs } from "@fleetd/verify/policy";
-import { TOLERANCE_NAMES, TOLERANCES, type ToleranceName } from "@fleetd/verify/policy";
+import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
+import {
+  evaluateProfile, type Evaluation, parseProfile, type Profile, profileAuthorityRefs, TOLERANCE_NAMES, TOLERANCES,
+  type ToleranceName,
+} from "@fleetd/verify/policy";
 
 let keys: LabKeys;
 let site: string;

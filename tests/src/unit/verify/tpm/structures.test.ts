@@ -4,8 +4,7 @@ import { test } from "node:test";
 import { decodeExact, encode, ParseError } from "@fleetd/verify/codec";
 import { conformance } from "@fleetd/testkit/conformance";
 import { TPM_ALG, TPM_ST, TPMA_OBJECT } from "@fleetd/verify/tcg";
-import { objectName } from "@fleetd/verify/tpm";
-import { TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE, TPM2B_PUBLIC } from "@fleetd/verify/tpm";
+import { objectName, TPMS_ATTEST, TPMT_PUBLIC, TPMT_SIGNATURE, TPM2B_PUBLIC } from "@fleetd/verify/tpm";
 
 const b64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
 const windows = JSON.parse(readFileSync(conformance("quotes/go-attestation_windows_gcp_shielded_vm.json"), "utf8")) as {

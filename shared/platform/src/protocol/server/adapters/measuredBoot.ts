@@ -1,12 +1,10 @@
 /** MeasuredBoot over fleetd's policy engine: profiles from the policy folder, site authorities from a directory. */
-import type { PcrValues } from "@fleetd/verify/attest";
-import type { Verdict } from "@fleetd/verify/attest";
+import type { PcrValues, Verdict } from "@fleetd/verify/attest";
 import { ParseError } from "@fleetd/verify/codec";
 import { parseEventLog } from "@fleetd/verify/eventlog";
 import { resolveAuthorities } from "../../../trust/authorities.js";
-import { evaluateProfile } from "@fleetd/verify/policy";
+import { evaluateProfile, profileAuthorityRefs } from "@fleetd/verify/policy";
 import { defaultPolicyDir, loadProfile } from "../../../trust/profiles.js";
-import { profileAuthorityRefs } from "@fleetd/verify/policy";
 import type { MeasuredBoot } from "../../../fleet/ports.js";
 
 export class PolicyMeasuredBoot implements MeasuredBoot {

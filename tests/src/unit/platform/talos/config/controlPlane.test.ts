@@ -4,12 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { parse } from "yaml";
-import { ConfigInputError } from "@fleetd/platform/talos/config";
-import { renderControlPlaneConfig } from "@fleetd/platform/talos/config";
-import { renderNodeConfig } from "@fleetd/platform/talos/config";
-import { renderWorkerConfig } from "@fleetd/platform/talos/config";
-import { TOKEN_PATTERN } from "@fleetd/platform/talos/config";
-import type { TalosSecretsBundle } from "@fleetd/platform/talos/config";
+import {
+  ConfigInputError, renderControlPlaneConfig, renderNodeConfig, renderWorkerConfig, TOKEN_PATTERN,
+  type TalosSecretsBundle,
+} from "@fleetd/platform/talos/config";
 import { nodeInputFixture, secretsBundleFixture, siteForBundle, writeSecretsBundle } from "@fleetd/testkit/talosConfig";
 
 const dir = mkdtempSync(join(tmpdir(), "fleetd-cp-"));

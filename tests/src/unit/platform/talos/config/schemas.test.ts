@@ -1,11 +1,10 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import { ConfigInputError } from "@fleetd/platform/talos/config";
-import { renderWorkerConfig } from "@fleetd/platform/talos/config";
+import {
+  ConfigInputError, renderWorkerConfig, newBootstrapToken, TOKEN_PATTERN, inSubnet, isUsableHost, parseCidr,
+  subnetOf,
+} from "@fleetd/platform/talos/config";
 import { makeCerts, nodeInputFixture, siteConfigFixture } from "@fleetd/testkit/talosConfig";
-import { newBootstrapToken } from "@fleetd/platform/talos/config";
-import { TOKEN_PATTERN } from "@fleetd/platform/talos/config";
-import { inSubnet, isUsableHost, parseCidr, subnetOf } from "@fleetd/platform/talos/config";
 
 const site = siteConfigFixture("v1.13.9");
 const node = nodeInputFixture();

@@ -1,12 +1,10 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import { crc32 } from "@fleetd/verify/crypto";
-import { ADV_LENGTH, marshalAdvCopy, parseAdvCopy, sha256 } from "@fleetd/platform/talos/meta";
-import { memoryDisk } from "@fleetd/platform/talos/meta";
-import { MetaError } from "@fleetd/platform/talos/meta";
-import { readGpt } from "@fleetd/platform/talos/meta";
-import { readAdvCopies, setMetaKey } from "@fleetd/platform/talos/meta";
-import { findMetaPartition, META_PARTITION_SIZE } from "@fleetd/platform/talos/meta";
+import {
+  ADV_LENGTH, marshalAdvCopy, parseAdvCopy, sha256, memoryDisk, MetaError, readGpt, readAdvCopies, setMetaKey,
+  findMetaPartition, META_PARTITION_SIZE,
+} from "@fleetd/platform/talos/meta";
 import { buildGptImage, talosLayout } from "@fleetd/testkit/talosMeta";
 
 function errorOf(f: () => unknown): MetaError {

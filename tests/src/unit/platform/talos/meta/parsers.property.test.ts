@@ -6,12 +6,10 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import fc from "fast-check";
-import { ADV_CHECKSUM_OFFSET, ADV_LENGTH, type AdvRecord, marshalAdvCopy, parseAdvCopy, sha256 } from "@fleetd/platform/talos/meta";
-import { memoryDisk } from "@fleetd/platform/talos/meta";
-import { MetaError } from "@fleetd/platform/talos/meta";
-import { readGpt } from "@fleetd/platform/talos/meta";
-import { readAdvCopies, setMetaKey } from "@fleetd/platform/talos/meta";
-import { findMetaPartition } from "@fleetd/platform/talos/meta";
+import {
+  ADV_CHECKSUM_OFFSET, ADV_LENGTH, type AdvRecord, marshalAdvCopy, parseAdvCopy, sha256, memoryDisk, MetaError,
+  readGpt, readAdvCopies, setMetaKey, findMetaPartition,
+} from "@fleetd/platform/talos/meta";
 import { buildGptImage, type TestImage } from "@fleetd/testkit/talosMeta";
 
 const RUNS = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 300);
