@@ -10,6 +10,9 @@
  * The real-platform matrix stays: it is what proves the engine's wiring to NetBox, swtpm and PKCS#11.
  */
 import { strict as assert } from "node:assert";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { EV } from "@fleetd/verify/eventlog";
@@ -394,4 +397,12 @@ test("a config fetch with a wrong code, and a second fetch: 404, nothing signed,
   const added = journal(NODE).slice(b.journal);
   assert.equal(added.length, 1, added.join("\n"));
   assert.match(added[0] ?? "", /fetched its one-time config/);
+});
+
+test("the same cases as the real-platform matrix (refusals.it.test.ts), by name", () => {
+  const src = resolve(fileURLToPath(import.meta.url), "../../../../../src");
+  const names = (file: string) => [...readFileSync(file, "utf8").matchAll(/^test\("((?:[^"\\]|\\.)*)"/gm)].map((m) => m[1] as string).filter((n) => !n.startsWith("the same cases as"));
+  const real = names(join(src, "attestation/refusals.it.test.ts"));
+  assert.ok(real.length >= 19, `read ${real.length} cases from the real-platform matrix`);
+  assert.deepEqual(names(join(src, "unit/platform/protocol/refusals.test.ts")), real);
 });
