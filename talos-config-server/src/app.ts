@@ -8,9 +8,10 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/platform/protocol/server";
 import { clientAddress } from "./clientAddress.js";
-import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
+import { configFetchHandler, type ConfigFetchDeps, type InternalError } from "./configFetch.js";
 import { outageOf } from "@fleetd/platform/outage";
 import type { Metrics } from "./metrics.js";
+import type { z } from "zod";
 import { healthHandlers, type Readiness } from "@fleetd/platform/service";
 
 export interface AppDeps extends ConfigFetchDeps {
@@ -102,7 +103,7 @@ export function createApp(deps: AppDeps): Express {
       return;
     }
     deps.log.error({ err }, "internal error");
-    res.status(500).json({ error: "internal" });
+    res.status(500).json({ error: "internal" } satisfies z.infer<typeof InternalError>);
   });
   return app;
 }
