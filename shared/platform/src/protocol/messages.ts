@@ -199,7 +199,7 @@ export const PassNone = z.strictObject({ verdict: z.literal("pass"), issued: z.l
  * keys certified in this session), "none" (wipe mode, a device being retired, or an attest whose LDevID is not
  * due for renewal). Without certificates there is no confirm.
  */
-export const EvidenceResponse = z.union([EvidenceIssued, PassNone]).meta({
+export const EvidenceResponse = z.discriminatedUnion("issued", [EvidenceIssued, PassNone]).meta({
   description:
     "A passing verdict. `issued: new` carries a fresh LDevID/LAK pair for the keys certified in this session (intake, provision, and attest when the LDevID is due for renewal); `issued: none` carries nothing — wipe mode, a `decommissioning`/`offline` device, or an attest whose LDevID is not due — and has no confirm.",
 });
@@ -225,7 +225,7 @@ export type WrappedInstallCode = z.infer<typeof WrappedInstallCode>;
 
 /** The confirm's answer on the wire: `installCode` is present exactly when `mode` is `provision`. */
 export const ConfirmResponseBody = z
-  .union([z.strictObject({ mode: z.literal("provision"), installCode: WrappedInstallCode }), z.strictObject({ mode: z.enum(MODES.filter((m) => m !== "provision") as ["intake", "attest", "wipe"]) })])
+  .discriminatedUnion("mode", [z.strictObject({ mode: z.literal("provision"), installCode: WrappedInstallCode }), z.strictObject({ mode: z.enum(MODES.filter((m) => m !== "provision") as ["intake", "attest", "wipe"]) })])
   .meta({ description: "`installCode` is present exactly when `mode` is `provision`." });
 
 /** The confirm's answer as code reads and builds it (every ConfirmResponseBody is one). */
