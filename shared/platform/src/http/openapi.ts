@@ -125,6 +125,11 @@ export function openApiDocument(spec: ApiSpec): JsonSchema {
     ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([k, h]) => [k, { ...(h.description ? { description: h.description } : {}), ...(h.required ? { required: true } : {}), schema: schemaOf(h.schema) }])) } : {}),
     ...(r.content ? { content: Object.fromEntries(Object.entries(r.content).map(([media, s]) => [media, { schema: schemaOf(s) }])) } : {}),
   });
+  /** A parameter's schema; its description, when the parameter says the same, only once (on the parameter). */
+  const parameterSchema = (p: ParameterSpec): JsonSchema => {
+    const { description, ...rest } = schemaOf(p.schema);
+    return description === undefined || description === p.description ? rest : { description, ...rest };
+  };
   const responseNames = new Set(Object.keys(spec.components.responses ?? {}));
 
   const paths: Record<string, Record<string, unknown>> = {};
@@ -137,7 +142,7 @@ export function openApiDocument(spec: ApiSpec): JsonSchema {
       summary: op.summary,
       ...(op.description ? { description: op.description } : {}),
       ...(op.parameters
-        ? { parameters: op.parameters.map((p) => ({ name: p.name, in: p.in, required: p.required, ...(p.description ? { description: p.description } : {}), schema: schemaOf(p.schema) })) }
+        ? { parameters: op.parameters.map((p) => ({ name: p.name, in: p.in, required: p.required, ...(p.description ? { description: p.description } : {}), schema: parameterSchema(p) })) }
         : {}),
       ...(op.requestBody ? { requestBody: { required: true, content: { "application/json": { schema: schemaOf(op.requestBody) } } } } : {}),
       responses: Object.fromEntries(
