@@ -503,7 +503,8 @@ export const INTERNAL_API: ApiSpec = {
   },
 };
 
-/** openapi.yaml, as served at GET /openapi.yaml. */
-export const publicOpenApiYaml = (): string => openApiYaml(PUBLIC_API, GENERATED_BY);
+let served: string | undefined;
+/** openapi.yaml, as served at GET /openapi.yaml (built once per process). */
+export const publicOpenApiYaml = (): string => (served ??= openApiYaml(PUBLIC_API, GENERATED_BY));
 /** openapi-internal.yaml. */
 export const internalOpenApiYaml = (): string => openApiYaml(INTERNAL_API, GENERATED_BY);
