@@ -1,16 +1,17 @@
 /**
- * The HTTP API of talos-config-server (documented in openapi.yaml): the attestation protocol and the one-time
+ * The HTTP API of talos-config-server (documented in openapi.yaml, generated from openapi.ts): the attestation protocol and the one-time
  * Talos config. No state-changing GET exists besides the config fetch, whose one effect (consuming the code)
  * is the point of the design.
  */
-import { readFileSync } from "node:fs";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
 import type { AttestationService, Outcome } from "@fleetd/platform/protocol/server";
 import { clientAddress } from "./clientAddress.js";
-import { configFetchHandler, type ConfigFetchDeps } from "./configFetch.js";
+import { configFetchHandler, type ConfigFetchDeps, type InternalError } from "./configFetch.js";
 import { outageOf } from "@fleetd/platform/outage";
 import type { Metrics } from "./metrics.js";
+import { publicOpenApiYaml } from "./openapi.js";
+import type { z } from "zod";
 import { healthHandlers, type Readiness } from "@fleetd/platform/service";
 
 export interface AppDeps extends ConfigFetchDeps {
@@ -23,11 +24,10 @@ export interface AppDeps extends ConfigFetchDeps {
   ready?: () => Promise<Readiness>;
 }
 
-/** The API's OpenAPI 3.1 document (talos-config-server/openapi.yaml), served at GET /openapi.yaml. */
-export const OPENAPI_PATH = new URL("../openapi.yaml", import.meta.url);
-
 export function createApp(deps: AppDeps): Express {
-  const openapi = readFileSync(OPENAPI_PATH, "utf8");
+  // The API's OpenAPI 3.1 document, generated from the zod schemas the routes parse with (openapi.ts): the same
+  // text as the committed talos-config-server/openapi.yaml (openapi.test.ts), served at GET /openapi.yaml.
+  const openapi = publicOpenApiYaml();
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
@@ -102,7 +102,7 @@ export function createApp(deps: AppDeps): Express {
       return;
     }
     deps.log.error({ err }, "internal error");
-    res.status(500).json({ error: "internal" });
+    res.status(500).json({ error: "internal" } satisfies z.infer<typeof InternalError>);
   });
   return app;
 }

@@ -19,6 +19,7 @@ import { StepEffects } from "@fleetd/platform/outbox";
 import { clientAddress, type TrustedProxies } from "./clientAddress.js";
 import type { StoreLimiter } from "./rateLimit.js";
 import type { Metrics } from "./metrics.js";
+import { z } from "zod";
 
 export interface ConfigFetchDeps {
   store: AttestationStore;
@@ -41,8 +42,25 @@ export interface ConfigFetchDeps {
   staleClaimMs: number;
 }
 
-const CODE = /^[0-9a-f]{64}$/;
-const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+/** The query of `GET /talos/config` (Talos `talos.config=…?uuid=${uuid}&code=${code}`). */
+export const ConfigFetchQuery = z.object({
+  uuid: z
+    .string()
+    .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/)
+    .meta({ description: "The node's SMBIOS UUID (either byte order of the first three fields matches)." }),
+  code: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .meta({ description: "The install code, lowercase hex of the 32 bytes the TPM unwrapped. A bearer token." }),
+});
+
+/** The refusals of the config fetch: `{ error, detail }`. */
+export const CONFIG_FETCH_ERRORS = ["no-code", "rate-limited", "bad-request", "unknown-code", "gone"] as const;
+export const ConfigFetchError = z.strictObject({ error: z.enum(CONFIG_FETCH_ERRORS), detail: z.string().min(1) });
+type FetchError = z.infer<typeof ConfigFetchError>;
+
+/** A fetch that failed on the server's side (configFetch and app.ts): nothing served. */
+export const InternalError = z.strictObject({ error: z.enum(["internal", "empty-config", "sealed-config"]), detail: z.string().min(1).optional() });
 
 export function configFetchHandler(deps: ConfigFetchDeps) {
   return async (req: Request, res: Response): Promise<void> => {
@@ -50,16 +68,16 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     const uuid = typeof req.query["uuid"] === "string" ? req.query["uuid"] : "";
     const code = typeof req.query["code"] === "string" ? req.query["code"] : "";
     const now = deps.now();
-    const refuse = (status: number, error: string, detail: string) => {
+    const refuse = (status: number, error: FetchError["error"], detail: string) => {
       deps.metrics.configFetches.inc({ outcome: error });
       deps.log.warn({ address, uuid, outcome: error }, "talos config refused");
-      res.status(status).type("application/json").send(JSON.stringify({ error, detail }));
+      res.status(status).type("application/json").send(JSON.stringify({ error, detail } satisfies FetchError));
     };
     if (code === "${code}") return refuse(400, "no-code", "the URL still holds the literal ${code}: Talos found no install code in META key 0x0b");
     // The failure is charged before anything is looked up (atomically, in the shared store) and refunded only
     // when the code was right: concurrent guesses cannot all pass a check made before any of them failed.
     if (!(await deps.limiter.chargeCode(address, now))) return refuse(429, "rate-limited", "too many wrong codes from this address; try later");
-    if (!UUID.test(uuid) || !CODE.test(code)) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters");
+    if (!ConfigFetchQuery.safeParse({ uuid, code }).success) return refuse(400, "bad-request", "uuid must be a UUID and code 64 lowercase hex characters");
 
     // The code in the URL is the lowercase hex of the 32 bytes c the TPM unwrapped; the store holds SHA-256(c).
     const codeBytes = Buffer.from(code, "hex");
@@ -86,7 +104,7 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     if (!wanted.ok) {
       await deps.store.voidInstallCodes(record.node.deviceId);
       deps.log.warn({ node: record.node, address, reason: wanted.reason }, "talos config refused: the node no longer expects it; its install codes are void");
-      res.status(410).type("application/json").send(JSON.stringify({ error: "gone", detail: "this config was withdrawn" }));
+      res.status(410).type("application/json").send(JSON.stringify({ error: "gone", detail: "this config was withdrawn" } satisfies FetchError));
       return;
     }
     let config: string;
@@ -96,13 +114,13 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
       if (!(e instanceof SealError)) throw e;
       await deps.store.releaseInstallCode(codeHash, claimer);
       deps.log.error({ node: record.node, reason: e.message }, "stored config does not open with its code; refusing to serve it");
-      res.status(500).type("application/json").send(JSON.stringify({ error: "sealed-config", detail: "the stored config does not open; provision the node again" }));
+      res.status(500).type("application/json").send(JSON.stringify({ error: "sealed-config", detail: "the stored config does not open; provision the node again" } satisfies z.infer<typeof InternalError>));
       return;
     }
     if (config.length === 0) {
       await deps.store.releaseInstallCode(codeHash, claimer);
       deps.log.error({ node: record.node }, "stored config is empty; refusing to serve it");
-      res.status(500).type("application/json").send(JSON.stringify({ error: "empty-config" }));
+      res.status(500).type("application/json").send(JSON.stringify({ error: "empty-config" } satisfies z.infer<typeof InternalError>));
       return;
     }
     let finished = false;

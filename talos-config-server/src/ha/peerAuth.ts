@@ -11,12 +11,24 @@ import { createHash, createHmac, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { ctEqual } from "@fleetd/verify/crypto";
 import { ConfigError } from "@fleetd/platform/fleet";
+import { z } from "zod";
 
 export const PEER_TIMESTAMP = "x-fleetd-peer-timestamp";
 export const PEER_NONCE = "x-fleetd-peer-nonce";
 export const PEER_SIGNATURE = "x-fleetd-peer-signature";
 export const PEER_TARGET = "x-fleetd-peer-target";
 const MIN_SECRET_BYTES = 32;
+
+const HEX_MAC = /^[0-9a-f]{64}$/;
+/** The headers a peer request carries (openapi-internal.yaml); a request without every one of them is refused. */
+export const PeerRequestHeaders = z.object({
+  [PEER_TIMESTAMP]: z.string().regex(/^[0-9]{1,12}$/).meta({ description: "Unix seconds." }),
+  [PEER_NONCE]: z.string().regex(/^[0-9a-f]{32}$/),
+  [PEER_TARGET]: z.string().min(1).max(253).meta({ description: "The identity of the replica the request is for." }),
+  [PEER_SIGNATURE]: z.string().regex(HEX_MAC),
+});
+/** The header on a replica's answer: its MAC over the request's nonce. */
+export const PeerResponseSignature = z.string().regex(HEX_MAC);
 
 export class PeerAuthError extends Error {
   override readonly name = "PeerAuthError";
@@ -64,8 +76,6 @@ const header = (h: Record<string, string | string[] | undefined>, name: string):
   const v = h[name];
   return typeof v === "string" ? v : undefined;
 };
-const HEX_MAC = /^[0-9a-f]{64}$/;
-
 /** Checks an answer's MAC against the request's nonce; throws PeerAuthError. */
 export function verifyPeerResponse(secret: Uint8Array, nonce: string, status: number, body: Uint8Array, signature: string | undefined): void {
   if (!signature || !HEX_MAC.test(signature)) throw new PeerAuthError("peer-signature-missing", "the leader's answer carries no MAC");
@@ -94,13 +104,16 @@ export class PeerVerifier {
 
   /** Verifies a request; returns its nonce (to sign the answer with). Throws PeerAuthError. */
   async verify(method: string, path: string, body: Uint8Array, headers: Record<string, string | string[] | undefined>, now: number): Promise<string> {
-    const timestamp = header(headers, PEER_TIMESTAMP);
-    const nonce = header(headers, PEER_NONCE);
-    const target = header(headers, PEER_TARGET);
-    const signature = header(headers, PEER_SIGNATURE);
-    if (!timestamp || !/^\d{1,12}$/.test(timestamp) || !nonce || !/^[0-9a-f]{32}$/.test(nonce) || !target || target.length > 253 || !signature || !HEX_MAC.test(signature)) {
+    const parsed = PeerRequestHeaders.safeParse({
+      [PEER_TIMESTAMP]: header(headers, PEER_TIMESTAMP),
+      [PEER_NONCE]: header(headers, PEER_NONCE),
+      [PEER_TARGET]: header(headers, PEER_TARGET),
+      [PEER_SIGNATURE]: header(headers, PEER_SIGNATURE),
+    });
+    if (!parsed.success) {
       throw new PeerAuthError("peer-signature-missing", `a peer request needs ${PEER_TIMESTAMP}, ${PEER_NONCE} (32 hex), ${PEER_TARGET} and ${PEER_SIGNATURE} (64 hex)`);
     }
+    const { [PEER_TIMESTAMP]: timestamp, [PEER_NONCE]: nonce, [PEER_TARGET]: target, [PEER_SIGNATURE]: signature } = parsed.data;
     if (!ctEqual(new Uint8Array(Buffer.from(signature, "hex")), mac(this.secret, requestText(method, path, target, timestamp, nonce, body)))) {
       throw new PeerAuthError("peer-signature-mismatch", "the request's MAC does not match (another peer secret, or the body was changed)");
     }

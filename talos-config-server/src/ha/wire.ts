@@ -15,19 +15,25 @@ export const MAX_ISSUE_BODY_BYTES = 16 * 1024;
 export type IssueRequest = Parameters<Issuer["issue"]>[0];
 export type IssueResult = Awaited<ReturnType<Issuer["issue"]>>;
 
-const PublicHex = z.string().regex(/^([0-9a-f]{2}){1,1024}$/, "TPMT_PUBLIC, lowercase hex, at most 1024 bytes");
+const PublicHex = (key: string) => z.string().regex(/^([0-9a-f]{2}){1,1024}$/, "TPMT_PUBLIC, lowercase hex, at most 1024 bytes").meta({ description: `The certified ${key}'s TPMT_PUBLIC, hex.` });
 /** A certificate serial the follower reserved (the DER INTEGER's bytes, hex; the leader checks it is positive and minimal). */
 const SerialHex = z.string().regex(/^([0-9a-f]{2}){1,20}$/, "a serial number, lowercase hex, at most 20 bytes");
 export const IssueRequestBody = z.strictObject({
   node: z.string().min(1).max(253),
   generation: z.number().int().min(1).max(1_000_000),
-  ldevid: PublicHex,
-  lak: PublicHex,
-  serials: z.strictObject({ ldevid: SerialHex, lak: SerialHex }).optional(),
+  ldevid: PublicHex("LDevID"),
+  lak: PublicHex("LAK"),
+  serials: z
+    .strictObject({ ldevid: SerialHex, lak: SerialHex })
+    .optional()
+    .meta({
+      description:
+        "The serial numbers the follower reserved (recorded void) before asking: the certificates carry them, so a signature whose step never records its verdict is already listed as void.",
+    }),
 });
 
-const B64 = z.string().regex(/^[A-Za-z0-9+/]+={0,2}$/).max(16_384);
-const IssuedBody = z.strictObject({ der: B64, serialHex: z.string().regex(/^[0-9a-f]{2,64}$/), notAfter: z.iso.datetime() });
+const B64 = z.string().regex(/^[A-Za-z0-9+/]+={0,2}$/).max(16_384).meta({ contentEncoding: "base64", description: "The certificate, DER, base64." });
+export const IssuedBody = z.strictObject({ der: B64, serialHex: z.string().regex(/^[0-9a-f]{2,64}$/), notAfter: z.iso.datetime() });
 export const IssueResponseBody = z.strictObject({ ldevid: IssuedBody, lak: IssuedBody, bundlePem: z.string().min(1).max(262_144) });
 
 /** Refusals of the internal endpoint: `{ error, detail }`. */

@@ -6,15 +6,19 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { collectDefaultMetrics, Registry } from "prom-client";
+import { z } from "zod";
 
-export type ProbeResult = { ok: true } | { ok: false; detail: string };
+/** One readiness check: ok, or not with a detail (a failed probe's error message, which may be empty). */
+export const ProbeResult = z.union([z.strictObject({ ok: z.literal(true) }), z.strictObject({ ok: z.literal(false), detail: z.string() })]);
+export type ProbeResult = z.infer<typeof ProbeResult>;
 export type Probe = () => Promise<ProbeResult>;
 
 /** What `/readyz` answers: ready when every check is ok; each check names its dependency. */
-export interface Readiness {
-  ready: boolean;
-  checks: Record<string, ProbeResult>;
-}
+export const Readiness = z.strictObject({ ready: z.boolean(), checks: z.record(z.string(), ProbeResult) });
+export type Readiness = z.infer<typeof Readiness>;
+
+/** What `/healthz` answers while the process serves at all. */
+export const Health = z.strictObject({ ok: z.literal(true) });
 
 /** A probe run at most once per `ttlMs` (kubelets may probe every second, from several nodes). */
 export function cachedProbe<T>(ttlMs: number, probe: () => Promise<T>): () => Promise<T> {
@@ -64,7 +68,7 @@ const json = (res: ServerResponse, status: number, body: unknown): void => {
 
 export function healthHandlers(o: { registry: Registry; ready?: () => Promise<Readiness> }): HealthHandlers {
   return {
-    healthz: (_req, res) => json(res, 200, { ok: true }),
+    healthz: (_req, res) => json(res, 200, { ok: true } satisfies z.infer<typeof Health>),
     readyz: async (_req, res) => {
       const r: Readiness = o.ready ? await o.ready() : { ready: true, checks: {} };
       json(res, r.ready ? 200 : 503, r);
