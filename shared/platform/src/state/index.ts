@@ -1,4 +1,5 @@
 /** The `state` entry point of this package: everything its files export. */
+export * from "./kubeRecords.js";
 export * from "./kubeStore.js";
 export * from "./privateFiles.js";
 export * from "./sqliteStore.js";
