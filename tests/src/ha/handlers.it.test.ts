@@ -95,14 +95,14 @@ test("one desired_action, the hint queued on both replicas: one dispatch, one in
   await Promise.all([a.reconcile(), b.reconcile()]);
   await decisions.wait(0, (e) => e.deviceId === w1.id && e.decision.outcome === "dispatch", "provision edge-1");
   // let the leader work off everything it has for the device, then look again
-  await waitFor("the leader's queue drained", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
+  await waitFor("the leader's queue drained", 30_000, async () => !(await leader.queue.hasPendingFor(w1.id)));
   await leader.reconcile();
-  await waitFor("the leader's queue drained again", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
+  await waitFor("the leader's queue drained again", 30_000, async () => !(await leader.queue.hasPendingFor(w1.id)));
   assert.equal(dispatches().length, 1, JSON.stringify(decisions.events.map((e) => [e.job.source, e.decision.outcome])));
-  assert.equal(a.intents.all().length + b.intents.all().length, 1, "one intent recorded across the replicas");
-  assert.equal(follower.intents.all().length, 0);
+  assert.equal((await a.intents.all()).length + (await b.intents.all()).length, 1, "one intent recorded across the replicas");
+  assert.equal((await follower.intents.all()).length, 0);
   assert.equal(byReplica.get(follower === a ? "handler-a" : "handler-b") ?? 0, 0, "the follower decided nothing");
-  assert.ok(follower.queue.hasPendingFor(w1.id), "the follower kept its hint (durable; run if it leads)");
+  assert.ok(await follower.queue.hasPendingFor(w1.id), "the follower kept its hint (durable; run if it leads)");
   assert.equal((await device(f, "edge-1")).cf["desired_action"], null, "the request was cleared");
   assert.equal((await workflows()).length, 1, "one Workflow in the management cluster");
 });
@@ -114,11 +114,11 @@ test("the leader stops: the other leads, works off its queued hint, and dispatch
   const mark = decisions.events.length;
   await leader.stop();
   await waitFor("the follower leads", 30_000, async () => isLeader(follower));
-  await waitFor("the follower worked off its hint", 30_000, async () => !follower.queue.hasPendingFor(w1.id));
+  await waitFor("the follower worked off its hint", 30_000, async () => !(await follower.queue.hasPendingFor(w1.id)));
   const after = decisions.events.slice(mark);
   assert.ok(after.length >= 1, "the new leader decided its queued hint");
   assert.ok(after.every((e) => e.decision.outcome !== "dispatch"), JSON.stringify(after.map((e) => e.decision.outcome)));
   assert.equal(dispatches().length, 1);
-  assert.equal(follower.intents.all().length, 0);
+  assert.equal((await follower.intents.all()).length, 0);
   assert.equal((await workflows()).length, 1, "still one Workflow");
 });
