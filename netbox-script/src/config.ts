@@ -14,7 +14,7 @@ export const HandlerSection = z.strictObject({
     })
     .prefault({}),
   /**
-   * A private directory (0700): the queue, delivery ids and recorded intents (`handler.db`, SQLite) when there
+   * The queue, delivery ids and recorded intents (`store/handler.db`, SQLite, in a 0700 directory) when there
    * is no `ha` section (under `ha` they are Secrets in `ha.namespace`), and `handled.log`. A file queue of an
    * older netbox-script found here (`queue/`, `intents.jsonl`) is imported at start (README).
    */

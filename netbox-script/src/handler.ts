@@ -1,5 +1,5 @@
 /** Assembles netbox-script: configuration → NetBox client, nodes file, queue, worker, HTTP server, reconcile. */
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
@@ -258,13 +258,18 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
 }
 
 /**
- * The queue's store, picked the way talos-config-server picks its state: SQLite (`<stateDir>/handler.db`)
+ * The queue's store, picked the way talos-config-server picks its state: SQLite (`<stateDir>/store/handler.db`)
  * alone, Kubernetes (Secrets in `handler.ha.namespace`) under HA, so every replica sees every job.
  */
 function openHandlerStore(cfg: HandlerConfig): HandlerStore {
-  ensurePrivateDir(cfg.handler.stateDir, (m) => new HandlerStartError(`handler.stateDir: ${m}`));
+  // handled.log lives in stateDir; the database in a private directory of its own (webhook data: 0700, checked)
+  mkdirSync(cfg.handler.stateDir, { recursive: true, mode: 0o700 });
   const ha = cfg.handler.ha;
-  if (!ha) return new SqliteHandlerStore(join(cfg.handler.stateDir, "handler.db"));
+  if (!ha) {
+    const dir = join(cfg.handler.stateDir, "store");
+    ensurePrivateDir(dir, (m) => new HandlerStartError(`handler.stateDir: ${m}`));
+    return new SqliteHandlerStore(join(dir, "handler.db"));
+  }
   let kube;
   try {
     kube = loadKube(ha.kubeconfig);

@@ -111,7 +111,7 @@ for (const point of ["handler.afterTake", "handler.afterEffect"]) {
     await new Promise((r) => setTimeout(r, 6_000)); // a reconcile pass (every 5 s) finds nothing more to do
     assert.equal((await workflows("edge-1")).length, 1, "still one Workflow");
     assert.equal(count(await journalOf(d.id), /Tinkerbell Workflow fleetd-edge-1-provision/), before + 1, "one journal entry");
-    const store = new SqliteHandlerStore(join(stateDir, "handler.db")); // the running handler's (WAL: a second reader is fine)
+    const store = new SqliteHandlerStore(join(stateDir, "store", "handler.db")); // the running handler's (WAL: a second reader is fine)
     const intents = await store.listIntents().finally(() => store.close());
     const recorded = intents.filter((i) => i.effect?.["workflow"] === wfs[0]?.metadata.name);
     assert.equal(recorded.length, 1, `one recorded intent for ${wfs[0]?.metadata.name}`);
