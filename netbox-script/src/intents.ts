@@ -67,8 +67,8 @@ export class Intents {
   }
 
   /** A claim that will not run (the request changed before it was taken). */
-  async abandon(key: string): Promise<void> {
-    await this.store.abandonIntent(key, Date.now());
+  async abandon(key: string, deviceId: number): Promise<void> {
+    await this.store.abandonIntent(key, deviceId, Date.now());
   }
 
   /** Settles a request with its effect, once per key; returns undefined if it was already settled. */

@@ -62,7 +62,7 @@ export async function importLegacyState(stateDir: string, store: HandlerStore, l
       const { key, recordedAt, effect, state, ...intent } = r;
       const at = Date.parse(recordedAt) || Date.now();
       if (state === "claimed") await store.claimIntent(key, r.deviceId, intent, at);
-      else if (state === "abandoned") await store.abandonIntent(key, at);
+      else if (state === "abandoned") await store.abandonIntent(key, r.deviceId, at);
       else await store.settleIntent(key, r.deviceId, intent, effect, at);
     }
     out.intents = lines.length;

@@ -251,7 +251,7 @@ export class Worker {
         return undefined;
       } catch (e) {
         // Not taken: the claim goes (a 412 reads and compares again; anything else fails the job, retried).
-        await this.d.intents.abandon(key);
+        await this.d.intents.abandon(key, device.id);
         if (e instanceof NetBoxError && e.code === "netbox_conflict" && attempt < MAX_CONFLICT_RETRIES) continue;
         throw e;
       }
@@ -303,7 +303,7 @@ export class Worker {
     if (!taken) {
       // Claimed but never taken (the write failed or the process stopped before it): nothing ran; the device
       // is decided again from what it holds now.
-      await this.d.intents.abandon(claim.key);
+      await this.d.intents.abandon(claim.key, device.id);
       this.d.log.info({ device: device.id, request: claim.key }, "a claimed request was not taken; deciding again");
       return undefined;
     }

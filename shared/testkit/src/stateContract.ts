@@ -468,9 +468,13 @@ export function handlerStoreContract(name: string, open: () => Promise<() => Pro
       assert.equal(await a.claimIntent("desired_action:5:100", 5, provision, 22), "settled", "a settled request is never claimed again");
       assert.equal(await a.unsettledIntent(5), undefined);
       assert.equal(await a.claimIntent("desired_action:5:101", 5, provision, 30), "claimed", "the device is free again");
-      await b.abandonIntent("desired_action:5:101", 31);
+      await b.abandonIntent("desired_action:5:101", 6, 31); // not device 6's claim: nothing
+      assert.equal((await a.unsettledIntent(5))?.key, "desired_action:5:101");
+      await b.abandonIntent("desired_action:5:101", 5, 31);
       assert.equal(await a.unsettledIntent(5), undefined);
-      await a.abandonIntent("desired_action:5:101", 32);
+      await a.abandonIntent("desired_action:5:101", 5, 32);
+      assert.equal(await a.claimIntent("desired_action:5:101", 5, provision, 33), "claimed", "an abandoned request may be claimed again");
+      await a.abandonIntent("desired_action:5:101", 5, 34);
       const wipe = { action: "wipe", deviceId: 5, node: "w1", requestedBy: "bob" };
       const claims = await Promise.all(Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).claimIntent(`desired_action:5:${200 + i}`, 5, wipe, 40)));
       assert.equal(claims.filter((c) => c === "claimed").length, 1, "racing claims of one device: one wins");

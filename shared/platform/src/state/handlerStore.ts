@@ -78,7 +78,7 @@ export interface HandlerStore {
    */
   claimIntent(key: string, deviceId: number, intent: Record<string, unknown>, now: number): Promise<IntentClaim>;
   /** A claim that will not run (the request changed before it was taken); other states are left as they are. */
-  abandonIntent(key: string, now: number): Promise<void>;
+  abandonIntent(key: string, deviceId: number, now: number): Promise<void>;
   /** Settle a request with its effect, once per key (its claim, if any, ends); undefined when settled before. */
   settleIntent(key: string, deviceId: number, intent: Record<string, unknown>, effect: Record<string, unknown> | undefined, now: number): Promise<HandlerIntentRecord | undefined>;
   /** The device's claimed, unsettled request, if any. */

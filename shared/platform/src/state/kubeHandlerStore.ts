@@ -6,13 +6,13 @@
  * delivery id and a device's claim are created if absent (409: someone was first); claims of jobs, failures,
  * intent steps are resourceVersion compare-and-swaps, re-read and re-decided after a 409.
  *
- * A device's claim object is written before its intent is marked claimed and deleted after the intent is
- * settled or abandoned; one left behind by a process that died in between names an intent that is no longer
- * claimed, and the next claim of the device removes it. RBAC: get, list, create, update, delete on secrets.
+ * A device's claimed request is its claim object (create-if-absent: one per device); the request's intent object
+ * is written when it is settled or abandoned, and the claim object deleted after it. RBAC: get, list, create,
+ * update, delete on secrets.
  */
 import { z } from "zod";
 import type { Kube } from "../kube/client.js";
-import { SecretRecords } from "./kubeRecords.js";
+import { SecretRecords, type Found } from "./kubeRecords.js";
 import type { HandlerIntentRecord, HandlerJob, HandlerStore, IntentClaim, JobFailure, NewHandlerJob } from "./handlerStore.js";
 
 const SECRET_TYPE = "fleetd.io/handler-state";
@@ -42,7 +42,7 @@ const Intent = z.object({
   state: z.enum(["claimed", "settled", "abandoned"]),
   recordedAt: z.number(),
 });
-const Claim = z.object({ key: z.string() });
+const Claim = z.object({ key: z.string(), deviceId: z.number().int().positive(), intent: z.record(z.string(), z.unknown()), recordedAt: z.number() });
 
 const toJob = ({ claimedBy: _b, claimedAt: _a, ...j }: Job): HandlerJob => j;
 const byAge = (a: HandlerJob, b: HandlerJob): number => a.receivedAt.localeCompare(b.receivedAt) || a.id.localeCompare(b.id);
@@ -147,40 +147,51 @@ export class KubeHandlerStore implements HandlerStore {
   }
 
   // ---- intents --------------------------------------------------------------------------------------------
+  // A claim lives in the device's claim object alone (key, intent, time); intent objects hold only settled and
+  // abandoned requests. A claim object whose request has an intent object is left over (its process died after
+  // settling or abandoning): the next claim of the device removes it.
+
+  /** The device's claim, unless left over. */
+  private async claimOf(deviceId: number): Promise<{ claim: Found<z.infer<typeof Claim>>; held: boolean } | undefined> {
+    const lock = await this.r.read("handler-claim", deviceKey(deviceId), Claim);
+    if (!lock) return undefined;
+    // read after the claim object: a request claimed again after it was abandoned had its intent object deleted first
+    const rec = await this.r.read("handler-intent", lock.record.key, Intent);
+    return { claim: lock, held: rec === undefined };
+  }
 
   claimIntent(key: string, deviceId: number, intent: Record<string, unknown>, now: number): Promise<IntentClaim> {
     return this.r.casLoop<IntentClaim>(`intent ${key}`, async () => {
       const cur = await this.r.read("handler-intent", key, Intent);
       if (cur?.record.state === "settled") return { done: "settled" };
-      if (cur?.record.state === "claimed") return { done: "claimed" };
-      const lock = await this.r.read("handler-claim", deviceKey(deviceId), Claim);
-      if (lock && lock.record.key !== key) {
-        const held = await this.r.read("handler-intent", lock.record.key, Intent);
-        if (held?.record.state === "claimed") return { done: "busy" };
-        await this.r.remove("handler-claim", deviceKey(deviceId), lock.resourceVersion); // left by a process that died
+      const c = await this.claimOf(deviceId);
+      if (c?.held) return { done: c.claim.record.key === key ? "claimed" : "busy" };
+      if (c) {
+        await this.r.remove("handler-claim", deviceKey(deviceId), c.claim.resourceVersion); // left over
         return "retry";
       }
-      if (!lock && !(await this.r.create("handler-claim", deviceKey(deviceId), { key }, { [NODE_LABEL]: String(deviceId) }))) return "retry";
-      const rec: HandlerIntentRecord = { key, deviceId, intent, state: "claimed", recordedAt: now };
-      const ok = cur ? await this.r.replace("handler-intent", key, rec, cur.resourceVersion, { [NODE_LABEL]: String(deviceId) }) : await this.r.create("handler-intent", key, rec, { [NODE_LABEL]: String(deviceId) });
-      return ok ? { done: "claimed" } : "retry";
+      // claimed again after it was abandoned: the abandoned record goes first (see claimOf)
+      if (cur && !(await this.r.remove("handler-intent", key, cur.resourceVersion))) return "retry";
+      const claim = { key, deviceId, intent, recordedAt: now };
+      return (await this.r.create("handler-claim", deviceKey(deviceId), claim, { [NODE_LABEL]: String(deviceId) })) ? { done: "claimed" } : "retry";
     });
   }
 
-  /** Deletes the device's claim object if it names `key`. */
-  private async unlock(deviceId: number, key: string): Promise<void> {
-    const lock = await this.r.read("handler-claim", deviceKey(deviceId), Claim);
-    if (lock?.record.key === key) await this.r.remove("handler-claim", deviceKey(deviceId), lock.resourceVersion);
+  /** Writes a request's settled or abandoned record (create, or replace what is there). */
+  private async put(rec: HandlerIntentRecord, cur: Found<HandlerIntentRecord> | undefined): Promise<boolean> {
+    const labels = { [NODE_LABEL]: String(rec.deviceId) };
+    return cur ? this.r.replace("handler-intent", rec.key, rec, cur.resourceVersion, labels) : this.r.create("handler-intent", rec.key, rec, labels);
   }
 
-  async abandonIntent(key: string, now: number): Promise<void> {
-    const rec = await this.r.casLoop<HandlerIntentRecord | undefined>(`intent ${key}`, async () => {
+  async abandonIntent(key: string, deviceId: number, now: number): Promise<void> {
+    await this.r.casLoop(`intent ${key}`, async () => {
+      const c = await this.claimOf(deviceId);
+      if (!c?.held || c.claim.record.key !== key) return { done: undefined };
       const cur = await this.r.read("handler-intent", key, Intent);
-      if (cur?.record.state !== "claimed") return { done: undefined };
-      const next: HandlerIntentRecord = { ...cur.record, state: "abandoned", recordedAt: now };
-      return (await this.r.replace("handler-intent", key, next, cur.resourceVersion, { [NODE_LABEL]: String(next.deviceId) })) ? { done: next } : "retry";
+      if (!(await this.put({ key, deviceId, intent: c.claim.record.intent, state: "abandoned", recordedAt: now }, cur))) return "retry";
+      await this.r.remove("handler-claim", deviceKey(deviceId), c.claim.resourceVersion);
+      return { done: undefined };
     });
-    if (rec) await this.unlock(rec.deviceId, key);
   }
 
   async settleIntent(key: string, deviceId: number, intent: Record<string, unknown>, effect: Record<string, unknown> | undefined, now: number): Promise<HandlerIntentRecord | undefined> {
@@ -188,19 +199,20 @@ export class KubeHandlerStore implements HandlerStore {
       const cur = await this.r.read("handler-intent", key, Intent);
       if (cur?.record.state === "settled") return { done: undefined };
       const next: HandlerIntentRecord = { key, deviceId, intent, ...(effect ? { effect } : {}), state: "settled", recordedAt: now };
-      const labels = { [NODE_LABEL]: String(deviceId) };
-      const ok = cur ? await this.r.replace("handler-intent", key, next, cur.resourceVersion, labels) : await this.r.create("handler-intent", key, next, labels);
-      return ok ? { done: next } : "retry";
+      return (await this.put(next, cur)) ? { done: next } : "retry";
     });
-    if (rec) await this.unlock(deviceId, key);
+    if (rec) {
+      const lock = await this.r.read("handler-claim", deviceKey(deviceId), Claim);
+      if (lock?.record.key === key) await this.r.remove("handler-claim", deviceKey(deviceId), lock.resourceVersion);
+    }
     return rec;
   }
 
   async unsettledIntent(deviceId: number): Promise<HandlerIntentRecord | undefined> {
-    const lock = await this.r.read("handler-claim", deviceKey(deviceId), Claim);
-    if (!lock) return undefined;
-    const held = await this.r.read("handler-intent", lock.record.key, Intent);
-    return held?.record.state === "claimed" ? held.record : undefined;
+    const c = await this.claimOf(deviceId);
+    if (!c?.held) return undefined;
+    const { key, intent, recordedAt } = c.claim.record;
+    return { key, deviceId, intent, state: "claimed", recordedAt };
   }
 
   /** Settled requests, by the time they were settled (requests settled in the same millisecond: by key). */

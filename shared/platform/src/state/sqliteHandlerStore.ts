@@ -189,9 +189,9 @@ export class SqliteHandlerStore implements HandlerStore {
     }).immediate();
   }
 
-  async abandonIntent(key: string, now: number): Promise<void> {
+  async abandonIntent(key: string, deviceId: number, now: number): Promise<void> {
     this.db.transaction(() => {
-      this.db.prepare(`UPDATE intents SET state = 'abandoned', recorded_at = ?, step = ? WHERE key = ? AND state = 'claimed'`).run(now, this.nextStep(), key);
+      this.db.prepare(`UPDATE intents SET state = 'abandoned', recorded_at = ?, step = ? WHERE key = ? AND device_id = ? AND state = 'claimed'`).run(now, this.nextStep(), key, deviceId);
     }).immediate();
   }
 
