@@ -33,6 +33,15 @@ const OldIntent = z.looseObject({
   state: z.enum(["claimed", "abandoned"]).optional(),
 });
 
+/** A file's JSON, or undefined when it is not JSON (the old queue parked such files; here they are skipped). */
+function readJson(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 export class LegacyStateError extends Error {
   override readonly name = "LegacyStateError";
 }
@@ -72,7 +81,7 @@ export async function importLegacyState(stateDir: string, store: HandlerStore, l
     const pendingDir = join(queueDir, "pending");
     for (const f of existsSync(pendingDir) ? readdirSync(pendingDir) : []) {
       if (!f.endsWith(".json")) continue;
-      const parsed = OldJob.safeParse((() => { try { return JSON.parse(readFileSync(join(pendingDir, f), "utf8")) as unknown; } catch { return undefined; } })());
+      const parsed = OldJob.safeParse(readJson(join(pendingDir, f)));
       if (!parsed.success) {
         log.warn({ file: join(pendingDir, f) }, "an unreadable job file of the old queue was not imported");
         continue;
