@@ -13,19 +13,26 @@ export const HandlerSection = z.strictObject({
       limits: ListenerLimits.prefault({}),
     })
     .prefault({}),
-  /** Durable queue, delivery ids and recorded intents live here. */
+  /**
+   * The queue, delivery ids and recorded intents (`store/handler.db`, SQLite, in a 0700 directory) when there
+   * is no `ha` section (under `ha` they are Secrets in `ha.namespace`), and `handled.log`. A file queue of an
+   * older netbox-script found here (`queue/`, `intents.jsonl`) is imported at start (README).
+   */
   stateDir: z.string().min(1),
+  /** A job claimed longer ago than this is taken over (the replica or process that claimed it died). */
+  claimStaleSeconds: z.number().int().min(10).max(86_400).default(600),
   /** The nodes file (TPM family, role): the handler reads it at start. */
   nodesFile: z.string().min(1),
   /** How often the reconcile loop looks for requests a lost webhook missed. */
   reconcileIntervalSeconds: z.number().int().min(1).max(86_400).default(60),
   /** Larger webhook bodies are refused (413) before reading further. */
   maxBodyBytes: z.number().int().min(1024).max(10 * 1024 * 1024).default(256 * 1024),
-  /** A job that keeps failing (NetBox down, ...) is retried this many times, then parked in failed/. */
+  /** A job that keeps failing (NetBox down, ...) is retried this many times, then parked (kept for an operator). */
   maxAttempts: z.number().int().min(1).max(1000).default(20),
   /**
    * High availability (optional): several replicas, one leader (Lease `lease` in `namespace`) runs the worker
-   * and the reconcile loop; every replica accepts webhooks (hints, queued durably, run if it becomes leader).
+   * and the reconcile loop; every replica accepts webhooks into the one queue they share, held in Kubernetes
+   * (Secrets in `namespace`: kubeHandlerStore.ts), so whichever replica leads runs every hint.
    */
   ha: z.strictObject({ ...LeaderElectionFields, lease: LeaseName.default("fleetd-netbox-script") }).refine(leaseTimingOk, LEASE_TIMING)
     .optional(),

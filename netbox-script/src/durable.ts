@@ -1,4 +1,4 @@
-/** Durable small-file writes: write to a temporary name, fsync, rename, fsync the directory. */
+/** Durable small-file writes for handled.log (handled.ts): write to a temporary name, fsync, rename, fsync the directory. */
 import { closeSync, fsyncSync, openSync, renameSync, writeSync, appendFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 
@@ -24,7 +24,7 @@ export function writeDurable(path: string, content: string): void {
   fsyncDir(dirname(path));
 }
 
-/** Appends one line and fsyncs (for append-only logs: delivery ids, intents). */
+/** Appends one line and fsyncs (an append-only log). */
 export function appendDurable(path: string, line: string): void {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const fd = openSync(path, "a", 0o600);
@@ -34,10 +34,4 @@ export function appendDurable(path: string, line: string): void {
   } finally {
     closeSync(fd);
   }
-}
-
-export function moveDurable(from: string, to: string): void {
-  renameSync(from, to);
-  fsyncDir(dirname(to));
-  if (dirname(from) !== dirname(to)) fsyncDir(dirname(from));
 }

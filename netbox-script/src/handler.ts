@@ -1,5 +1,5 @@
 /** Assembles netbox-script: configuration → NetBox client, nodes file, queue, worker, HTTP server, reconcile. */
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
@@ -14,20 +14,21 @@ import { loadKube, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleet
 import type { HandlerConfig } from "./config.js";
 import type { RetireFn } from "./effects.js";
 import { retirementFor } from "./retirement.js";
-import { IntentLog } from "./intents.js";
+import { Intents } from "./intents.js";
+import { importLegacyState } from "./legacyImport.js";
 import { createMetrics, type Metrics } from "./metrics.js";
-import { FileQueue } from "./queue.js";
+import { JobQueue } from "./queue.js";
 import { reconcileOnce } from "./reconcile.js";
 import { createApp } from "./server.js";
 import { Worker, type DecisionEvent } from "./worker.js";
-import { access, constants } from "node:fs/promises";
+import { ensurePrivateDir, KubeHandlerStore, SqliteHandlerStore, type HandlerStore } from "@fleetd/platform/state";
 import { cachedProbe, drainServers, readinessOf, serviceLogger } from "@fleetd/platform/service";
 
 export interface Handler {
   url: string;
   nb: NetBox;
-  queue: FileQueue;
-  intents: IntentLog;
+  queue: JobQueue;
+  intents: Intents;
   metrics: Metrics;
   worker: Worker;
   reconcile(): Promise<number[]>;
@@ -114,8 +115,15 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
     log.warn("retirement is not wired (it needs kubernetes.management with its tinkerbell section and kubernetes.workload): a decommission is only recorded");
   }
   const metrics = createMetrics();
-  const queue = new FileQueue(join(cfg.handler.stateDir, "queue"));
-  const intents = new IntentLog(cfg.handler.stateDir);
+  const store = openHandlerStore(cfg);
+  try {
+    await importLegacyState(cfg.handler.stateDir, store, log);
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+  const queue = new JobQueue(store, cfg.handler.claimStaleSeconds * 1000);
+  const intents = new Intents(store);
   const received = new Map<string, number>();
   const worker = new Worker({
     cfg, nb, nodes, queue, intents, log, metrics,
@@ -144,13 +152,13 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
           log,
         })
       : undefined);
-  // Readiness: NetBox reachable, the queue's directory writable, and under HA a known leader (the worker runs there).
+  // Readiness: NetBox reachable, the queue's store answering, and under HA a known leader (the worker runs there).
   const ready = readinessOf({
     netbox: cachedProbe(5_000, () => netboxReachable(nb, 3_000)),
-    queue: async () => {
-      await access(queue.dir, constants.W_OK);
+    queue: cachedProbe(5_000, async () => {
+      await queue.pending();
       return { ok: true };
-    },
+    }),
     ...(elector ? { leader: async () => elector.leaderStatus() } : {}),
   });
   const app = createApp({
@@ -210,6 +218,9 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   let timer: NodeJS.Timeout | undefined;
   const loop: LeaderLoop = {
     async start() {
+      // Only this process (or, under HA, this leader) runs jobs now: claims of an earlier process or leader end.
+      const released = await queue.release(false);
+      if (released > 0) log.info({ released }, "jobs claimed by an earlier worker are due again");
       worker.start();
       await pass();
       timer ??= setInterval(() => void pass(), cfg.handler.reconcileIntervalSeconds * 1000);
@@ -241,6 +252,29 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
         await elector.stop();
       }
       await loop.stop();
+      await store.close();
     },
   };
+}
+
+/**
+ * The queue's store, picked the way talos-config-server picks its state: SQLite (`<stateDir>/store/handler.db`)
+ * alone, Kubernetes (Secrets in `handler.ha.namespace`) under HA, so every replica sees every job.
+ */
+function openHandlerStore(cfg: HandlerConfig): HandlerStore {
+  // handled.log lives in stateDir; the database in a private directory of its own (webhook data: 0700, checked)
+  mkdirSync(cfg.handler.stateDir, { recursive: true, mode: 0o700 });
+  const ha = cfg.handler.ha;
+  if (!ha) {
+    const dir = join(cfg.handler.stateDir, "store");
+    ensurePrivateDir(dir, (m) => new HandlerStartError(`handler.stateDir: ${m}`));
+    return new SqliteHandlerStore(join(dir, "handler.db"));
+  }
+  let kube;
+  try {
+    kube = loadKube(ha.kubeconfig);
+  } catch (e) {
+    throw new HandlerStartError(`handler.ha.kubeconfig: ${ha.kubeconfig}: ${(e as Error).message}`);
+  }
+  return new KubeHandlerStore({ kube, namespace: ha.namespace });
 }

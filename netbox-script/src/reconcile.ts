@@ -6,11 +6,11 @@
 import type { Logger } from "pino";
 import { type NetBox, listDevices, DESIRED_ACTIONS } from "@fleetd/platform/netbox";
 import type { Metrics } from "./metrics.js";
-import type { FileQueue } from "./queue.js";
+import type { JobQueue } from "./queue.js";
 
 export async function reconcileOnce(
   nb: NetBox,
-  queue: FileQueue,
+  queue: JobQueue,
   log: Logger,
   metrics: Metrics,
   settled: (deviceId: number, lastUpdated: string | null | undefined) => boolean,
@@ -20,10 +20,10 @@ export async function reconcileOnce(
   for (const d of await listDevices(nb, { status: ["decommissioning"] })) if (!settled(d.id, d.last_updated)) ids.add(d.id);
   const queued: number[] = [];
   const now = new Date();
-  const pending = queue.pendingDevices();
+  const pending = await queue.pendingDevices();
   for (const id of [...ids].sort((a, b) => a - b)) {
     if (pending.has(id)) continue;
-    queue.enqueue({ id: `rc:${id}:${now.getTime()}:${queue.nextSeq()}`, deviceId: id, source: "reconcile", receivedAt: now.toISOString(), hintEvent: null });
+    await queue.enqueue({ id: `rc:${id}:${now.getTime()}:${queue.nextSeq()}`, deviceId: id, source: "reconcile", receivedAt: now.toISOString(), hintEvent: null });
     queued.push(id);
   }
   metrics.reconcileRuns.inc({ result: "ok" });

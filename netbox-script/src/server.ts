@@ -8,12 +8,12 @@ import type { Logger } from "pino";
 import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, WebhookError } from "@fleetd/platform/netbox";
 import type { HandlerConfig } from "./config.js";
 import type { Metrics } from "./metrics.js";
-import type { FileQueue } from "./queue.js";
+import type { JobQueue } from "./queue.js";
 import { healthHandlers, type Readiness } from "@fleetd/platform/service";
 
 export interface ServerDeps {
   cfg: HandlerConfig;
-  queue: FileQueue;
+  queue: JobQueue;
   log: Logger;
   metrics: Metrics;
   /** What /readyz answers (NetBox, the queue, the leader under HA). */
@@ -47,7 +47,7 @@ export function createApp(d: ServerDeps): express.Express {
   app.post(
     "/netbox/events",
     express.raw({ type: () => true, limit: d.cfg.handler.maxBodyBytes }),
-    (req: Request, res: Response) => {
+    async (req: Request, res: Response) => {
       const receivedAt = Date.now();
       const body: unknown = req.body;
       const raw = Buffer.isBuffer(body) ? new Uint8Array(body) : new Uint8Array(0);
@@ -59,8 +59,8 @@ export function createApp(d: ServerDeps): express.Express {
         if (hint.actor !== null && hint.actor === d.cfg.site.accounts.handler) return answer(res, 200, "ignored_own_write");
         const id = deliveryId(raw);
         // Remember the id past the freshness window (+ clock slack): older replays are refused as stale.
-        if (!d.queue.rememberDelivery(id, receivedAt + (maxAge + 120) * 1000)) return answer(res, 200, "duplicate");
-        const job = d.queue.enqueue({ id: `wh:${id}`, deviceId: hint.objectId, source: "webhook", receivedAt: new Date(receivedAt).toISOString(), hintEvent: hint.event });
+        if (!(await d.queue.rememberDelivery(id, receivedAt + (maxAge + 120) * 1000))) return answer(res, 200, "duplicate");
+        const job = await d.queue.enqueue({ id: `wh:${id}`, deviceId: hint.objectId, source: "webhook", receivedAt: new Date(receivedAt).toISOString(), hintEvent: hint.event });
         d.log.info({ device: hint.objectId, event: hint.event, actor: hint.actor, request: hint.requestId, job: job.id }, "webhook accepted");
         d.onEnqueued(job.id, receivedAt);
         return answer(res, 202, "accepted");

@@ -15,9 +15,9 @@ import { failpoint } from "@fleetd/platform/outage";
 import type { HandlerConfig } from "./config.js";
 import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
 import { Handled } from "./handled.js";
-import type { IntentLog } from "./intents.js";
+import type { Intents } from "./intents.js";
 import type { Metrics } from "./metrics.js";
-import type { FileQueue, Job } from "./queue.js";
+import type { JobQueue, Job } from "./queue.js";
 
 export interface DecisionEvent {
   job: Job;
@@ -30,8 +30,8 @@ export interface WorkerDeps {
   cfg: HandlerConfig;
   nb: NetBox;
   nodes: NodesFile;
-  queue: FileQueue;
-  intents: IntentLog;
+  queue: JobQueue;
+  intents: Intents;
   /** The platform side (Tinkerbell workflows, retirement); absent: intents are only recorded. */
   effects?: EffectDeps;
   log: Logger;
@@ -40,6 +40,8 @@ export interface WorkerDeps {
 }
 
 const MAX_CONFLICT_RETRIES = 5;
+/** Jobs claimed in one take (the rest wait for the next pump). */
+const TAKE_LIMIT = 100;
 const DESIRED = "custom_fields.desired_action";
 const FIELD_LABEL: Record<string, string> = { name: "the device name", status: "the status", [DESIRED]: "desired_action", "custom_fields.ek_bindings": "the EK bindings", "custom_fields.boot_mac": "the boot MAC" };
 /** A NetBox value for a journal entry (any user could have typed it). */
@@ -52,6 +54,9 @@ export class Worker {
   private readonly inFlight = new Set<string>();
   private readonly handled: Handled;
   private timer: NodeJS.Timeout | undefined;
+  /** The take under way, if any (stop() waits for it). */
+  private pumping: Promise<void> | undefined;
+  private pumpAgain = false;
   /** Nothing runs before start() (a handler may accept and persist jobs without running them). */
   private stopped = true;
 
@@ -67,14 +72,34 @@ export class Worker {
     return lastUpdated != null && this.handled.has(`settled:${deviceId}:${lastUpdated}`);
   }
 
-  /** Picks up every pending job whose time has come (at start: what a crash left behind). */
+  /**
+   * Takes every due job (at start: what a crash left behind) under this process's claim and runs it. Several
+   * calls while a take is under way make one more take after it.
+   */
   pump(): void {
     if (this.stopped) return;
-    const now = Date.now();
-    const pending = this.d.queue.pending();
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = this.pumpOnce()
+      .catch((e: unknown) => this.d.log.warn({ err: e instanceof Error ? e.message : String(e) }, "taking jobs from the queue failed"))
+      .finally(() => {
+        this.pumping = undefined;
+        if (this.pumpAgain) {
+          this.pumpAgain = false;
+          this.pump();
+        }
+      });
+  }
+
+  private async pumpOnce(): Promise<void> {
+    const jobs = await this.d.queue.take(TAKE_LIMIT);
+    const [pending, parked] = await Promise.all([this.d.queue.pending(), this.d.queue.parked()]);
     this.d.metrics.queueDepth.set(pending.length);
-    for (const job of pending) {
-      if (job.notBefore > now || this.inFlight.has(job.id)) continue;
+    this.d.metrics.queueParked.set(parked.length);
+    for (const job of jobs) {
+      if (this.inFlight.has(job.id)) continue;
       this.inFlight.add(job.id);
       const prev = this.chains.get(job.deviceId) ?? Promise.resolve();
       const next = prev.then(() => this.run(job)).finally(() => {
@@ -95,20 +120,26 @@ export class Worker {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    await this.pumping;
     await Promise.allSettled([...this.chains.values()]);
+    // jobs taken but not run: due again for whoever runs next
+    await this.d.queue.release(true).catch(() => undefined);
   }
 
   private async run(job: Job): Promise<void> {
     if (this.stopped) return;
     try {
       const decision = await this.process(job);
-      this.d.queue.done(job);
+      await this.d.queue.done(job);
       this.d.metrics.decisions.inc({ outcome: decision.outcome, action: decision.outcome === "dispatch" ? decision.intent.action : "-" });
       this.d.onDecision?.({ job, deviceId: job.deviceId, decision, at: Date.now() });
     } catch (e) {
       const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
       const delay = Math.min(60_000, 500 * 2 ** job.attempts);
-      const r = this.d.queue.retryLater(job, msg, delay, this.d.cfg.handler.maxAttempts);
+      const r = await this.d.queue.retryLater(job, msg, delay, this.d.cfg.handler.maxAttempts).catch((e2: unknown) => {
+        this.d.log.warn({ job: job.id, err: e2 instanceof Error ? e2.message : String(e2) }, "recording the failure failed (the job's claim goes stale and it is taken again)");
+        return "lost" as const;
+      });
       this.d.metrics.jobErrors.inc({ result: r });
       this.d.log.warn({ job: job.id, device: job.deviceId, attempts: job.attempts + 1, err: msg, result: r }, "job failed");
     }
@@ -214,13 +245,13 @@ export class Worker {
       if (trigger !== "desired_action" || desiredAction === null) return undefined;
       // Without an ETag the write would not be conditional: fail closed (retried as an error).
       if (fresh.etag === null) throw new NetBoxError("netbox_bad_response", `read device ${device.id}`, undefined, "no ETag: the request cannot be taken conditionally");
-      this.d.intents.claim(key, intent);
+      await this.d.intents.claim(key, intent);
       try {
         await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, fresh.etag, takeMessage(desiredAction, key));
         return undefined;
       } catch (e) {
         // Not taken: the claim goes (a 412 reads and compares again; anything else fails the job, retried).
-        this.d.intents.abandon(key);
+        await this.d.intents.abandon(key, device.id);
         if (e instanceof NetBoxError && e.code === "netbox_conflict" && attempt < MAX_CONFLICT_RETRIES) continue;
         throw e;
       }
@@ -265,14 +296,14 @@ export class Worker {
 
   /** A request claimed and taken by an earlier run whose effect did not finish (an error, a crash): run it now. */
   private async resume(device: DeviceRecord): Promise<Decision | undefined> {
-    const claim = this.d.intents.unsettledFor(device.id);
+    const claim = await this.d.intents.unsettledFor(device.id);
     if (!claim) return undefined;
     const last = await lastChangeOf(this.d.nb, device.id, DESIRED);
     const taken = last !== undefined && last.user_name === this.d.cfg.site.accounts.handler && last.message === takeMessage(claim.action, claim.key);
     if (!taken) {
       // Claimed but never taken (the write failed or the process stopped before it): nothing ran; the device
       // is decided again from what it holds now.
-      this.d.intents.abandon(claim.key);
+      await this.d.intents.abandon(claim.key, device.id);
       this.d.log.info({ device: device.id, request: claim.key }, "a claimed request was not taken; deciding again");
       return undefined;
     }
@@ -290,7 +321,7 @@ export class Worker {
       ? await applyIntent(this.d.effects, intent, requestKey, node)
       : { effect: "intent-only", why: "no platform effects configured" };
     failpoint("handler.afterEffect"); // the Workflow exists, nothing recorded: a restart finds it (same name)
-    const rec = this.d.intents.record(requestKey, intent, effect);
+    const rec = await this.d.intents.record(requestKey, intent, effect);
     if (rec) log.info({ device: device.id, node: name, intent, effect }, "intent recorded");
     if (effect.effect === "refused") {
       log.warn({ device: device.id, node: name, code: effect.code, reason: safeLine(effect.reason) }, "effect refused");

@@ -1,10 +1,11 @@
 /**
- * The contract every AttestationStore backend passes (SQLite now, the Kubernetes backend later). Exported as a
- * function that registers node:test tests for a factory, so each backend's test file is one line.
+ * The contracts every state backend passes (SQLite and Kubernetes-held): `storeContract` for AttestationStore,
+ * `handlerStoreContract` for HandlerStore (netbox-script's queue and intents). Exported as functions that
+ * register node:test tests for a factory, so each backend's test file is one line per contract.
  */
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import type { AttestationStore, NodeRef, SessionRecord } from "@fleetd/platform/state";
+import type { AttestationStore, HandlerStore, NewHandlerJob, NodeRef, SessionRecord } from "@fleetd/platform/state";
 
 const N1: NodeRef = { deviceId: 1, name: "n1" };
 const N2: NodeRef = { deviceId: 2, name: "n2" };
@@ -362,4 +363,122 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       await s.close();
     }
   });
+}
+
+/**
+ * HandlerStore's contract. `open` prepares one backing store (a database file, a namespace) for a case and
+ * returns the function that opens an instance on it: two instances are two replicas (or a process and its
+ * restart) on the same state.
+ */
+export function handlerStoreContract(name: string, open: () => Promise<() => Promise<HandlerStore>>): void {
+  const job = (id: string, deviceId: number, receivedAt: string): NewHandlerJob => ({ id, deviceId, source: "webhook", receivedAt, hintEvent: "updated" });
+  const withStores = async (n: number, f: (...s: HandlerStore[]) => Promise<void>): Promise<void> => {
+    const opener = await open();
+    const stores: HandlerStore[] = [];
+    try {
+      for (let i = 0; i < n; i++) stores.push(await opener());
+      await f(...stores);
+    } finally {
+      for (const s of stores) await s.close();
+    }
+  };
+
+  test(`${name} (handler): a job enqueued is visible to a second instance; enqueue is idempotent by id; oldest first`, () =>
+    withStores(2, async (a, b) => {
+      const first = await a.enqueueJob(job("wh:1", 3, "2026-01-01T00:00:01Z"));
+      assert.deepEqual(first, { ...job("wh:1", 3, "2026-01-01T00:00:01Z"), attempts: 0, notBefore: 0, lastError: null, parkedAt: null });
+      await a.enqueueJob(job("wh:0", 4, "2026-01-01T00:00:00Z"));
+      await b.enqueueJob(job("wh:1", 9, "2026-01-02T00:00:00Z"));
+      assert.deepEqual((await b.listJobs("pending")).map((j) => [j.id, j.deviceId]), [["wh:0", 4], ["wh:1", 3]], "the second enqueue of wh:1 changed nothing");
+      assert.deepEqual(await b.listJobs("parked"), []);
+    }));
+
+  test(`${name} (handler): two takers never both get one job; a stale claim is taken over; only the claimer completes`, () =>
+    withStores(2, async (a, b) => {
+      for (let i = 0; i < 6; i++) await a.enqueueJob(job(`wh:${i}`, 10 + i, `2026-01-01T00:00:0${i}Z`));
+      const got = await Promise.all([a.takeJobs(1000, "A", 60_000, 10), b.takeJobs(1000, "B", 60_000, 10), a.takeJobs(1000, "A2", 60_000, 10), b.takeJobs(1000, "B2", 60_000, 10)]);
+      const ids = got.flat().map((j) => j.id).sort();
+      assert.deepEqual(ids, ["wh:0", "wh:1", "wh:2", "wh:3", "wh:4", "wh:5"], "each job taken exactly once");
+      assert.deepEqual(await a.takeJobs(2000, "C", 60_000, 10), [], "all claimed, none stale");
+      const holder = got.findIndex((g) => g.some((j) => j.id === "wh:0"));
+      const claimer = ["A", "B", "A2", "B2"][holder] ?? "";
+      assert.equal(await b.completeJob("wh:0", "C"), false, "not C's");
+      assert.equal(await b.completeJob("wh:0", claimer), true);
+      assert.deepEqual((await a.takeJobs(1000 + 60_000, "D", 60_000, 2)).map((j) => j.id), ["wh:1", "wh:2"], "stale claims are taken over, oldest first, up to the limit");
+      assert.equal(await a.completeJob("wh:1", ["A", "B", "A2", "B2"][got.findIndex((g) => g.some((j) => j.id === "wh:1"))] ?? ""), false, "the dead claimer lost it");
+      assert.equal(await a.releaseJobs("D"), 2);
+      assert.deepEqual((await b.takeJobs(1001, "E", 60_000, 10)).map((j) => j.id), ["wh:1", "wh:2"], "released: due again");
+      assert.ok((await a.releaseJobs()) >= 5);
+      assert.equal((await a.takeJobs(1002, "F", 60_000, 10)).length, 5);
+    }));
+
+  test(`${name} (handler): a failed job backs off, is parked after maxAttempts, and a parked job survives reopen`, async () => {
+    const opener = await open();
+    const a = await opener();
+    try {
+      await a.enqueueJob(job("wh:7", 7, "2026-01-01T00:00:00Z"));
+      const [t] = await a.takeJobs(1000, "W", 60_000, 10);
+      assert.equal(t?.id, "wh:7");
+      assert.equal(await a.failJob("wh:7", "X", "not mine", 5000, 2), "lost");
+      assert.equal(await a.failJob("wh:7", "W", "NetBox down", 5000, 2), "retry");
+      const [p] = await a.listJobs("pending");
+      assert.deepEqual({ attempts: p?.attempts, notBefore: p?.notBefore, lastError: p?.lastError }, { attempts: 1, notBefore: 5000, lastError: "NetBox down" });
+      assert.deepEqual(await a.takeJobs(4999, "W", 60_000, 10), [], "not before its backoff ends");
+      assert.equal((await a.takeJobs(5000, "W", 60_000, 10)).length, 1);
+      assert.equal(await a.failJob("wh:7", "W", "NetBox still down", 9000, 2), "parked");
+      assert.deepEqual(await a.takeJobs(10_000, "W", 60_000, 10), [], "a parked job is never taken");
+    } finally {
+      await a.close();
+    }
+    const b = await opener();
+    try {
+      assert.deepEqual(await b.listJobs("pending"), []);
+      const parked = await b.listJobs("parked");
+      assert.deepEqual(parked.map((j) => [j.id, j.attempts, j.lastError]), [["wh:7", 2, "NetBox still down"]]);
+      assert.ok(parked[0]?.parkedAt !== null);
+    } finally {
+      await b.close();
+    }
+  });
+
+  test(`${name} (handler): a delivery id replayed inside its window is a duplicate (on every instance); after it, it is new`, () =>
+    withStores(2, async (a, b) => {
+      const id = "a".repeat(64);
+      assert.equal(await a.rememberDelivery(id, 2000, 1000), true);
+      assert.equal(await a.rememberDelivery(id, 2500, 1500), false);
+      assert.equal(await b.rememberDelivery(id, 2500, 1999), false, "another replica sees it");
+      const race = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).rememberDelivery("b".repeat(64), 5000, 1000)));
+      assert.equal(race.filter(Boolean).length, 1, "first one wins");
+      assert.equal(await b.rememberDelivery(id, 4000, 2000), true, "past its window: new (the body is refused as stale anyway)");
+      assert.equal(await a.rememberDelivery(id, 4000, 2001), false);
+    }));
+
+  test(`${name} (handler): intents are claimed once per device, settled once per request, abandoned claims free the device`, () =>
+    withStores(2, async (a, b) => {
+      const provision = { action: "provision", deviceId: 5, node: "w1", requestedBy: "alice" };
+      assert.equal(await a.claimIntent("desired_action:5:100", 5, provision, 10), "claimed");
+      assert.equal(await b.claimIntent("desired_action:5:100", 5, provision, 11), "claimed", "the same request: still claimed");
+      assert.equal(await b.claimIntent("desired_action:5:101", 5, provision, 12), "busy", "at most one claimed request per device");
+      assert.deepEqual(await b.unsettledIntent(5), { key: "desired_action:5:100", deviceId: 5, intent: provision, state: "claimed", recordedAt: 10 });
+      assert.equal(await b.unsettledIntent(6), undefined);
+      assert.deepEqual(await a.listIntents(), [], "claims are not listed");
+      const rec = await b.settleIntent("desired_action:5:100", 5, provision, { effect: "workflow", workflow: "wf-1" }, 20);
+      assert.deepEqual(rec, { key: "desired_action:5:100", deviceId: 5, intent: provision, effect: { effect: "workflow", workflow: "wf-1" }, state: "settled", recordedAt: 20 });
+      assert.equal(await a.settleIntent("desired_action:5:100", 5, provision, undefined, 21), undefined, "settled once");
+      assert.equal(await a.claimIntent("desired_action:5:100", 5, provision, 22), "settled", "a settled request is never claimed again");
+      assert.equal(await a.unsettledIntent(5), undefined);
+      assert.equal(await a.claimIntent("desired_action:5:101", 5, provision, 30), "claimed", "the device is free again");
+      await b.abandonIntent("desired_action:5:101", 6, 31); // not device 6's claim: nothing
+      assert.equal((await a.unsettledIntent(5))?.key, "desired_action:5:101");
+      await b.abandonIntent("desired_action:5:101", 5, 31);
+      assert.equal(await a.unsettledIntent(5), undefined);
+      await a.abandonIntent("desired_action:5:101", 5, 32);
+      assert.equal(await a.claimIntent("desired_action:5:101", 5, provision, 33), "claimed", "an abandoned request may be claimed again");
+      await a.abandonIntent("desired_action:5:101", 5, 34);
+      const wipe = { action: "wipe", deviceId: 5, node: "w1", requestedBy: "bob" };
+      const claims = await Promise.all(Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).claimIntent(`desired_action:5:${200 + i}`, 5, wipe, 40)));
+      assert.equal(claims.filter((c) => c === "claimed").length, 1, "racing claims of one device: one wins");
+      await a.settleIntent("decommissioning:8:300", 8, { action: "retire", deviceId: 8, node: "w8", requestedBy: "carol" }, undefined, 50);
+      assert.deepEqual((await b.listIntents()).map((r) => [r.key, r.effect]), [["desired_action:5:100", { effect: "workflow", workflow: "wf-1" }], ["decommissioning:8:300", undefined]], "settled, in order");
+    }));
 }

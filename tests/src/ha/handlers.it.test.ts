@@ -4,7 +4,10 @@
  * `desired_action` yields one dispatch (one decision, one recorded intent, one Tinkerbell Workflow in the
  * management cluster with the real CRDs) even with the hint queued on both.
  * When the leader stops, the other takes over and works off what it had queued: the request was already
- * cleared in NetBox, so nothing is dispatched a second time.
+ * cleared in NetBox, so nothing is dispatched a second time. Those two replicas keep their queues apart (no
+ * `handler.ha`: each its own SQLite store, the elector given by the test); a second pair configured with
+ * `handler.ha` shares one queue and one intent record in Kubernetes: a hint the follower accepted is run by the
+ * leader, and both see the same intents.
  */
 import { nodeRef } from "../harness/nodeRef.js";
 import { strict as assert } from "node:assert";
@@ -33,12 +36,17 @@ const decisions = new Decisions();
 const byReplica = new Map<string, number>();
 let a: Handler;
 let b: Handler;
+let nodesFile = "";
 
-async function start(id: string, port: number, nodesFile: string): Promise<Handler> {
+async function start(id: string, port: number, nodesFile: string, shared = false): Promise<Handler> {
   const stateDir = mkdtempSync(join(f.dir, `state-${id}-`));
-  const elector = new LeaderElector({ kube: loadKube(cp.kubeconfig), namespace: NS, name: "fleetd-netbox-script", identity: id, leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 });
+  const lease = shared ? "fleetd-netbox-script-shared" : "fleetd-netbox-script";
+  const elector = new LeaderElector({ kube: loadKube(cp.kubeconfig), namespace: NS, name: lease, identity: id, leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 });
   const cfg = toHandlerConfig(f.config(f.handler.token, {
-    handler: { listen: { host: "127.0.0.1", port }, stateDir, nodesFile, reconcileIntervalSeconds: 3600 },
+    handler: {
+      listen: { host: "127.0.0.1", port }, stateDir, nodesFile, reconcileIntervalSeconds: 3600,
+      ...(shared ? { ha: { kubeconfig: cp.kubeconfig, namespace: NS, identity: id, lease } } : {}),
+    },
     features: { controlPlanes: false },
     kubernetes: kubernetesSection(cp.kubeconfig, TINK_NS, caFile),
   } as never));
@@ -65,7 +73,7 @@ before(async () => {
   caFile = join(f.dir, "ha-server-ca.pem");
   writeFileSync(caFile, cp.caPem);
   assert.equal(fleetd(["netbox", "setup", "--config", f.configFile(f.nb.authorization.replace(/^Bearer /, ""))]).code, 0);
-  const nodesFile = join(f.dir, "handler-nodes.yaml");
+  nodesFile = join(f.dir, "handler-nodes.yaml");
   writeFileSync(nodesFile, handlerNodesText());
   const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
   assert.equal(apply.code, 0, apply.stderr);
@@ -95,14 +103,14 @@ test("one desired_action, the hint queued on both replicas: one dispatch, one in
   await Promise.all([a.reconcile(), b.reconcile()]);
   await decisions.wait(0, (e) => e.deviceId === w1.id && e.decision.outcome === "dispatch", "provision edge-1");
   // let the leader work off everything it has for the device, then look again
-  await waitFor("the leader's queue drained", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
+  await waitFor("the leader's queue drained", 30_000, async () => !(await leader.queue.hasPendingFor(w1.id)));
   await leader.reconcile();
-  await waitFor("the leader's queue drained again", 30_000, async () => !leader.queue.hasPendingFor(w1.id));
+  await waitFor("the leader's queue drained again", 30_000, async () => !(await leader.queue.hasPendingFor(w1.id)));
   assert.equal(dispatches().length, 1, JSON.stringify(decisions.events.map((e) => [e.job.source, e.decision.outcome])));
-  assert.equal(a.intents.all().length + b.intents.all().length, 1, "one intent recorded across the replicas");
-  assert.equal(follower.intents.all().length, 0);
+  assert.equal((await a.intents.all()).length + (await b.intents.all()).length, 1, "one intent recorded across the replicas");
+  assert.equal((await follower.intents.all()).length, 0);
   assert.equal(byReplica.get(follower === a ? "handler-a" : "handler-b") ?? 0, 0, "the follower decided nothing");
-  assert.ok(follower.queue.hasPendingFor(w1.id), "the follower kept its hint (durable; run if it leads)");
+  assert.ok(await follower.queue.hasPendingFor(w1.id), "the follower kept its hint (durable; run if it leads)");
   assert.equal((await device(f, "edge-1")).cf["desired_action"], null, "the request was cleared");
   assert.equal((await workflows()).length, 1, "one Workflow in the management cluster");
 });
@@ -114,11 +122,44 @@ test("the leader stops: the other leads, works off its queued hint, and dispatch
   const mark = decisions.events.length;
   await leader.stop();
   await waitFor("the follower leads", 30_000, async () => isLeader(follower));
-  await waitFor("the follower worked off its hint", 30_000, async () => !follower.queue.hasPendingFor(w1.id));
+  await waitFor("the follower worked off its hint", 30_000, async () => !(await follower.queue.hasPendingFor(w1.id)));
   const after = decisions.events.slice(mark);
   assert.ok(after.length >= 1, "the new leader decided its queued hint");
   assert.ok(after.every((e) => e.decision.outcome !== "dispatch"), JSON.stringify(after.map((e) => e.decision.outcome)));
   assert.equal(dispatches().length, 1);
-  assert.equal(follower.intents.all().length, 0);
+  assert.equal((await follower.intents.all()).length, 0);
   assert.equal((await workflows()).length, 1, "still one Workflow");
+});
+
+test("with handler.ha the replicas share one queue and one intent record: a hint queued on the follower is run by the leader", async () => {
+  await a.stop().catch(() => undefined);
+  await b.stop();
+  const c = await start("handler-c", 0, nodesFile, true);
+  const d = await start("handler-d", 0, nodesFile, true);
+  try {
+    await waitFor("a leader of the shared pair", 30_000, async () => isLeader(c) || isLeader(d));
+    const leader = isLeader(c) ? c : d;
+    const follower = leader === c ? d : c;
+    const w1 = await device(f, "edge-1");
+    const mark = decisions.events.length;
+    const job = await follower.queue.enqueue({ id: "rc:shared-1", deviceId: w1.id, source: "reconcile", receivedAt: new Date().toISOString(), hintEvent: null });
+    const e = await decisions.wait(mark, (x) => x.job.id === job.id, "the shared job");
+    assert.equal(e.decision.outcome, "ignore", "nothing requested any more: the hint decides nothing by itself");
+    assert.equal(byReplica.get(follower === c ? "handler-c" : "handler-d") ?? 0, 0, "the follower decided nothing");
+    await waitFor("the shared queue drained", 30_000, async () => (await follower.queue.pending()).length === 0);
+    // a request found by the follower's reconcile (nobody listens for NetBox's webhook now): dispatched by the
+    // leader, its intent seen by both
+    const mark2 = decisions.events.length;
+    await requestAction(f, f.alice.token, "edge-1", "provision");
+    assert.deepEqual(await follower.reconcile(), [w1.id]);
+    const dispatched = await decisions.wait(mark2, (x) => x.deviceId === w1.id && x.decision.outcome === "dispatch", "provision edge-1 (shared)");
+    assert.equal(dispatched.job.source, "reconcile");
+    assert.equal(byReplica.get(follower === c ? "handler-c" : "handler-d") ?? 0, 0, "the follower decided nothing");
+    const seen = await follower.intents.all();
+    assert.deepEqual(seen.filter((i) => i.deviceId === w1.id).map((i) => i.action), ["provision"], "the follower sees the leader's intent");
+    assert.deepEqual(seen, await leader.intents.all(), "one intent record");
+  } finally {
+    await c.stop();
+    await d.stop();
+  }
 });

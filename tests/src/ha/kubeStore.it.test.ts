@@ -2,13 +2,13 @@
  * The Kubernetes-backed AttestationStore passes the same contract as SQLite (shared/testkit/src/stateContract.ts),
  * against a real kube-apiserver: each contract case gets a fresh namespace. Plus what only this backend has:
  * objects labelled as fleetd's, named from hashes, the record a Secret; and two store instances (two replicas)
- * racing on one install code through the API server: one wins.
+ * racing on one install code through the API server: one wins. netbox-script's HandlerStore contract runs here too.
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
 import { kubeFromConfig, loadKube, type Kube } from "@fleetd/platform/kube";
-import { storeContract } from "@fleetd/testkit/stateContract";
-import { KubeAttestationStore, objectName } from "@fleetd/platform/state";
+import { handlerStoreContract, storeContract } from "@fleetd/testkit/stateContract";
+import { KubeAttestationStore, KubeHandlerStore, objectName } from "@fleetd/platform/state";
 import { SharedBundleState } from "@fleetd/talos-config-server/ha/sharedBundle";
 import { CaUnavailable } from "@fleetd/talos-config-server/ha/leaderIssuer";
 import { addCa, emptyBundleState, recordIssuance, createCaCertificate } from "@fleetd/platform/pki";
@@ -39,6 +39,11 @@ async function freshNamespace(): Promise<string> {
 }
 
 storeContract("kubernetes (Secrets)", async () => new KubeAttestationStore({ kube, namespace: await freshNamespace() }));
+// each instance its own client: two replicas on one namespace
+handlerStoreContract("kubernetes (Secrets)", async () => {
+  const namespace = await freshNamespace();
+  return async () => new KubeHandlerStore({ kube: kubeFromConfig(kube.config), namespace });
+});
 
 test("kubernetes store: records are fleetd-labelled Secrets named by hash; nothing secret in names or labels", async () => {
   const namespace = await freshNamespace();

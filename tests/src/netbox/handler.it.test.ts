@@ -6,8 +6,6 @@
  */
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
-import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { Handler } from "@fleetd/netbox-script";
 import { createNetBox, patchDevice, readJournal, signHookBody } from "@fleetd/platform/netbox";
@@ -75,7 +73,7 @@ test("desired_action set via the REST API: NetBox's real webhook is verified and
   assert.ok(e.decision.outcome === "dispatch" && e.decision.intent.action === "provision" && e.decision.intent.requestedBy === "alice");
   const after = await device(f, "worker-1");
   assert.equal(after.cf["desired_action"], null);
-  const intents = h?.intents.all().filter((i) => i.deviceId === w1.id) ?? [];
+  const intents = ((await h?.intents.all()) ?? []).filter((i) => i.deviceId === w1.id) ?? [];
   assert.deepEqual(intents.map((i) => i.action), ["provision"]);
   const journal = await readJournal(f.admin, w1.id);
   assert.ok(journal.some((j) => j.kind === "success" && /provision of worker-1 accepted \(requested by alice\)/.test(j.comments)), JSON.stringify(journal));
@@ -94,7 +92,7 @@ test("the handler's own PATCH does not loop", async () => {
   await rig.decisions.wait(mark, (x) => x.deviceId === e1.id && x.decision.outcome === "dispatch", "attest edge-1");
   const forW1 = rig.decisions.events.slice(mark).filter((x) => x.deviceId === w1.id);
   assert.equal(forW1.length, 0, "no job for worker-1 after the handler cleared its desired_action");
-  assert.equal(h?.intents.all().filter((i) => i.deviceId === w1.id).length, 1);
+  assert.equal(((await h?.intents.all()) ?? []).filter((i) => i.deviceId === w1.id).length, 1);
   // and a body that names the handler as the actor is dropped at the door
   const r = await post(body(w1.id, { user: "fleetd-handler" }), {});
   assert.equal(r.status, 401, "unsigned first");
@@ -154,7 +152,7 @@ test("a wipe requested by a user outside the configured group is refused with a 
   assert.equal(e.decision.outcome, "refuse");
   assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_authorized");
   assert.equal((await device(f, "worker-1")).cf["desired_action"], null, "the refused request is cleared");
-  assert.ok(!(h?.intents.all().some((i) => i.deviceId === w1.id && i.action === "wipe")));
+  assert.ok(!(((await h?.intents.all()) ?? []).some((i) => i.deviceId === w1.id && i.action === "wipe")));
   const journal = await readJournal(f.admin, w1.id);
   assert.ok(journal.some((j) => j.kind === "danger" && /refused wipe: wipe of worker-1 was requested by mallory, who is not in the group fleetd-operators \[not_authorized\]/.test(j.comments)), JSON.stringify(journal));
 
@@ -194,7 +192,7 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision is 
   await requestAction(f, f.alice.token, "legacy-1", "provision");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "provision legacy-1");
   assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_provision", JSON.stringify(l.decision));
-  assert.ok(!(h?.intents.all().some((i) => i.deviceId === legacy.id)), "nothing started for legacy-1");
+  assert.ok(!(((await h?.intents.all()) ?? []).some((i) => i.deviceId === legacy.id)), "nothing started for legacy-1");
 
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "stray-1", "provision");
@@ -217,7 +215,7 @@ test("device names that every JavaScript object inherits (constructor, __proto__
     await requestAction(f, f.alice.token, name, "provision");
     const e = await rig.decisions.wait(mark, (x) => x.deviceId === d.id && x.decision.outcome !== "ignore", `provision ${name}`);
     assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_in_inventory", `${name}: ${JSON.stringify(e.decision)}`);
-    assert.ok(!(h?.intents.all().some((i) => i.deviceId === d.id)), `${name}: no intent`);
+    assert.ok(!(((await h?.intents.all()) ?? []).some((i) => i.deviceId === d.id)), `${name}: no intent`);
     assert.ok((await readJournal(f.admin, d.id)).some((j) => j.kind === "danger" && j.comments.includes(`\`${name}\` is not in the nodes file`)), name);
   }
 });
@@ -251,11 +249,11 @@ test("a TPM 1.2 node's wipe: refused without a boot MAC the attestation account 
     assert.ok(p.e.decision.outcome === "refuse" && p.e.decision.code === "tpm12_no_provision", `${who}: ${JSON.stringify(p.e.decision)}`);
     assert.ok(p.added.some((j) => j.kind === "danger" && /^fleetd refused provision: legacy-1 has a TPM 1\.2 \(nodes file\): fleetd does not install it .*\[tpm12_no_provision\]$/.test(j.comments)), JSON.stringify(p.added));
   }
-  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id), [], "nothing started so far");
+  assert.deepEqual(((await h?.intents.all()) ?? []).filter((i) => i.deviceId === legacy.id), [], "nothing started so far");
   const ok = await ask("alice", f.alice.token, "wipe");
   assert.ok(ok.e.decision.outcome === "dispatch" && ok.e.decision.intent.action === "wipe", JSON.stringify(ok.e.decision));
   assert.ok(ok.added.some((j) => /wipe of legacy-1 \(TPM 1\.2\) accepted \(requested by alice\): the Workflow proves the TPM 1\.2 EK and boot, then wipes the disk/.test(j.comments)), JSON.stringify(ok.added));
-  assert.deepEqual(h?.intents.all().filter((i) => i.deviceId === legacy.id).map((i) => i.action), ["wipe"], "one wipe intent, for the group member");
+  assert.deepEqual(((await h?.intents.all()) ?? []).filter((i) => i.deviceId === legacy.id).map((i) => i.action), ["wipe"], "one wipe intent, for the group member");
   // Back to unproven for the retirement test below (an operator clears it).
   await patchDevice(f.admin, legacy.id, { custom_fields: { boot_mac: null } }, null, "test: clear boot MAC");
 });
@@ -289,12 +287,12 @@ test("authorization race: a request reverted by another user between fleetd's re
   try {
     const w1 = await device(f, "worker-1");
     const e1 = await device(f, "edge-1");
-    const intentsOf = (id: number, action: string): number => h?.intents.all().filter((i) => i.deviceId === id && i.action === action).length ?? 0;
+    const intentsOf = async (id: number, action: string): Promise<number> => ((await h?.intents.all()) ?? []).filter((i) => i.deviceId === id && i.action === action).length;
     const race = async (o: {
       what: string; id: number; request: () => Promise<unknown>; when: (m: string, p: string) => boolean; revert: () => Promise<unknown>;
       action: string; journal: RegExp;
     }): Promise<void> => {
-      const intentsBefore = intentsOf(o.id, o.action);
+      const intentsBefore = await intentsOf(o.id, o.action);
       const journalBefore = (await readJournal(f.admin, o.id)).length;
       const mark = rig.decisions.events.length;
       const reverted = proxy.once(o.when, async () => void (await o.revert()));
@@ -302,7 +300,7 @@ test("authorization race: a request reverted by another user between fleetd's re
       await reverted;
       const e = await rig.decisions.wait(mark, (x) => x.deviceId === o.id, o.what);
       assert.ok(e.decision.outcome === "refuse" && e.decision.code === "request_changed", `${o.what}: ${JSON.stringify(e.decision)}`);
-      assert.equal(intentsOf(o.id, o.action), intentsBefore, `${o.what}: nothing started`);
+      assert.equal(await intentsOf(o.id, o.action), intentsBefore, `${o.what}: nothing started`);
       const added = (await readJournal(f.admin, o.id)).slice(journalBefore);
       assert.ok(added.some((j) => o.journal.test(j.comments) && /nothing was started.*\[request_changed\]$/.test(j.comments)), `${o.what}: ${JSON.stringify(added.map((j) => j.comments))}`);
     };
@@ -380,7 +378,7 @@ test("the effect runs only after the take, and an effect that fails after the ta
     assert.equal(starts[0]?.requestId, starts[1]?.requestId, "the same request, so the same Workflow");
     assert.deepEqual(starts.map((x) => x.desiredAction), [null, null], "started only after the take cleared desired_action");
     const key = starts[0]!.requestId;
-    const rec = h.intents.all().filter((i) => i.key === key);
+    const rec = (await h.intents.all()).filter((i) => i.key === key);
     assert.equal(rec.length, 1);
     assert.deepEqual(rec[0]?.effect, { effect: "workflow", workflow: "fleetd-worker-1-wipe-x", created: true, deleted: [] });
     const journal = await readJournal(f.admin, w1.id);
@@ -405,15 +403,15 @@ test("a crash after the 2xx loses nothing: the accepted job is in the durable qu
     if (now > before) break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  const pendingDir = join(rig.stateDir, "queue/pending");
-  assert.equal(readdirSync(pendingDir).filter((x) => x.startsWith("wh_")).length, 1, "one accepted job on disk");
+  const webhookJobs = async (q: Handler["queue"]): Promise<number> => (await q.pending()).filter((x) => x.id.startsWith("wh:")).length;
+  assert.equal(await webhookJobs(h.queue), 1, "one accepted job in the store");
   await h.stop(); // "crash": the job was answered 202 but never run
   const mark = rig.decisions.events.length;
   h = await rig.start();
   const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "attest worker-1 after restart");
   assert.equal(e.job.source, "webhook");
   assert.ok(e.decision.outcome === "dispatch" && e.decision.intent.action === "attest");
-  assert.equal(readdirSync(pendingDir).filter((x) => x.startsWith("wh_")).length, 0, "the webhook job is done");
+  assert.equal(await webhookJobs(h.queue), 0, "the webhook job is done");
 });
 
 test("with the handler stopped, a desired_action set meanwhile is picked up by the reconcile after restart", async () => {
@@ -438,7 +436,7 @@ test("with the handler stopped, a desired_action set meanwhile is picked up by t
   assert.equal(e.job.source, "reconcile");
   assert.ok(e.decision.outcome === "dispatch" && e.decision.intent.action === "attest");
   assert.equal((await device(f, "edge-1")).cf["desired_action"], null);
-  assert.ok(existsSync(join(rig.stateDir, "intents.jsonl")));
+  assert.ok((await h.intents.all()).some((i) => i.deviceId === e1.id && i.action === "attest"), "the intent is recorded in the store");
   // Nothing left: a second reconcile queues nothing.
   assert.deepEqual(await h.reconcile(), []);
   void createNetBox;

@@ -46,7 +46,7 @@ test("re-provision: the finished Workflow is deleted first and the new one is se
   const { wf, first } = await w.served("provision");
   assert.equal((await w.runToSuccess(wf, first))[0], "fleetd-attest");
   const d = await device(w.f, NODE);
-  const last = w.handler.intents.all().filter((i) => i.deviceId === d.id && i.effect?.effect === "workflow").at(-1);
+  const last = (await w.handler.intents.all()).filter((i) => i.deviceId === d.id && i.effect?.effect === "workflow").at(-1);
   assert.ok(last?.effect?.effect === "workflow" && last.effect.deleted.length >= 1, `the previous finished Workflow was deleted: ${JSON.stringify(last?.effect)}`);
 });
 

@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { stringify } from "yaml";
 import { loadKube, type Kube } from "@fleetd/platform/kube";
+import { SqliteHandlerStore } from "@fleetd/platform/state";
 import { NetBoxInventory, readJournal } from "@fleetd/platform/netbox";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { ManagedProcess } from "../harness/managedProcess.js";
@@ -110,8 +111,9 @@ for (const point of ["handler.afterTake", "handler.afterEffect"]) {
     await new Promise((r) => setTimeout(r, 6_000)); // a reconcile pass (every 5 s) finds nothing more to do
     assert.equal((await workflows("edge-1")).length, 1, "still one Workflow");
     assert.equal(count(await journalOf(d.id), /Tinkerbell Workflow fleetd-edge-1-provision/), before + 1, "one journal entry");
-    const intents = readFileSync(join(stateDir, "intents.jsonl"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { type?: string; key?: string; effect?: { workflow?: string } });
-    const recorded = intents.filter((i) => i.effect?.workflow === wfs[0]?.metadata.name);
+    const store = new SqliteHandlerStore(join(stateDir, "store", "handler.db")); // the running handler's (WAL: a second reader is fine)
+    const intents = await store.listIntents().finally(() => store.close());
+    const recorded = intents.filter((i) => i.effect?.["workflow"] === wfs[0]?.metadata.name);
     assert.equal(recorded.length, 1, `one recorded intent for ${wfs[0]?.metadata.name}`);
   });
 }

@@ -98,7 +98,7 @@ test("desired_action provision in NetBox yields Hardware, Templates, Machine and
     providerOptions: { preferredOrder: ["IntelAMT"], intelAMT: { port: 16992, hostScheme: "http" } } });
   assert.deepEqual((await list("templates", "fleetd.io/owner=fleetd")).map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-provision", "fleetd-wipe"], "intake off; no unattested wipe");
 
-  const intent = h!.intents.all().find((i) => i.deviceId === d.id && i.action === "provision");
+  const intent = (await h!.intents.all()).find((i) => i.deviceId === d.id && i.action === "provision");
   assert.deepEqual(intent?.effect, { effect: "workflow", workflow: wf.metadata.name, created: true, deleted: [] });
   assert.equal((await device(f, "edge-1")).cf["desired_action"], null);
   const journal = await readJournal(f.admin, d.id);
@@ -121,7 +121,7 @@ test("re-provision replaces the finished Workflow; while one runs, the request i
   const now = await list("workflows", "fleetd.io/node=edge-1");
   assert.equal(now.length, 1);
   assert.notEqual(now[0]!.metadata.name, old!.metadata.name);
-  const intent = h!.intents.all().filter((i) => i.deviceId === busy.d.id && i.action === "provision").at(-1);
+  const intent = (await h!.intents.all()).filter((i) => i.deviceId === busy.d.id && i.action === "provision").at(-1);
   assert.deepEqual(intent?.effect?.effect === "workflow" && intent.effect.deleted, [`${old!.metadata.name} (SUCCESS, finished)`]);
 });
 
@@ -172,5 +172,5 @@ test("decommissioning goes to the injected retire function with the request's ke
   assert.equal(retired.length, 1);
   assert.equal(retired[0]!.node, "edge-1");
   assert.match(retired[0]!.requestKey, new RegExp(`^decommissioning:${d.id}:\\d+$`));
-  assert.deepEqual(h!.intents.all().find((i) => i.action === "decommission")?.effect, { effect: "retire" });
+  assert.deepEqual((await h!.intents.all()).find((i) => i.action === "decommission")?.effect, { effect: "retire" });
 });

@@ -115,7 +115,7 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     await requestAction(f, f.alice.token, NODE, action);
     const e = await decisions.wait(mark, (x) => x.deviceId === d.id && x.decision.outcome !== "ignore", `${action} ${NODE}`);
     assert.equal(e.decision.outcome, "dispatch", JSON.stringify(e.decision));
-    const intent = h.intents.all().filter((i) => i.deviceId === d.id && i.action === action).at(-1);
+    const intent = (await h.intents.all()).filter((i) => i.deviceId === d.id && i.action === action).at(-1);
     assert.equal(intent?.effect?.effect, "workflow", JSON.stringify(intent));
     return intent.effect.effect === "workflow" ? intent.effect.workflow : "";
   };

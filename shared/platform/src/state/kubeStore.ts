@@ -10,6 +10,7 @@
  *   - compare-and-swap: `replace` and `delete` carry the resourceVersion that was read; 409 Conflict means
  *     another writer changed the object in between, and the operation re-reads and re-decides (or loses).
  *
+ * The object layer (Secrets, names, labels, CAS) is kubeRecords.ts, shared with kubeHandlerStore.ts.
  * Objects: name `fleetd-<kind>-<sha256(key) hex>` (DNS-1123, no key material in names), labels
  * `fleetd.io/owner: fleetd`, `fleetd.io/kind: <kind>` and, where a lookup needs it,
  * `fleetd.io/node: <NetBox device ID>` or `fleetd.io/bootstrap-token: <token id>`. The record itself is
@@ -19,39 +20,19 @@
  * one node racing can leave none: fail closed, the machine provisions again); bootstrap token ids are unique
  * per node by a label check (token ids are 36^6 random, the check guards against a bug, not a race).
  */
-import { createHash } from "node:crypto";
-import type { V1Secret } from "@kubernetes/client-node";
 import { z } from "zod";
-import { isConflict, isNotFound, type Kube } from "../kube/client.js";
+import type { Kube } from "../kube/client.js";
+import { KubeStoreError, objectName, SecretRecords, type Found } from "./kubeRecords.js";
 import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
-import { OWNER_LABELS } from "../fleet/ownership.js";
 
-export const MANAGED_BY = OWNER_LABELS;
-const KIND_LABEL = "fleetd.io/kind";
 const NODE_LABEL = "fleetd.io/node";
 const TOKEN_LABEL = "fleetd.io/bootstrap-token";
 const SECRET_TYPE = "fleetd.io/attestation-state";
-/** Well under a Secret's 1 MiB (the API server's limit includes metadata and base64 of the data). */
-export const MAX_RECORD_BYTES = 512 * 1024;
-/** CAS retries before an operation gives up with an error (each retry re-reads; contention is a handful of replicas). */
-const MAX_ATTEMPTS = 32;
 
 type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token" | "limit" | "once" | "outbox";
 /** On a session or install code whose commit is written but not yet applied to its parts (recover() finds them). */
 const APPLYING_LABEL = "fleetd.io/applying";
 
-export class KubeStoreError extends Error {
-  constructor(
-    readonly code: "too-large" | "exists" | "contention" | "corrupt" | "duplicate-token",
-    message: string,
-  ) {
-    super(message);
-    this.name = "KubeStoreError";
-  }
-}
-
-const sha256 = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
-export const objectName = (kind: Kind, key: string): string => `fleetd-${kind}-${sha256(key)}`;
 /** Per-node records are keyed and labelled by the NetBox device ID (a number: a valid label value as it is). */
 const nodeLabel = (deviceId: number) => String(deviceId);
 const nodeKey = (deviceId: number) => `device-${deviceId}`;
@@ -151,133 +132,40 @@ const toEntry = (r: OutboxRecord): OutboxEntry => ({
   lastError: r.lastError,
 });
 
-interface Found<T> {
-  record: T;
-  resourceVersion: string;
-}
-
 export interface KubeStoreOptions {
   kube: Kube;
   namespace: string;
 }
 
 export class KubeAttestationStore implements AttestationStore {
-  private readonly kube: Kube;
-  private readonly namespace: string;
+  private readonly records: SecretRecords;
 
   constructor(o: KubeStoreOptions) {
-    this.kube = o.kube;
-    this.namespace = o.namespace;
+    this.records = new SecretRecords(o.kube, o.namespace, SECRET_TYPE);
   }
 
-  // ---- the object layer ---------------------------------------------------------------------------------
+  // ---- the object layer (kubeRecords.ts) ----------------------------------------------------------------
 
-  private body(kind: Kind, key: string, record: unknown, labels: Record<string, string>, resourceVersion?: string): V1Secret {
-    const json = JSON.stringify(record);
-    const bytes = Buffer.byteLength(json, "utf8");
-    if (bytes > MAX_RECORD_BYTES) throw new KubeStoreError("too-large", `${kind} record of ${bytes} bytes exceeds ${MAX_RECORD_BYTES} (a Secret holds at most 1 MiB)`);
-    return {
-      apiVersion: "v1",
-      kind: "Secret",
-      type: SECRET_TYPE,
-      metadata: {
-        name: objectName(kind, key),
-        namespace: this.namespace,
-        labels: { ...MANAGED_BY, [KIND_LABEL]: kind, ...labels },
-        ...(resourceVersion ? { resourceVersion } : {}),
-      },
-      data: { record: Buffer.from(json, "utf8").toString("base64") },
-    };
+  private read<T>(kind: Kind, key: string, schema: z.ZodType<T>): Promise<Found<T> | undefined> {
+    return this.records.read(kind, key, schema);
   }
-
-  private decode<T>(schema: z.ZodType<T>, s: V1Secret): Found<T> {
-    const name = s.metadata?.name ?? "?";
-    const raw = s.data?.["record"];
-    const rv = s.metadata?.resourceVersion;
-    if (raw === undefined || rv === undefined) throw new KubeStoreError("corrupt", `Secret ${this.namespace}/${name} has no record`);
-    let json: unknown;
-    try {
-      json = JSON.parse(Buffer.from(raw, "base64").toString("utf8"));
-    } catch {
-      throw new KubeStoreError("corrupt", `Secret ${this.namespace}/${name}: record is not JSON`);
-    }
-    const r = schema.safeParse(json);
-    if (!r.success) throw new KubeStoreError("corrupt", `Secret ${this.namespace}/${name}: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
-    return { record: r.data, resourceVersion: rv };
+  private create(kind: Kind, key: string, record: unknown, labels: Record<string, string> = {}): Promise<boolean> {
+    return this.records.create(kind, key, record, labels);
   }
-
-  private async read<T>(kind: Kind, key: string, schema: z.ZodType<T>): Promise<Found<T> | undefined> {
-    try {
-      return this.decode(schema, await this.kube.core.readNamespacedSecret({ name: objectName(kind, key), namespace: this.namespace }));
-    } catch (e) {
-      if (isNotFound(e)) return undefined;
-      throw e;
-    }
+  private replace(kind: Kind, key: string, record: unknown, resourceVersion: string, labels: Record<string, string> = {}): Promise<boolean> {
+    return this.records.replace(kind, key, record, resourceVersion, labels);
   }
-
-  /** Create-if-absent: false when the object exists (409 AlreadyExists). */
-  private async create(kind: Kind, key: string, record: unknown, labels: Record<string, string> = {}): Promise<boolean> {
-    try {
-      await this.kube.core.createNamespacedSecret({ namespace: this.namespace, body: this.body(kind, key, record, labels) });
-      return true;
-    } catch (e) {
-      if (isConflict(e)) return false;
-      throw e;
-    }
+  private remove(kind: Kind, key: string, resourceVersion?: string): Promise<boolean> {
+    return this.records.remove(kind, key, resourceVersion);
   }
-
-  /** Compare-and-swap on resourceVersion: false when another writer got there first (409) or it is gone (404). */
-  private async replace(kind: Kind, key: string, record: unknown, resourceVersion: string, labels: Record<string, string> = {}): Promise<boolean> {
-    try {
-      await this.kube.core.replaceNamespacedSecret({ name: objectName(kind, key), namespace: this.namespace, body: this.body(kind, key, record, labels, resourceVersion) });
-      return true;
-    } catch (e) {
-      if (isConflict(e) || isNotFound(e)) return false;
-      throw e;
-    }
+  private removeByName(name: string, resourceVersion?: string): Promise<boolean> {
+    return this.records.removeByName(name, resourceVersion);
   }
-
-  /** Delete; with a resourceVersion, only that version (false on 409 or 404). */
-  private async remove(kind: Kind, key: string, resourceVersion?: string): Promise<boolean> {
-    return this.removeByName(objectName(kind, key), resourceVersion);
+  private list<T>(kind: Kind, schema: z.ZodType<T>, extra: Record<string, string> = {}): Promise<(Found<T> & { name: string })[]> {
+    return this.records.list(kind, schema, extra);
   }
-
-  private async removeByName(name: string, resourceVersion?: string): Promise<boolean> {
-    try {
-      await this.kube.core.deleteNamespacedSecret({
-        name,
-        namespace: this.namespace,
-        ...(resourceVersion ? { body: { preconditions: { resourceVersion } } } : {}),
-      });
-      return true;
-    } catch (e) {
-      if (isConflict(e) || isNotFound(e)) return false;
-      throw e;
-    }
-  }
-
-  private async list<T>(kind: Kind, schema: z.ZodType<T>, extra: Record<string, string> = {}): Promise<(Found<T> & { name: string })[]> {
-    const selector = Object.entries({ ...MANAGED_BY, [KIND_LABEL]: kind, ...extra })
-      .map(([k, v]) => `${k}=${v}`)
-      .join(",");
-    const out: (Found<T> & { name: string })[] = [];
-    let cont: string | undefined;
-    do {
-      const page = await this.kube.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: selector, limit: 500, ...(cont ? { _continue: cont } : {}) });
-      for (const s of page.items) out.push({ ...this.decode(schema, s), name: s.metadata?.name ?? "" });
-      cont = page.metadata?._continue || undefined;
-    } while (cont);
-    return out;
-  }
-
-  /** Re-read and re-decide until a CAS lands; `step` returns the result, or `retry` after a lost CAS. */
-  private async casLoop<R>(what: string, step: () => Promise<{ done: R } | "retry">): Promise<R> {
-    for (let i = 0; i < MAX_ATTEMPTS; i++) {
-      const r = await step();
-      if (r !== "retry") return r.done;
-      await new Promise((res) => setTimeout(res, Math.floor(Math.random() * (5 + i * 5))));
-    }
-    throw new KubeStoreError("contention", `${what}: gave up after ${MAX_ATTEMPTS} conflicting updates`);
+  private casLoop<R>(what: string, step: () => Promise<{ done: R } | "retry">): Promise<R> {
+    return this.records.casLoop(what, step);
   }
 
   // ---- sessions -----------------------------------------------------------------------------------------

@@ -2,13 +2,17 @@ import { strict as assert } from "node:assert";
 import { chmodSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { storeContract } from "@fleetd/testkit/stateContract";
+import { handlerStoreContract, storeContract } from "@fleetd/testkit/stateContract";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { SqliteAttestationStore, StateFileError } from "@fleetd/platform/state";
+import { SqliteAttestationStore, SqliteHandlerStore, StateFileError } from "@fleetd/platform/state";
 
 storeContract("sqlite (file)", async () => new SqliteAttestationStore(join(mkdtempSync(join(tmpdir(), "fleetd-store-")), "state.db")));
 storeContract("sqlite (memory)", async () => new SqliteAttestationStore(":memory:"));
+handlerStoreContract("sqlite (file)", async () => {
+  const file = join(mkdtempSync(join(tmpdir(), "fleetd-handler-")), "handler.db");
+  return async () => new SqliteHandlerStore(file);
+});
 
 test("a schema-2 state file is migrated in place (issued certificates can be voided; sessions can be claimed; the outbox exists); a schema-1 file is refused", async () => {
   const dir = mkdtempSync(join(tmpdir(), "fleetd-store-"));
