@@ -2,7 +2,7 @@
  * The subject common names of a PKCS#10 CertificationRequest (RFC 2986 §4.1), from the PEM a Kubernetes CSR
  * carries in spec.request. Only the subject is read (with the project's DER reader); nothing is verified.
  */
-import { DerReader, TAG, nameValues, readName } from "@fleetd/verify/ek";
+import { DerReader, TAG, nameValues, readName } from "@fleetd/verify/x509";
 
 const OID_CN = "2.5.4.3";
 

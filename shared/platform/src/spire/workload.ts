@@ -8,7 +8,7 @@ import { X509Certificate } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { MethodDefinition } from "@grpc/proto-loader";
 import { z } from "zod";
-import { DerReader, TAG, tlvBytes } from "@fleetd/verify/ek";
+import { DerReader, TAG, tlvBytes } from "@fleetd/verify/x509";
 import { fromServiceError, SpireApiError } from "./errors.js";
 import { workloadApi } from "./proto.js";
 import { parseSpiffeId } from "./spiffeId.js";

@@ -10,10 +10,10 @@
  *    as handled by google/go-attestation ParseEKCertificate).
  */
 import { Reader } from "../codec/codec.js";
-import { type Certificate, parseCertificate } from "./certificate.js";
-import { DerReader, TAG } from "./der.js";
-import { CertificateError } from "./errors.js";
-import { looksLikePem, pemBlocks } from "./pem.js";
+import { type Certificate, parseCertificate } from "../x509/certificate.js";
+import { DerReader, TAG } from "../x509/der.js";
+import { CertificateError } from "../x509/errors.js";
+import { looksLikePem, pemBlocks } from "../x509/pem.js";
 
 export type CertificateForm = "der" | "pem" | "der+padding" | "tcg-nv-wrapper";
 

@@ -4,10 +4,10 @@
  * local CA) are ignored; files that hold no usable certificate are listed in `skipped`, never fatal.
  * Duplicates (by SHA-256 fingerprint) are kept once.
  */
-import { type Certificate, parseCertificate } from "./certificate.js";
-import { CertificateError } from "./errors.js";
-import { nameKey } from "./names.js";
-import { looksLikePem, pemBlocks } from "./pem.js";
+import { type Certificate, parseCertificate } from "../x509/certificate.js";
+import { CertificateError } from "../x509/errors.js";
+import { nameKey } from "../x509/names.js";
+import { looksLikePem, pemBlocks } from "../x509/pem.js";
 
 export interface StoreCertificate {
   cert: Certificate;
