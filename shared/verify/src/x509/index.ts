@@ -9,6 +9,8 @@ export * from "./oids.js";
 export * from "./names.js";
 export * from "./extensions.js";
 export * from "./certificate.js";
+export * from "./csr.js";
 export * from "./pem.js";
 export * from "./spki.js";
 export * from "./signature.js";
+export * from "./build.js";

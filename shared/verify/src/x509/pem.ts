@@ -54,3 +54,27 @@ export function toPem(label: string, der: Uint8Array): string {
   const lines = b64.match(/.{1,64}/g) ?? [];
   return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`;
 }
+
+/** PEM labels of certificates (RFC 7468 §5.1; "X509 CERTIFICATE" is the legacy label §5.3 names). */
+export const CERTIFICATE_LABELS: ReadonlySet<string> = new Set(["CERTIFICATE", "X509 CERTIFICATE"]);
+/** PEM labels of PKCS#10 requests (RFC 7468 §7; "NEW CERTIFICATE REQUEST" is what older tools write). */
+export const CERTIFICATE_REQUEST_LABELS: ReadonlySet<string> = new Set(["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]);
+
+export function certificateToPem(der: Uint8Array): string {
+  return toPem("CERTIFICATE", der);
+}
+
+/**
+ * The DER of every certificate block in a PEM text, in order (text between blocks is ignored). A block with
+ * another label is a CertificateError "bad-pem" unless `otherBlocks: "ignore"` (a file that also holds a key);
+ * no certificate at all is "not-a-certificate".
+ */
+export function certificatesFromPem(text: string, options: { otherBlocks?: "ignore" | "refuse" } = {}): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (const b of pemBlocks(text)) {
+    if (CERTIFICATE_LABELS.has(b.label)) out.push(b.der);
+    else if (options.otherBlocks !== "ignore") throw new CertificateError("bad-pem", `PEM block ${b.index} is a ${b.label}, not a CERTIFICATE`);
+  }
+  if (out.length === 0) throw new CertificateError("not-a-certificate", "the PEM text holds no CERTIFICATE block");
+  return out;
+}
