@@ -6,7 +6,7 @@
  * is reported as such, never thrown past the caller.
  */
 import { createHash } from "node:crypto";
-import { type Certificate, parseCertificate } from "../x509/certificate.js";
+import { type Certificate, parseCertificate, serialNumberText } from "../x509/certificate.js";
 import { opensslNameText } from "../x509/names.js";
 
 export interface CertSummary {
@@ -27,26 +27,6 @@ function oneLine(dn: string): string {
 function commonNameOf(dn: string): string | undefined {
   for (const line of dn.split("\n")) if (line.startsWith("CN=")) return line.slice(3);
   return undefined;
-}
-
-/** The serial number as OpenSSL's BN_bn2hex prints it (whole bytes, no leading zero bytes, "-" when negative, "0" for zero), lowercased. */
-function serialText(c: Uint8Array): string {
-  let bytes = Uint8Array.from(c);
-  const negative = ((bytes[0] ?? 0) & 0x80) !== 0;
-  if (negative) {
-    // two's complement → magnitude
-    let carry = 1;
-    for (let i = bytes.length - 1; i >= 0; i--) {
-      const v = (~(bytes[i] ?? 0) & 0xff) + carry;
-      bytes[i] = v & 0xff;
-      carry = v >> 8;
-    }
-  }
-  let i = 0;
-  while (i < bytes.length && bytes[i] === 0) i++;
-  bytes = bytes.subarray(i);
-  if (bytes.length === 0) return "0";
-  return (negative ? "-" : "") + Buffer.from(bytes).toString("hex");
 }
 
 /**
@@ -72,7 +52,7 @@ function summarise(der: Uint8Array, sha256: string): CertSummary | undefined {
     subject: oneLine(subject),
     issuer: oneLine(issuer),
     commonName: commonNameOf(subject) ?? oneLine(subject),
-    serialNumber: serialText(cert.serialNumber),
+    serialNumber: serialNumberText(cert),
     der: new Uint8Array(der),
   };
 }

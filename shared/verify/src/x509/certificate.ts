@@ -172,6 +172,28 @@ export function parseSubjectPublicKeyInfo(der: Uint8Array): SubjectPublicKeyInfo
   return spki;
 }
 
+/**
+ * Serial number as OpenSSL's BN_bn2hex prints it (what node's X509Certificate.serialNumber gives), lowercased:
+ * whole bytes without leading zero bytes, "-" and the magnitude when negative, "0" for zero.
+ */
+export function serialNumberText(c: Certificate): string {
+  let bytes = Uint8Array.from(c.serialNumber);
+  const negative = ((bytes[0] ?? 0) & 0x80) !== 0;
+  if (negative) {
+    let carry = 1; // two's complement → magnitude
+    for (let i = bytes.length - 1; i >= 0; i--) {
+      const v = (~(bytes[i] ?? 0) & 0xff) + carry;
+      bytes[i] = v & 0xff;
+      carry = v >> 8;
+    }
+  }
+  let i = 0;
+  while (i < bytes.length && bytes[i] === 0) i++;
+  bytes = bytes.subarray(i);
+  if (bytes.length === 0) return "0";
+  return (negative ? "-" : "") + Buffer.from(bytes).toString("hex");
+}
+
 /** Serial number as lowercase hex of its encoded bytes. */
 export function serialHex(c: Certificate): string {
   return Buffer.from(c.serialNumber).toString("hex");
