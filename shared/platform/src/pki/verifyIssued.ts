@@ -6,7 +6,7 @@
  * certificate.
  */
 import { Checks, type Verdict } from "@fleetd/verify/attest";
-import { canonicalKey, nameKey, verifyCertificateSignature } from "@fleetd/verify/x509";
+import { namesIssuer, signedBy } from "@fleetd/verify/x509";
 import { signatureAlgorithmByOid } from "./algorithms.js";
 import { PkiError } from "./errors.js";
 import { fingerprint } from "./issueLeaf.js";
@@ -28,21 +28,6 @@ export interface IssuedVerdict extends Verdict {
 }
 
 type CertInput = Uint8Array | string;
-
-/** Whether `ca` names itself as the leaf's issuer (X509_check_issued: subject = issuer, AKI = SKI when both are present, keyCertSign when KeyUsage is present). */
-function namesIssuer(leaf: CertificateInfo, ca: CertificateInfo): boolean {
-  if (nameKey(leaf.issuer) !== nameKey(ca.subject)) return false;
-  if (leaf.authorityKeyIdentifier && ca.subjectKeyIdentifier && !Buffer.from(leaf.authorityKeyIdentifier).equals(Buffer.from(ca.subjectKeyIdentifier))) return false;
-  return !ca.keyUsage || ca.keyUsage.includes("keyCertSign");
-}
-
-function signedBy(leaf: CertificateInfo, ca: CertificateInfo): boolean {
-  try {
-    return verifyCertificateSignature(leaf.certificate, canonicalKey(ca.certificate.spki)).ok;
-  } catch {
-    return false; // a CA key fleetd cannot use verifies nothing
-  }
-}
 
 function validAt(c: CertificateInfo, now: Date): boolean {
   return now >= c.notBefore && now <= c.notAfter;
@@ -97,9 +82,9 @@ export function verifyIssued(cert: CertInput, bundle: readonly CertInput[], now:
       c.fail("pki.bundle.parse", `bundle certificate ${i + 1} does not parse: ${(e as Error).message}`);
       continue;
     }
-    if (!namesIssuer(info, caInfo)) continue;
+    if (!namesIssuer(info.certificate, caInfo.certificate)) continue;
     candidates++;
-    if (!signedBy(info, caInfo)) continue;
+    if (!signedBy(info.certificate, caInfo.certificate)) continue;
     const caWho = `CA "${caInfo.subjectCn}"`;
     c.check(caInfo.basicConstraints?.ca === true, "pki.issuer.ca", `${caWho} is not a CA (BasicConstraints)`);
     c.check(validAt(caInfo, now), "pki.issuer.validity", `${caWho} is valid ${caInfo.notBefore.toISOString()} .. ${caInfo.notAfter.toISOString()}, not at ${now.toISOString()}`);

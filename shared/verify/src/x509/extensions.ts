@@ -37,7 +37,7 @@ export type GeneralName =
   | { kind: "directoryName"; name: Name }
   | { kind: "rfc822Name" | "dNSName" | "uniformResourceIdentifier"; value: string }
   /** [7] iPAddress: dotted IPv4, or IPv6 as eight colon-separated hex groups (no :: shortening); other lengths as hex. */
-  | { kind: "iPAddress"; value: string }
+  | { kind: "iPAddress"; value: string; bytes: Uint8Array }
   | { kind: "other"; tag: number };
 
 export interface ParsedExtensions {
@@ -153,7 +153,8 @@ export function generalNames(d: DerReader): GeneralName[] {
       const kind = tag === contextTag(1, false) ? "rfc822Name" : tag === contextTag(2, false) ? "dNSName" : "uniformResourceIdentifier";
       out.push({ kind, value: Buffer.from(tlvContent(t)).toString("latin1") });
     } else if (tag === contextTag(7, false)) {
-      out.push({ kind: "iPAddress", value: ipAddress(tlvContent(s.any())) });
+      const bytes = tlvContent(s.any());
+      out.push({ kind: "iPAddress", value: ipAddress(bytes), bytes });
     } else {
       s.any();
       out.push({ kind: "other", tag });

@@ -13,4 +13,6 @@ export * from "./csr.js";
 export * from "./pem.js";
 export * from "./spki.js";
 export * from "./signature.js";
+export * from "./issued.js";
+export * from "./hostname.js";
 export * from "./build.js";
