@@ -13,6 +13,7 @@ import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { openSync, closeSync, fstatSync, readSync, constants as fsConstants } from "node:fs";
 import { parseDocument } from "yaml";
 import { z } from "zod";
+import { CertificateError, type PemBlock, pemBlocksOnly } from "@fleetd/verify/x509";
 import { ConfigInputError } from "./errors.js";
 import { CLUSTER_SECRET_PATTERN, isCaCertificate, pemCertificates, TOKEN_PATTERN, type TalosSiteConfig } from "./schemas.js";
 
@@ -32,12 +33,18 @@ const KEY_LABELS: Record<string, "pkcs8" | "sec1" | "pkcs1"> = {
 
 /** One PEM private key (and nothing else), or undefined. */
 export function privateKeyOf(pem: string): KeyObject | undefined {
-  const m = /^\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END \1-----\s*$/.exec(pem);
-  if (!m) return undefined;
-  const type = KEY_LABELS[m[1]!];
-  if (!type) return undefined;
+  let blocks: PemBlock[];
   try {
-    return createPrivateKey({ key: Buffer.from(m[2]!.replace(/\s/g, ""), "base64"), format: "der", type });
+    blocks = pemBlocksOnly(pem);
+  } catch (e) {
+    if (e instanceof CertificateError) return undefined;
+    throw e;
+  }
+  const [block, ...more] = blocks;
+  const type = block ? KEY_LABELS[block.label] : undefined;
+  if (!block || !type || more.length > 0) return undefined;
+  try {
+    return createPrivateKey({ key: Buffer.from(block.der), format: "der", type });
   } catch {
     return undefined;
   }
