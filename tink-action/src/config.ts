@@ -2,12 +2,12 @@
  * The attest step's configuration, from the environment (Tinkerbell passes the action's `environment:`), checked
  * with zod: a wrong or missing value stops the action before it touches the TPM or the network.
  */
-import { X509Certificate } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { z } from "zod";
 import { MODES, type Mode } from "@fleetd/platform/protocol";
 import { IFNAME } from "./lldp/ifname.js";
+import { CERTIFICATE_LABELS, type PemBlock, parseCertificate, pemBlocks } from "@fleetd/verify/x509";
 
 /** Where the attest step leaves its results for the following actions (the Template mounts `/worker:/worker`). */
 export const DEFAULT_OUT = "/worker/fleetd";
@@ -95,8 +95,6 @@ export function parseTpmSpec(s: string): TpmSpec {
   return { kind: "device", path: s };
 }
 
-const PEM_CERT = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----/g;
-
 /**
  * The pinned CA: inline PEM, or the path of a PEM file. Every block must be a certificate that parses; at least
  * one is required. Returns the PEM text as given (normalised to the certificate blocks).
@@ -113,16 +111,22 @@ export function loadCa(value: string): string {
       throw new ActionConfigError([`FLEETD_SERVER_CA: cannot read ${value}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`]);
     }
   }
-  const blocks = text.match(PEM_CERT) ?? [];
+  let blocks: PemBlock[];
+  try {
+    blocks = pemBlocks(text).filter((b) => CERTIFICATE_LABELS.has(b.label));
+  } catch (e) {
+    // e.g. the shipped template's placeholder text between the BEGIN and END lines
+    throw new ActionConfigError([`FLEETD_SERVER_CA: no PEM certificate found (${(e as Error).message})`]);
+  }
   if (blocks.length === 0) throw new ActionConfigError(["FLEETD_SERVER_CA: no PEM certificate found"]);
   blocks.forEach((b, i) => {
     try {
-      new X509Certificate(b);
+      parseCertificate(b.der);
     } catch (e) {
       throw new ActionConfigError([`FLEETD_SERVER_CA: certificate ${i + 1} does not parse: ${(e as Error).message}`]);
     }
   });
-  return blocks.join("\n") + "\n";
+  return blocks.map((b) => text.slice(b.start, b.end)).join("\n") + "\n";
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv): AttestConfig {

@@ -9,11 +9,12 @@
  * Each file is written to a temporary name and renamed; result.json last. Files of an earlier run are removed
  * first, so a refused run never leaves an install code behind.
  */
-import { X509Certificate, createHash } from "node:crypto";
+import { createHash } from "node:crypto";
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AttestResult } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
+import { certificateToPem, opensslNameText, parseCertificate, serialNumberText } from "@fleetd/verify/x509";
 
 export const OUTPUT_FILES = ["install-code", "ldevid.crt", "ldevid.pub", "ldevid.priv", "lak.crt", "lak.pub", "lak.priv", "ca-bundle.pem", "result.json"] as const;
 export type OutputFile = (typeof OUTPUT_FILES)[number];
@@ -38,24 +39,24 @@ export interface CertSummary {
 }
 
 function summary(der: Uint8Array): CertSummary {
-  const x = new X509Certificate(Buffer.from(der));
+  const c = parseCertificate(der);
   return {
-    subject: x.subject.replace(/\n/g, ", "),
-    serial: x.serialNumber.toLowerCase(),
-    notBefore: new Date(x.validFrom).toISOString(),
-    notAfter: new Date(x.validTo).toISOString(),
+    subject: opensslNameText(c.subject).replace(/\n/g, ", "),
+    serial: serialNumberText(c),
+    notBefore: c.notBefore.toISOString(),
+    notAfter: c.notAfter.toISOString(),
     sha256: createHash("sha256").update(der).digest("hex"),
   };
 }
 
 /** `CN=<node>.g<generation>` (attestation-protocol.md "Keys and certificates"). */
 export function nodeFromLdevid(der: Uint8Array): { node: string; generation: number } | undefined {
-  const cn = /(?:^|\n)CN=([^\n]+)/.exec(new X509Certificate(Buffer.from(der)).subject)?.[1];
+  const cn = /(?:^|\n)CN=([^\n]+)/.exec(opensslNameText(parseCertificate(der).subject))?.[1];
   const m = cn ? /^(.+)\.g(\d+)$/.exec(cn) : null;
   return m ? { node: m[1] as string, generation: Number(m[2]) } : undefined;
 }
 
-const pem = (der: Uint8Array) => new X509Certificate(Buffer.from(der)).toString().trim() + "\n";
+const pem = (der: Uint8Array) => certificateToPem(der);
 
 export interface RunInfo {
   workflow: string;

@@ -4,7 +4,8 @@
  * symmetric definition are known without the TPM (e.g. swtpm's P-384 EK: template H-3, SHA-384, AES-256).
  */
 import { ParseError } from "@fleetd/verify/codec";
-import { CertificateError, ekPublicFromCertificate, readCertificate } from "@fleetd/verify/ek";
+import { ekPublicFromCertificate, readCertificate } from "@fleetd/verify/ek";
+import { CertificateError } from "@fleetd/verify/x509";
 import { readPublicArea, type TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { CliUsageError, readInput } from "@fleetd/platform/cmd";
 

@@ -15,8 +15,9 @@ import { describeKey, objectName } from "@fleetd/verify/tpm";
 import { hex } from "@fleetd/verify/crypto";
 import {
   readCertificate, type ChainLink, type ChainReason, ekPublicMatchesCertificate, type EkPublicInput, readEkPublic,
-  describeCanonicalKey, identifyEkTemplate, type TpmInfo, verifyEkCertificate,
+  identifyEkTemplate, type TpmInfo, verifyEkCertificate,
 } from "@fleetd/verify/ek";
+import { describeCanonicalKey } from "@fleetd/verify/x509";
 import { loadCaStore } from "@fleetd/platform/trust";
 import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 

@@ -3,6 +3,7 @@
  * (installed on every machine the tests run on; no certificate is stored in the repository).
  */
 import { spawnSync } from "node:child_process";
+import { certificatesFromPem } from "@fleetd/verify/x509";
 
 export interface TestCert {
   commonName: string;
@@ -18,7 +19,7 @@ export async function makeTestCa(commonName: string): Promise<TestCert> {
   );
   if (r.status !== 0) throw new Error(`openssl req failed: ${r.stderr || r.error?.message}`);
   const pem = r.stdout;
-  const b64 = /-----BEGIN CERTIFICATE-----([\s\S]+?)-----END CERTIFICATE-----/.exec(pem)?.[1];
-  if (!b64) throw new Error("openssl printed no certificate");
-  return { commonName, der: new Uint8Array(Buffer.from(b64.replace(/\s+/g, ""), "base64")), pem };
+  const [der] = certificatesFromPem(pem);
+  if (!der) throw new Error("openssl printed no certificate");
+  return { commonName, der, pem };
 }

@@ -14,5 +14,6 @@ export * from "./attest/checkKeyAttributes.js";
 export * from "./attest/pcrs.js";
 export * from "./attest/verifyQuote.js";
 export * from "./attest/verifyCertify.js";
+export * from "./x509/index.js";
 export * from "./ek/index.js";
 export * from "./tpm/commands.js";

@@ -9,7 +9,6 @@
  * that do not pair, a certificate the peer CA did not issue, one outside its validity, or one whose extended key
  * usage forbids its role — everything that would otherwise surface as a failed handshake at the first forward.
  */
-import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { readFileSync } from "node:fs";
 import { createServer, type Server } from "node:https";
@@ -17,7 +16,8 @@ import { createSecureContext, TLSSocket } from "node:tls";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
 import { applyListenerLimits, listenerOptions, type ListenerLimits } from "@fleetd/platform/http";
 import { ConfigError } from "@fleetd/platform/fleet";
-import { certificatesFromPem, PkiError } from "@fleetd/platform/pki";
+import { ParseError } from "@fleetd/verify/codec";
+import { type Certificate, CertificateError, certificatesFromPem, issuedBy, namesHost, opensslNameText, parseCertificate } from "@fleetd/verify/x509";
 import type { LeaderIssuerLog } from "./leaderIssuer.js";
 
 /** Both ends are fleetd on Node 24 (OpenSSL 3): nothing older than TLS 1.3 is needed or offered. */
@@ -51,22 +51,26 @@ function readText(path: string, field: keyof InternalTlsFiles): string {
   }
 }
 
-function certificates(text: string, path: string, field: keyof InternalTlsFiles): X509Certificate[] {
+function certificates(text: string, path: string, field: keyof InternalTlsFiles): Certificate[] {
   try {
-    return certificatesFromPem(text, path).map((der) => new X509Certificate(der));
+    return certificatesFromPem(text).map((der) => parseCertificate(der));
   } catch (e) {
-    throw new ConfigError(`${FIELD}.${field}: ${path}: ${e instanceof PkiError ? e.message : `not a PEM certificate (${(e as Error).message})`}`);
+    if (e instanceof CertificateError || e instanceof ParseError) throw new ConfigError(`${FIELD}.${field}: ${path}: ${e.message}`);
+    throw e;
   }
 }
 
+const isCa = (c: Certificate): boolean => c.ext.basicConstraints?.cA === true;
+const subjectText = (c: Certificate): string => opensslNameText(c.subject).replace(/\n/g, ", ");
+
 /** The leaf (first certificate of `chain`) chains to one of `roots` through the chain's other certificates. */
-function chainsTo(chain: X509Certificate[], roots: X509Certificate[]): boolean {
+function chainsTo(chain: Certificate[], roots: Certificate[]): boolean {
   let cert = chain[0];
   const pool = [...chain.slice(1)];
   for (let depth = 0; cert && depth <= chain.length; depth++) {
-    const c: X509Certificate = cert;
-    if (roots.some((r) => c.checkIssued(r) && c.verify(r.publicKey))) return true;
-    const next = pool.find((p) => p.ca && c.checkIssued(p) && c.verify(p.publicKey));
+    const c: Certificate = cert;
+    if (roots.some((r) => issuedBy(c, r))) return true;
+    const next = pool.find((p) => isCa(p) && issuedBy(c, p));
     if (!next) return false;
     pool.splice(pool.indexOf(next), 1);
     cert = next;
@@ -74,7 +78,7 @@ function chainsTo(chain: X509Certificate[], roots: X509Certificate[]): boolean {
   return false;
 }
 
-function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFile", keyField: "keyFile" | "clientKeyFile", roots: X509Certificate[], usage: string, now: Date): { cert: string; key: string } {
+function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFile", keyField: "keyFile" | "clientKeyFile", roots: Certificate[], usage: string, now: Date): { cert: string; key: string } {
   const certPath = files[certField];
   const keyPath = files[keyField];
   const cert = readText(certPath, certField);
@@ -86,12 +90,13 @@ function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFi
     throw new ConfigError(`${FIELD}: ${certPath} (${certField}) and ${keyPath} (${keyField}) do not make a TLS identity: ${(e as Error).message}`);
   }
   const chain = certificates(cert, certPath, certField);
-  const leaf = chain[0] as X509Certificate;
-  const what = `${FIELD}.${certField}: ${certPath} ("${leaf.subject.replace(/\n/g, ", ")}")`;
+  const leaf = chain[0] as Certificate;
+  const what = `${FIELD}.${certField}: ${certPath} ("${subjectText(leaf)}")`;
   if (!chainsTo(chain, roots)) throw new ConfigError(`${what} is not issued by the peer CA (${FIELD}.caFile ${files.caFile}): the other replicas would refuse it`);
-  if (now < new Date(leaf.validFrom) || now > new Date(leaf.validTo)) throw new ConfigError(`${what} is not valid now (${leaf.validFrom} – ${leaf.validTo})`);
-  if (leaf.keyUsage !== undefined && !leaf.keyUsage.includes(usage)) {
-    throw new ConfigError(`${what}: its extended key usage (${leaf.keyUsage.join(", ")}) lacks ${usage === SERVER_AUTH ? "serverAuth" : "clientAuth"}`);
+  if (now < leaf.notBefore || now > leaf.notAfter) throw new ConfigError(`${what} is not valid now (${leaf.notBefore.toISOString()} – ${leaf.notAfter.toISOString()})`);
+  const eku = leaf.ext.extKeyUsage;
+  if (eku !== undefined && !eku.includes(usage)) {
+    throw new ConfigError(`${what}: its extended key usage (${eku.join(", ")}) lacks ${usage === SERVER_AUTH ? "serverAuth" : "clientAuth"}`);
   }
   return { cert, key };
 }
@@ -103,12 +108,12 @@ function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFi
 export function loadInternalTls(files: InternalTlsFiles, host: string, now: Date = new Date()): InternalTls {
   const ca = readText(files.caFile, "caFile");
   const roots = certificates(ca, files.caFile, "caFile");
-  const notCa = roots.find((r) => !r.ca);
-  if (notCa) throw new ConfigError(`${FIELD}.caFile: ${files.caFile}: "${notCa.subject.replace(/\n/g, ", ")}" is not a CA certificate (basicConstraints cA)`);
+  const notCa = roots.find((r) => !isCa(r));
+  if (notCa) throw new ConfigError(`${FIELD}.caFile: ${files.caFile}: "${subjectText(notCa)}" is not a CA certificate (basicConstraints cA)`);
   const server = identity(files, "certFile", "keyFile", roots, SERVER_AUTH, now);
-  const leaf = certificates(server.cert, files.certFile, "certFile")[0] as X509Certificate;
+  const leaf = certificates(server.cert, files.certFile, "certFile")[0] as Certificate;
   const bare = host.replace(/^\[|\]$/g, "");
-  if ((isIP(bare) ? leaf.checkIP(bare) : leaf.checkHost(bare)) === undefined) {
+  if (!namesHost(leaf, bare)) {
     throw new ConfigError(`${FIELD}.certFile: ${files.certFile} does not name ${bare}, the host of server.ha.internalUrl (${isIP(bare) ? "an IP" : "a DNS"} subjectAltName): the other replicas would refuse it`);
   }
   return { ca, server, client: identity(files, "clientCertFile", "clientKeyFile", roots, CLIENT_AUTH, now) };

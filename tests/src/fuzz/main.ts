@@ -5,6 +5,7 @@
 import { parseArgs } from "node:util";
 import { fuzzEventlog, fuzzUefi } from "./eventlog.js";
 import { fuzzTpm, type FuzzResult } from "./tpm.js";
+import { fuzzX509 } from "./x509.js";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "100000" }, only: { type: "string" } } });
 const runs = Number(values.runs);
@@ -14,6 +15,7 @@ const targets: Record<string, (runs: number) => FuzzResult> = {
   "tpm-structures": fuzzTpm,
   eventlog: (runs) => fuzzEventlog(runs),
   "uefi-structures": (runs) => fuzzUefi(runs),
+  x509: (runs) => fuzzX509(runs),
 };
 
 for (const [name, fn] of Object.entries(targets)) {

@@ -3,9 +3,10 @@
  *  - no import cycle between the top-level folders of one package (`src/<folder>/…`, product files only);
  *  - no deep import across packages: `@fleetd/<pkg>/<sub>` only where `<sub>` is a key of that package's `exports`,
  *    no relative path from one package into another, and only workspace packages the importer declares;
- *  - `@fleetd/verify` is pure: its product files import only its own files, `node:crypto`, `node:buffer`, `node:zlib` (checksums), `zod`
- *    and `yaml` (no file system, network, process, native module or dynamic loading), and its package.json
- *    depends on nothing else.
+ *  - `@fleetd/verify` is pure: its product files import only its own files, `node:crypto`, `node:buffer`, `node:zlib` (checksums), `zod`,
+ *    `yaml` and `@peculiar/asn1-schema` + `@peculiar/asn1-x509` (x509/build.ts encodes certificates with them: pure
+ *    ASN.1 schema code, no I/O) — no file system, network, process, native module or dynamic loading — and its
+ *    package.json depends on nothing else.
  *   node tests/dist/tools/importCheck.js [ROOT]     prints the violations; exit 1 when there are any
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
@@ -23,7 +24,7 @@ export interface Violation {
   detail: string;
 }
 
-const PURE_VERIFY_IMPORTS = new Set(["node:crypto", "node:buffer", "node:zlib", "zod", "yaml"]);
+const PURE_VERIFY_IMPORTS = new Set(["node:crypto", "node:buffer", "node:zlib", "zod", "yaml", "@peculiar/asn1-schema", "@peculiar/asn1-x509"]);
 const VERIFY = "@fleetd/verify";
 
 const PackageJson = z.object({

@@ -11,7 +11,7 @@
 import { PkiError } from "./errors.js";
 import { checkCaCertificate, fingerprint } from "./issueLeaf.js";
 import { parseIssuedCertificate } from "./parseCertificate.js";
-import { certificateToPem } from "./pem.js";
+import { certificateToPem } from "@fleetd/verify/x509";
 import { DAY_MS, MAX_LEAF_LIFETIME_DAYS } from "./profiles.js";
 import { checkBundleState, type BundleState, type CaRecord } from "./bundleState.js";
 

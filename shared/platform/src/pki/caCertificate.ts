@@ -4,13 +4,11 @@
  * leaves only; KeyUsage keyCertSign + cRLSign (critical); SubjectKeyIdentifier. Validity is the caller's
  * choice, but leaves cannot outlive it, so a CA is replaced (rolled over) well before it expires.
  */
+import { basicConstraintsExtension, keyUsageExtension, subjectKeyIdentifierExtension, commonNameName, certificateToPem } from "@fleetd/verify/x509";
 import { describePublicKey } from "./algorithms.js";
 import { signCertificate, wholeSeconds } from "./buildCertificate.js";
 import { PkiError } from "./errors.js";
-import { basicConstraintsExtension, keyUsageExtension, subjectKeyIdentifierExtension } from "./extensions.js";
 import { fingerprint } from "./issueLeaf.js";
-import { commonNameName } from "./names.js";
-import { certificateToPem } from "./pem.js";
 import { caKeyAllowed, DAY_MS, MAX_LEAF_LIFETIME_DAYS } from "./profiles.js";
 import { keyIdentifier } from "./publicKey.js";
 import { checkSerial, randomSerial } from "./serial.js";

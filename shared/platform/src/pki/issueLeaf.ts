@@ -4,19 +4,11 @@
  * not allow, a CA certificate that is not a CA or whose key is not the signer's.
  */
 import { createHash } from "node:crypto";
+import { authorityKeyIdentifierExtension, basicConstraintsExtension, extendedKeyUsageExtension, keyUsageExtension, subjectKeyIdentifierExtension, commonNameName, certificateToPem } from "@fleetd/verify/x509";
 import { describePublicKey } from "./algorithms.js";
 import { signCertificate, wholeSeconds } from "./buildCertificate.js";
 import { PkiError } from "./errors.js";
-import {
-  authorityKeyIdentifierExtension,
-  basicConstraintsExtension,
-  extendedKeyUsageExtension,
-  keyUsageExtension,
-  subjectKeyIdentifierExtension,
-} from "./extensions.js";
-import { commonNameName } from "./names.js";
 import { parseIssuedCertificate, type CertificateInfo } from "./parseCertificate.js";
-import { certificateToPem } from "./pem.js";
 import { DAY_MS, MAX_LEAF_LIFETIME_DAYS, type LeafProfile } from "./profiles.js";
 import { keyIdentifier, publicKeyInfo, type PublicKeyInput } from "./publicKey.js";
 import { checkSerial, randomSerial } from "./serial.js";

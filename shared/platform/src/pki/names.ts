@@ -4,7 +4,7 @@
  * generation and older LDevIDs stop matching. The LAK is `CN=<node>.g<generation>.lak`: it can never equal
  * an LDevID CN (those end in `.g<digits>`), so a LAK certificate presented to SPIRE matches no node alias.
  */
-import { AttributeTypeAndValue, AttributeValue, Name, RelativeDistinguishedName } from "@peculiar/asn1-x509";
+import { type Name, nameValues } from "@fleetd/verify/x509";
 import { PkiError } from "./errors.js";
 
 /** Node names are Kubernetes node names / Talos hostnames: RFC 1123 subdomains, lowercase. */
@@ -42,16 +42,7 @@ export function lakCommonName(node: string, generation: number): string {
   return commonName(`${node}.g${generation}.lak`);
 }
 
-/** A Name with a single CN attribute, as a UTF8String (RFC 5280 §4.1.2.4). */
-export function commonNameName(cn: string): Name {
-  return new Name([
-    new RelativeDistinguishedName([new AttributeTypeAndValue({ type: OID_CN, value: new AttributeValue({ utf8String: cn }) })]),
-  ]);
-}
-
 /** The CN of a Name (the last CN attribute, as Go's pkix.Name does), or "" when there is none. */
 export function commonNameOf(name: Name): string {
-  let cn = "";
-  for (const rdn of name) for (const atv of rdn) if (atv.type === OID_CN) cn = atv.value.toString();
-  return cn;
+  return nameValues(name, OID_CN).at(-1) ?? "";
 }

@@ -1,36 +1,21 @@
 /**
- * Reading a certificate into the fields the CA judges: names, validity, key, and the extensions with their
- * criticality. Parsing only; `verifyIssued` and the tests judge.
+ * Reading a certificate the CA issued (or its own) into the fields the CA judges: names, validity, key, and
+ * the extensions with their criticality. The parse is @fleetd/verify/x509's, in strict DER (minimal
+ * encodings, no DEFAULT written out, no trailing data); this maps it to what issuance, renewal, the bundle and
+ * verifyIssued read. Parsing only; `verifyIssued` and the tests judge.
  */
-import { AsnConvert } from "@peculiar/asn1-schema";
-import {
-  AuthorityKeyIdentifier,
-  BasicConstraints,
-  Certificate,
-  ExtendedKeyUsage,
-  id_ce_authorityKeyIdentifier,
-  id_ce_basicConstraints,
-  id_ce_extKeyUsage,
-  id_ce_keyUsage,
-  id_ce_subjectKeyIdentifier,
-  KeyUsage,
-  Name,
-  SubjectKeyIdentifier,
-  SubjectPublicKeyInfo,
-} from "@peculiar/asn1-x509";
+import { type Certificate, CertificateError, type Extension, type Name, parseCertificate } from "@fleetd/verify/x509";
+import { ParseError } from "@fleetd/verify/codec";
 import { PkiError } from "./errors.js";
 import { commonNameOf } from "./names.js";
 import { certificateDer } from "./pem.js";
 
-export interface CertificateExtension {
-  oid: string;
-  critical: boolean;
-  value: Uint8Array;
-}
+export type CertificateExtension = Extension;
 
 export interface CertificateInfo {
   der: Uint8Array;
   version: number; // 3 for v3
+  /** serialNumber INTEGER content bytes as encoded. */
   serial: Uint8Array;
   signatureAlgorithm: string; // OID
   issuer: Name;
@@ -39,6 +24,7 @@ export interface CertificateInfo {
   subjectCn: string;
   notBefore: Date;
   notAfter: Date;
+  /** The SubjectPublicKeyInfo's DER. */
   spki: Uint8Array;
   extensions: CertificateExtension[];
   basicConstraints?: { ca: boolean; pathLen?: number };
@@ -46,64 +32,40 @@ export interface CertificateInfo {
   extendedKeyUsage?: string[];
   subjectKeyIdentifier?: Uint8Array;
   authorityKeyIdentifier?: Uint8Array;
+  /** The parsed certificate itself (exact TBS bytes for signature checks). */
+  certificate: Certificate;
 }
 
 export function parseIssuedCertificate(input: Uint8Array | string, what = "certificate"): CertificateInfo {
   const der = certificateDer(input, what);
   let cert: Certificate;
   try {
-    cert = AsnConvert.parse(der, Certificate);
-    // a DER certificate re-encodes to exactly its bytes; trailing data or BER would not
-    if (!Buffer.from(AsnConvert.serialize(cert)).equals(Buffer.from(der))) throw new Error("not DER, or trailing data");
+    cert = parseCertificate(der, { strict: true });
   } catch (e) {
-    throw new PkiError("certificate-invalid", `${what} does not parse as an X.509 certificate: ${(e as Error).message}`);
-  }
-  const tbs = cert.tbsCertificate;
-  const info: CertificateInfo = {
-    der,
-    version: tbs.version + 1,
-    serial: new Uint8Array(tbs.serialNumber),
-    signatureAlgorithm: cert.signatureAlgorithm.algorithm,
-    issuer: tbs.issuer,
-    subject: tbs.subject,
-    issuerCn: commonNameOf(tbs.issuer),
-    subjectCn: commonNameOf(tbs.subject),
-    notBefore: tbs.validity.notBefore.getTime(),
-    notAfter: tbs.validity.notAfter.getTime(),
-    spki: new Uint8Array(AsnConvert.serialize(tbs.subjectPublicKeyInfo as SubjectPublicKeyInfo)),
-    extensions: [],
-  };
-  for (const ext of tbs.extensions ?? []) {
-    const value = new Uint8Array(ext.extnValue.buffer);
-    info.extensions.push({ oid: ext.extnID, critical: ext.critical, value });
-    try {
-      switch (ext.extnID) {
-        case id_ce_basicConstraints: {
-          const bc = AsnConvert.parse(value, BasicConstraints);
-          info.basicConstraints = { ca: bc.cA, ...(bc.pathLenConstraint !== undefined ? { pathLen: bc.pathLenConstraint } : {}) };
-          break;
-        }
-        case id_ce_keyUsage:
-          info.keyUsage = AsnConvert.parse(value, KeyUsage).toJSON();
-          break;
-        case id_ce_extKeyUsage:
-          info.extendedKeyUsage = [...AsnConvert.parse(value, ExtendedKeyUsage)];
-          break;
-        case id_ce_subjectKeyIdentifier:
-          info.subjectKeyIdentifier = new Uint8Array(AsnConvert.parse(value, SubjectKeyIdentifier).buffer);
-          break;
-        case id_ce_authorityKeyIdentifier: {
-          const aki = AsnConvert.parse(value, AuthorityKeyIdentifier);
-          if (aki.keyIdentifier) info.authorityKeyIdentifier = new Uint8Array(aki.keyIdentifier.buffer);
-          break;
-        }
-      }
-    } catch (e) {
-      throw new PkiError("certificate-invalid", `${what}: extension ${ext.extnID} does not parse: ${(e as Error).message}`);
+    if (e instanceof ParseError || e instanceof CertificateError) {
+      throw new PkiError("certificate-invalid", `${what} does not parse as an X.509 certificate: ${e.message}`);
     }
+    throw e;
   }
-  const oids = info.extensions.map((x) => x.oid);
-  const dup = oids.find((o, i) => oids.indexOf(o) !== i);
-  if (dup) throw new PkiError("certificate-invalid", `${what}: extension ${dup} appears twice (RFC 5280 §4.2)`);
-  return info;
+  const bc = cert.ext.basicConstraints;
+  return {
+    der,
+    version: cert.version,
+    serial: cert.serialNumber,
+    signatureAlgorithm: cert.signatureAlgorithm.oid,
+    issuer: cert.issuer,
+    subject: cert.subject,
+    issuerCn: commonNameOf(cert.issuer),
+    subjectCn: commonNameOf(cert.subject),
+    notBefore: cert.notBefore,
+    notAfter: cert.notAfter,
+    spki: cert.spki.der,
+    extensions: cert.extensions,
+    ...(bc ? { basicConstraints: { ca: bc.cA, ...(bc.pathLenConstraint !== undefined ? { pathLen: bc.pathLenConstraint } : {}) } } : {}),
+    ...(cert.ext.keyUsage ? { keyUsage: [...cert.ext.keyUsage] } : {}),
+    ...(cert.ext.extKeyUsage ? { extendedKeyUsage: cert.ext.extKeyUsage } : {}),
+    ...(cert.ext.subjectKeyIdentifier ? { subjectKeyIdentifier: cert.ext.subjectKeyIdentifier } : {}),
+    ...(cert.ext.authorityKeyIdentifier ? { authorityKeyIdentifier: cert.ext.authorityKeyIdentifier } : {}),
+    certificate: cert,
+  };
 }

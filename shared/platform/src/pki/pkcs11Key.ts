@@ -3,14 +3,14 @@
  * object with the same CKA_ID (or label), else a certificate object with that CKA_ID (ykcs11 exposes both
  * for a PIV slot). Exactly one private key must match.
  */
-import { X509Certificate } from "node:crypto";
 import type { PKCS11, Template } from "pkcs11js";
+import { parseCertificate } from "@fleetd/verify/x509";
 import type { PublicKeyInfo } from "./algorithms.js";
 import { PkiError } from "./errors.js";
 import { pkcs11js, pkcs11Reason } from "./pkcs11Module.js";
 import type { Pkcs11SignerSettings } from "./pkcs11Config.js";
 import type { Handle } from "./pkcs11Session.js";
-import { publicKeyInfoFromEcPoint, publicKeyInfoFromKeyObject, publicKeyInfoFromRsa } from "./publicKey.js";
+import { publicKeyInfoFromEcPoint, publicKeyInfoFromRsa, publicKeyInfoFromSpki } from "./publicKey.js";
 
 export interface TokenKey {
   handle: Handle;
@@ -119,13 +119,13 @@ function findPublicKey(
     if (certs.length === 1) {
       const value = attributes(api, session, certs[0] as Handle, [p.CKA_VALUE]).get(p.CKA_VALUE);
       if (value) {
-        let cert: X509Certificate;
+        let spki: Uint8Array;
         try {
-          cert = new X509Certificate(value);
+          spki = parseCertificate(value).spki.der;
         } catch (e) {
           throw new PkiError("public-key-not-found", `${what}: the certificate object next to the key (${which}) does not parse: ${(e as Error).message}`);
         }
-        return publicKeyInfoFromKeyObject(cert.publicKey);
+        return publicKeyInfoFromSpki(spki);
       }
     }
   }

@@ -11,7 +11,13 @@
  * Both: RSA-2048 or ECC P-256 keys only (what SPIRE's templates and the design allow).
  */
 import type { PublicKeyInfo } from "./algorithms.js";
-import { OID_EKU_CLIENT_AUTH, OID_EKU_TCG_AIK_CERTIFICATE, type KeyUsageName } from "./extensions.js";
+
+export const OID_EKU_CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+/** TCG tcg-kp-AIKCertificate (2.23.133.8.3): the key purpose of attestation-key certificates. */
+export const OID_EKU_TCG_AIK_CERTIFICATE = "2.23.133.8.3";
+
+/** KeyUsage bits the CA writes. Only KeyUsage and BasicConstraints are ever critical: Go's crypto/x509 (SPIRE) refuses an unhandled critical extension. */
+export type KeyUsageName = "digitalSignature" | "keyCertSign" | "cRLSign";
 
 /** The longest LDevID/LAK lifetime; also how long a retired CA stays in the bundle after its last issuance. */
 export const MAX_LEAF_LIFETIME_DAYS = 30;

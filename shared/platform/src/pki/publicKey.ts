@@ -5,9 +5,8 @@
  * reached us. The key is validated by node:crypto (point on curve, sane modulus).
  */
 import { createHash, createPublicKey, type KeyObject } from "node:crypto";
-import { AsnConvert } from "@peculiar/asn1-schema";
-import { SubjectPublicKeyInfo } from "@peculiar/asn1-x509";
 import { type TPMT_PUBLIC, derOid, ecSpki, KeyError, rsaSpki, spkiFromTpmPublic } from "@fleetd/verify/tpm";
+import { parseSubjectPublicKeyInfo } from "@fleetd/verify/x509";
 import { EC_CURVES, type EcCurve, type PublicKeyInfo } from "./algorithms.js";
 import { PkiError } from "./errors.js";
 
@@ -87,6 +86,6 @@ export function publicKeyInfoFromRsa(modulus: Uint8Array, exponent: Uint8Array):
  * only a name here, not a security function; it is what OpenSSL computes too.
  */
 export function keyIdentifier(spki: Uint8Array): Uint8Array {
-  const info = AsnConvert.parse(spki, SubjectPublicKeyInfo);
-  return new Uint8Array(createHash("sha1").update(new Uint8Array(info.subjectPublicKey)).digest());
+  const info = parseSubjectPublicKeyInfo(spki);
+  return new Uint8Array(createHash("sha1").update(info.publicKey).digest());
 }

@@ -1,10 +1,12 @@
 /**
  * Does a leaf certificate chain to the bundle, and would SPIRE's tpm_devid (Go crypto/x509) accept it?
- * The chain is checked with node:crypto (X509Certificate.checkIssued + verify); the profile with the parsed
- * fields. Returns a verdict: every failed check is a reason naming the certificate.
+ * Both certificates are read by @fleetd/verify/x509; a bundle CA issued the leaf when its subject is the leaf's
+ * issuer (as OpenSSL's X509_check_issued decides: names, AKI/SKI, keyCertSign) and the leaf's signature verifies
+ * with its key over the leaf's exact TBS bytes. Returns a verdict: every failed check is a reason naming the
+ * certificate.
  */
-import { X509Certificate } from "node:crypto";
 import { Checks, type Verdict } from "@fleetd/verify/attest";
+import { namesIssuer, signedBy } from "@fleetd/verify/x509";
 import { signatureAlgorithmByOid } from "./algorithms.js";
 import { PkiError } from "./errors.js";
 import { fingerprint } from "./issueLeaf.js";
@@ -25,11 +27,7 @@ export interface IssuedVerdict extends Verdict {
   issuerFingerprint?: string;
 }
 
-type CertInput = Uint8Array | string | X509Certificate;
-
-function toDer(c: CertInput, what: string): Uint8Array {
-  return c instanceof X509Certificate ? new Uint8Array(c.raw) : certificateDer(c, what);
-}
+type CertInput = Uint8Array | string;
 
 function validAt(c: CertificateInfo, now: Date): boolean {
   return now >= c.notBefore && now <= c.notAfter;
@@ -38,11 +36,8 @@ function validAt(c: CertificateInfo, now: Date): boolean {
 export function verifyIssued(cert: CertInput, bundle: readonly CertInput[], now: Date, options: VerifyIssuedOptions = {}): IssuedVerdict {
   const c = new Checks();
   let info: CertificateInfo;
-  let leaf: X509Certificate;
   try {
-    const der = toDer(cert, "leaf certificate");
-    info = parseIssuedCertificate(der, "leaf certificate");
-    leaf = new X509Certificate(der);
+    info = parseIssuedCertificate(certificateDer(cert, "leaf certificate"), "leaf certificate");
   } catch (e) {
     c.fail("pki.leaf.parse", e instanceof PkiError ? e.message : `leaf certificate does not parse: ${(e as Error).message}`);
     return c.verdict();
@@ -80,19 +75,16 @@ export function verifyIssued(cert: CertInput, bundle: readonly CertInput[], now:
   let issuerFingerprint: string | undefined;
   let candidates = 0;
   for (const [i, entry] of bundle.entries()) {
-    let ca: X509Certificate;
     let caInfo: CertificateInfo;
     try {
-      const der = toDer(entry, `bundle certificate ${i + 1}`);
-      ca = new X509Certificate(der);
-      caInfo = parseIssuedCertificate(der, `bundle certificate ${i + 1}`);
+      caInfo = parseIssuedCertificate(certificateDer(entry, `bundle certificate ${i + 1}`), `bundle certificate ${i + 1}`);
     } catch (e) {
       c.fail("pki.bundle.parse", `bundle certificate ${i + 1} does not parse: ${(e as Error).message}`);
       continue;
     }
-    if (!leaf.checkIssued(ca)) continue; // "leaf was issued by ca": names, AKI/SKI, keyCertSign
+    if (!namesIssuer(info.certificate, caInfo.certificate)) continue;
     candidates++;
-    if (!leaf.verify(ca.publicKey)) continue;
+    if (!signedBy(info.certificate, caInfo.certificate)) continue;
     const caWho = `CA "${caInfo.subjectCn}"`;
     c.check(caInfo.basicConstraints?.ca === true, "pki.issuer.ca", `${caWho} is not a CA (BasicConstraints)`);
     c.check(validAt(caInfo, now), "pki.issuer.validity", `${caWho} is valid ${caInfo.notBefore.toISOString()} .. ${caInfo.notAfter.toISOString()}, not at ${now.toISOString()}`);

@@ -4,11 +4,10 @@
  * then the stream is cancelled. An agent with no SVID for the caller answers PERMISSION_DENIED ("no identity
  * issued"): a `spire_refused` error.
  */
-import { X509Certificate } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import type { MethodDefinition } from "@grpc/proto-loader";
 import { z } from "zod";
-import { DerReader, TAG, tlvBytes } from "@fleetd/verify/ek";
+import { DerReader, TAG, parseCertificate, tlvBytes } from "@fleetd/verify/x509";
 import { fromServiceError, SpireApiError } from "./errors.js";
 import { workloadApi } from "./proto.js";
 import { parseSpiffeId } from "./spiffeId.js";
@@ -77,7 +76,7 @@ export async function fetchX509Svids(socketPath: string, opts: { timeoutMs?: num
       try {
         const certificates = splitDerCertificates(s.x509_svid, `svids[${i}].x509_svid`);
         if (certificates.length === 0) throw new Error("no certificate");
-        new X509Certificate(Buffer.from(certificates[0] as Uint8Array)); // parses, or throws
+        parseCertificate(certificates[0] as Uint8Array); // parses, or throws
         parseSpiffeId(s.spiffe_id);
         return { spiffeId: s.spiffe_id, certificates, privateKey: new Uint8Array(s.x509_svid_key), bundle: splitDerCertificates(s.bundle, `svids[${i}].bundle`), hint: s.hint };
       } catch (e) {

@@ -3,6 +3,8 @@
  * `tinkerbell`), or undefined with the reason when the section is missing (callers then only record intents).
  */
 import { readFileSync } from "node:fs";
+import { ParseError } from "@fleetd/verify/codec";
+import { CertificateError, certificatesFromPem, parseCertificate } from "@fleetd/verify/x509";
 import { loadKube, type Kube } from "../kube/client.js";
 import { ConfigError, type NetBoxSiteConfig } from "../fleet/siteConfig.js";
 import { TinkerbellEffects } from "./effects.js";
@@ -20,7 +22,12 @@ export function tinkerbellEffectsFromConfig(site: NetBoxSiteConfig, opts: { kube
     } catch (e) {
       throw new ConfigError(`kubernetes.management.tinkerbell.server.caFile: cannot read ${m.tinkerbell.server.caFile}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}`);
     }
-    if (!ca.includes("-----BEGIN CERTIFICATE-----")) throw new ConfigError(`kubernetes.management.tinkerbell.server.caFile: ${m.tinkerbell.server.caFile} holds no PEM certificate`);
+    try {
+      for (const der of certificatesFromPem(ca, { otherBlocks: "ignore" })) parseCertificate(der);
+    } catch (e) {
+      if (!(e instanceof CertificateError || e instanceof ParseError)) throw e;
+      throw new ConfigError(`kubernetes.management.tinkerbell.server.caFile: ${m.tinkerbell.server.caFile} holds no PEM certificate that parses: ${e.message}`);
+    }
   }
   const kube = opts.kube ?? loadKube(m.kubeconfig);
   return { effects: new TinkerbellEffects({ kube, namespace: m.namespace, site: m.tinkerbell, ...(ca ? { serverCaPem: ca } : {}) }) };

@@ -1,7 +1,8 @@
 /** Reads a manufacturer CA store from a directory (the pure part, parsing and indexing, is @fleetd/verify's ek/store). */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { CertificateError, type CaStore, caStoreFrom, certificatesInFile, type StoreCertificate } from "@fleetd/verify/ek";
+import { type CaStore, caStoreFrom, certificatesInFile, type StoreCertificate } from "@fleetd/verify/ek";
+import { CertificateError } from "@fleetd/verify/x509";
 
 /** Largest file read from a store (the biggest public TPM bundle is well under 1 MiB). */
 const MAX_FILE = 16 * 1024 * 1024;

@@ -15,6 +15,7 @@ export type ParseErrorCode =
   | "truncated"
   | "oversized"
   | "trailing-bytes"
+  | "not-der" // a valid BER encoding that DER forbids (non-minimal length or INTEGER, explicit DEFAULT value)
   | "unknown-enum"
   | "invalid-value"
   | "limit";

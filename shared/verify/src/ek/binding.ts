@@ -6,8 +6,8 @@
 import { createHash } from "node:crypto";
 import { spkiFromTpmPublic } from "../tpm/publicKey.js";
 import type { TPMT_PUBLIC } from "../tpm/structures.js";
-import type { Certificate, SubjectPublicKeyInfo } from "./certificate.js";
-import { canonicalKey, keyObjectFromCanonical } from "./spki.js";
+import type { Certificate, SubjectPublicKeyInfo } from "../x509/certificate.js";
+import { canonicalKey, keyObjectFromCanonical } from "../x509/spki.js";
 
 /** Binding of canonical SPKI bytes. */
 export function ekBinding(canonicalSpki: Uint8Array): string {

@@ -10,10 +10,10 @@
  *    as handled by google/go-attestation ParseEKCertificate).
  */
 import { Reader } from "../codec/codec.js";
-import { type Certificate, parseCertificate } from "./certificate.js";
-import { DerReader, TAG } from "./der.js";
-import { CertificateError } from "./errors.js";
-import { looksLikePem, pemBlocks } from "./pem.js";
+import { type Certificate, parseCertificate } from "../x509/certificate.js";
+import { DerReader, TAG } from "../x509/der.js";
+import { CertificateError } from "../x509/errors.js";
+import { CERTIFICATE_LABELS, looksLikePem, pemBlocks } from "../x509/pem.js";
 
 export type CertificateForm = "der" | "pem" | "der+padding" | "tcg-nv-wrapper";
 
@@ -26,7 +26,6 @@ export interface CertificateInput {
   extra: Certificate[];
 }
 
-const CERT_LABELS = new Set(["CERTIFICATE", "X509 CERTIFICATE"]);
 /** The TCG NV certificate wrapper tag. */
 const TCG_WRAPPER = [0x10, 0x01, 0x00] as const;
 
@@ -34,7 +33,7 @@ const TCG_WRAPPER = [0x10, 0x01, 0x00] as const;
 export function readCertificate(bytes: Uint8Array): CertificateInput {
   if (bytes.length === 0) throw new CertificateError("not-a-certificate", "input is empty");
   if (looksLikePem(bytes)) {
-    const blocks = pemBlocks(Buffer.from(bytes).toString("latin1")).filter((b) => CERT_LABELS.has(b.label));
+    const blocks = pemBlocks(Buffer.from(bytes).toString("latin1")).filter((b) => CERTIFICATE_LABELS.has(b.label));
     const [first, ...rest] = blocks;
     if (!first) throw new CertificateError("not-a-certificate", "PEM input holds no CERTIFICATE block");
     return { cert: parseCertificate(first.der), form: "pem", padding: 0, extra: rest.map((b) => parseCertificate(b.der)) };

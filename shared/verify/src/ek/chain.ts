@@ -15,11 +15,11 @@
  * SHA-1-signed by their root), unless `rejectSha1: true`.
  */
 import type { Reason as VerdictReason } from "../attest/verdict.js";
-import { type Certificate, serialHex } from "./certificate.js";
-import { UNDERSTOOD_EXTENSIONS, extensionName } from "./extensions.js";
-import { formatName, nameKey } from "./names.js";
-import { verifyCertificateSignature, signatureScheme } from "./signature.js";
-import { type CanonicalKey, canonicalKey } from "./spki.js";
+import { type Certificate, serialHex } from "../x509/certificate.js";
+import { UNDERSTOOD_EXTENSIONS, extensionName } from "../x509/extensions.js";
+import { formatName, nameKey } from "../x509/names.js";
+import { verifyCertificateSignature, signatureScheme } from "../x509/signature.js";
+import { type CanonicalKey, canonicalKey } from "../x509/spki.js";
 import type { CaStore } from "./store.js";
 
 export interface ChainOptions {

@@ -9,10 +9,10 @@ import { CURVES, isCurve } from "../tcg/constants.js";
 import { objectName } from "../tpm/name.js";
 import { spkiFromTpmPublic } from "../tpm/publicKey.js";
 import { TPMT_PUBLIC } from "../tpm/structures.js";
-import type { Certificate } from "./certificate.js";
+import type { Certificate } from "../x509/certificate.js";
 import { ekBinding } from "./binding.js";
-import { CertificateError } from "./errors.js";
-import { canonicalKey, describeCanonicalKey } from "./spki.js";
+import { CertificateError } from "../x509/errors.js";
+import { canonicalKey, describeCanonicalKey } from "../x509/spki.js";
 import { ekTemplate, type EkTemplate, type EkTemplateId } from "./templates.js";
 
 export interface BuiltEkPublic {

@@ -7,12 +7,12 @@ import { decodeExact } from "../codec/codec.js";
 import { der, derOid, spkiFromTpmPublic } from "../tpm/publicKey.js";
 import { TPM2B_PUBLIC, TPMT_PUBLIC } from "../tpm/structures.js";
 import { ekBinding } from "./binding.js";
-import { parseSubjectPublicKeyInfo } from "./certificate.js";
-import { DerReader, TAG, tlvBytes } from "./der.js";
-import { CertificateError } from "./errors.js";
-import { OID } from "./oids.js";
-import { looksLikePem, pemBlocks } from "./pem.js";
-import { type CanonicalKey, canonicalKey, keyObjectFromCanonical } from "./spki.js";
+import { parseSubjectPublicKeyInfo } from "../x509/certificate.js";
+import { DerReader, TAG, tlvBytes } from "../x509/der.js";
+import { CertificateError } from "../x509/errors.js";
+import { OID } from "../x509/oids.js";
+import { looksLikePem, pemBlocks } from "../x509/pem.js";
+import { type CanonicalKey, canonicalKey, keyObjectFromCanonical } from "../x509/spki.js";
 
 export type EkPublicInput =
   | {

@@ -4,10 +4,10 @@
  * local CA) are ignored; files that hold no usable certificate are listed in `skipped`, never fatal.
  * Duplicates (by SHA-256 fingerprint) are kept once.
  */
-import { type Certificate, parseCertificate } from "./certificate.js";
-import { CertificateError } from "./errors.js";
-import { nameKey } from "./names.js";
-import { looksLikePem, pemBlocks } from "./pem.js";
+import { type Certificate, parseCertificate } from "../x509/certificate.js";
+import { CertificateError } from "../x509/errors.js";
+import { nameKey } from "../x509/names.js";
+import { CERTIFICATE_LABELS, looksLikePem, pemBlocks } from "../x509/pem.js";
 
 export interface StoreCertificate {
   cert: Certificate;
@@ -23,7 +23,6 @@ export interface CaStore {
   byFingerprint: Map<string, StoreCertificate>;
 }
 
-const CERT_LABELS = new Set(["CERTIFICATE", "X509 CERTIFICATE"]);
 
 export function caStoreFrom(entries: StoreCertificate[], skipped: CaStore["skipped"] = []): CaStore {
   const store: CaStore = { certs: [], skipped, bySubject: new Map(), byFingerprint: new Map() };
@@ -50,7 +49,7 @@ export function certificatesInFile(bytes: Uint8Array, name: string, skipped: CaS
       skipped.push({ source: name, reason: (e as Error).message });
       return out;
     }
-    const certBlocks = blocks.filter((b) => CERT_LABELS.has(b.label));
+    const certBlocks = blocks.filter((b) => CERTIFICATE_LABELS.has(b.label));
     if (certBlocks.length === 0) skipped.push({ source: name, reason: "no CERTIFICATE block" });
     for (const b of certBlocks) {
       const source = blocks.length > 1 ? `${name}#${b.index}` : name;

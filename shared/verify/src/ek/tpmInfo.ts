@@ -3,9 +3,9 @@
  * firmware version as attributes 2.23.133.2.1/2/3 of a directoryName in the (critical) subjectAltName —
  * or, in older certificates, in the subject.
  */
-import type { Certificate } from "./certificate.js";
-import { type Name, nameValues } from "./names.js";
-import { OID } from "./oids.js";
+import type { Certificate } from "../x509/certificate.js";
+import { type Name, nameValues } from "../x509/names.js";
+import { OID } from "../x509/oids.js";
 
 export interface TpmInfo {
   /** As written, e.g. "id:53544D20". */

@@ -6,11 +6,11 @@
  * must not be a CA; its key must be RSA or EC on P-256/384/521 so that it has an EK binding. The critical
  * subjectAltName carrying the TPM directoryName is understood (chain.ts), not stripped.
  */
-import type { Certificate } from "./certificate.js";
+import type { Certificate } from "../x509/certificate.js";
 import { ekBinding } from "./binding.js";
 import { type ChainOptions, type ChainVerdict, type ChainReason, verifyCertificateChain } from "./chain.js";
-import { OID } from "./oids.js";
-import { canonicalKey, describeCanonicalKey } from "./spki.js";
+import { OID } from "../x509/oids.js";
+import { canonicalKey, describeCanonicalKey } from "../x509/spki.js";
 import type { CaStore } from "./store.js";
 import { type TpmInfo, tpmInfoFromCertificate } from "./tpmInfo.js";
 

@@ -6,6 +6,8 @@
  *    profile that requires it fails closed.
  */
 import { type CertSummary, certSummary } from "../eventlog/certs.js";
+import { CertificateError } from "../x509/errors.js";
+import { certificatesFromPem, looksLikePem } from "../x509/pem.js";
 
 export interface AuthorityCert {
   sha256: string;
@@ -31,13 +33,17 @@ export class AuthorityConfigError extends Error {
   }
 }
 
-const PEM = /-----BEGIN CERTIFICATE-----([A-Za-z0-9+/=\s]+?)-----END CERTIFICATE-----/g;
-
-/** Certificates from a PEM bundle or a single DER certificate. */
+/** Certificates from a PEM bundle (other blocks are ignored) or a single DER certificate. */
 export function readCertificates(bytes: Uint8Array, what: string): CertSummary[] {
-  const text = Buffer.from(bytes).toString("latin1");
-  const blocks = [...text.matchAll(PEM)];
-  const ders = blocks.length > 0 ? blocks.map((m) => new Uint8Array(Buffer.from(m[1]!.replace(/\s+/g, ""), "base64"))) : [bytes];
+  let ders: Uint8Array[] = [bytes];
+  if (looksLikePem(bytes)) {
+    try {
+      ders = certificatesFromPem(Buffer.from(bytes).toString("latin1"), { otherBlocks: "ignore" });
+    } catch (e) {
+      if (e instanceof CertificateError) throw new AuthorityConfigError("bad-certificate", `${what}: ${e.message}`);
+      throw e;
+    }
+  }
   return ders.map((der, i) => {
     const c = certSummary(der);
     if (!c) throw new AuthorityConfigError("bad-certificate", `${what}: certificate ${i} is not a valid X.509 certificate`);

@@ -5,7 +5,7 @@
 import type { KeyObject } from "node:crypto";
 import { decodeExact, encode, ParseError } from "../codec/codec.js";
 import { digest } from "../crypto/hash.js";
-import { keyObjectFromCanonical } from "../ek/spki.js";
+import { keyObjectFromCanonical } from "../x509/spki.js";
 import { TPM_ALG } from "../tcg/constants.js";
 import { rsaSpki } from "../tpm/publicKey.js";
 import {

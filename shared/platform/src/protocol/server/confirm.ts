@@ -11,6 +11,7 @@ import { decodeExact, ParseError } from "@fleetd/verify/codec";
 import { fromHex, sealConfig } from "@fleetd/verify/crypto";
 import { makeCredential } from "@fleetd/verify/credential";
 import { TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
+import { certificateToPem } from "@fleetd/verify/x509";
 import { confirmMessage } from "../bindings.js";
 import type { Confirm, ConfirmResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
@@ -112,7 +113,7 @@ async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: Evid
   const code = ctx.random(32);
   const ek = decodeExact(TPMT_PUBLIC, fromHex(data.firstEkPublic));
   const wrapped = makeCredential(ek, fromHex(session.akName), code);
-  const chainPem = `${pem(ldevidCert)}${data.bundlePem ?? ""}`;
+  const chainPem = `${certificateToPem(ldevidCert)}${data.bundlePem ?? ""}`;
   const rendered = await ctx.renderer.render(node, {
     mac: data.claims.bootMac ?? (data.claims.macs[0] as string),
     chainPem,
@@ -168,8 +169,4 @@ async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: Evid
   return response;
 }
 
-function pem(der: Uint8Array): string {
-  const body = Buffer.from(der).toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "");
-  return `-----BEGIN CERTIFICATE-----\n${body}\n-----END CERTIFICATE-----\n`;
-}
 

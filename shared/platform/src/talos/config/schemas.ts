@@ -5,8 +5,9 @@
  * CA keys are not in the site configuration: `controlPlane.secretsBundleFile` names the file that holds them
  * (secretsBundle.ts).
  */
-import { X509Certificate } from "node:crypto";
 import { z } from "zod";
+import { ParseError } from "@fleetd/verify/codec";
+import { type Certificate, CertificateError, parseCertificate, pemBlocksOnly } from "@fleetd/verify/x509";
 import { inSubnet, ipFamily, isUsableHost, parseCidr, sameAddress } from "./net.js";
 
 /** Kubernetes bootstrap token / Talos trustd token: [a-z0-9]{6}.[a-z0-9]{16}. */
@@ -25,22 +26,24 @@ const imageRef = z
   .regex(/^[a-z0-9.-]+(:[0-9]+)?(\/[a-z0-9._-]+)+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/, "not an image reference registry/path:tag");
 
 /** The certificates of a PEM text that holds certificates and nothing else (no keys), or undefined. */
-export function pemCertificates(pem: string): X509Certificate[] | undefined {
-  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g);
-  if (!blocks) return undefined;
-  const rest = pem.replace(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g, "").trim();
-  if (rest !== "") return undefined; // nothing else (no keys!) in the file
+export function pemCertificates(pem: string): Certificate[] | undefined {
   try {
-    return blocks.map((b) => new X509Certificate(b));
-  } catch {
-    return undefined;
+    const blocks = pemBlocksOnly(pem);
+    if (blocks.length === 0 || blocks.some((b) => b.label !== "CERTIFICATE")) return undefined; // nothing else (no keys!) in the file
+    return blocks.map((b) => parseCertificate(b.der));
+  } catch (e) {
+    if (e instanceof CertificateError || e instanceof ParseError) return undefined;
+    throw e;
   }
 }
+
+/** BasicConstraints cA (what node's X509Certificate.ca reports). */
+export const isCaCertificate = (c: Certificate): boolean => c.ext.basicConstraints?.cA === true;
 
 /** One PEM CA certificate, and nothing else (a private key in a worker config is refused by Talos, too). */
 const caCertPem = z.string().refine((s) => {
   const certs = pemCertificates(s);
-  return certs !== undefined && certs.length === 1 && certs[0]!.ca;
+  return certs !== undefined && certs.length === 1 && isCaCertificate(certs[0]!);
 }, "not exactly one PEM CA certificate");
 
 /** A chain of PEM certificates, leaf first. */

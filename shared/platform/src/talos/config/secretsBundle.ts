@@ -9,12 +9,13 @@
  * of secretbox and aescbc), and stricter: unknown keys are refused, each CA key must be the key of its
  * certificate, and the file must be a regular file no one but its owner can read or write (0600 or 0400).
  */
-import { createPrivateKey, createPublicKey, type KeyObject, type X509Certificate } from "node:crypto";
+import { createPrivateKey, createPublicKey, type KeyObject } from "node:crypto";
 import { openSync, closeSync, fstatSync, readSync, constants as fsConstants } from "node:fs";
 import { parseDocument } from "yaml";
 import { z } from "zod";
+import { CertificateError, type PemBlock, pemBlocksOnly } from "@fleetd/verify/x509";
 import { ConfigInputError } from "./errors.js";
-import { CLUSTER_SECRET_PATTERN, pemCertificates, TOKEN_PATTERN, type TalosSiteConfig } from "./schemas.js";
+import { CLUSTER_SECRET_PATTERN, isCaCertificate, pemCertificates, TOKEN_PATTERN, type TalosSiteConfig } from "./schemas.js";
 
 /** A secrets bundle is a few KiB; anything much larger is not one. */
 const MAX_BUNDLE_BYTES = 256 * 1024;
@@ -32,12 +33,18 @@ const KEY_LABELS: Record<string, "pkcs8" | "sec1" | "pkcs1"> = {
 
 /** One PEM private key (and nothing else), or undefined. */
 export function privateKeyOf(pem: string): KeyObject | undefined {
-  const m = /^\s*-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END \1-----\s*$/.exec(pem);
-  if (!m) return undefined;
-  const type = KEY_LABELS[m[1]!];
-  if (!type) return undefined;
+  let blocks: PemBlock[];
   try {
-    return createPrivateKey({ key: Buffer.from(m[2]!.replace(/\s/g, ""), "base64"), format: "der", type });
+    blocks = pemBlocksOnly(pem);
+  } catch (e) {
+    if (e instanceof CertificateError) return undefined;
+    throw e;
+  }
+  const [block, ...more] = blocks;
+  const type = block ? KEY_LABELS[block.label] : undefined;
+  if (!block || !type || more.length > 0) return undefined;
+  try {
+    return createPrivateKey({ key: Buffer.from(block.der), format: "der", type });
   } catch {
     return undefined;
   }
@@ -50,7 +57,7 @@ const b64Pem = z.string().regex(BASE64, "not base64 (of PEM)");
 
 const b64CaCert = b64Pem.refine((s) => {
   const certs = pemCertificates(fromB64(s));
-  return certs !== undefined && certs.length === 1 && certs[0]!.ca;
+  return certs !== undefined && certs.length === 1 && isCaCertificate(certs[0]!);
 }, "not base64 of exactly one PEM CA certificate");
 
 const b64Key = b64Pem.refine((s) => privateKeyOf(fromB64(s)) !== undefined, "not base64 of one PEM private key");
@@ -60,10 +67,17 @@ const caPair = z
   .object({ crt: b64CaCert, key: b64Key })
   .strict()
   .superRefine((p, ctx) => {
-    const cert = pemCertificates(fromB64(p.crt))?.[0] as X509Certificate | undefined;
+    const cert = pemCertificates(fromB64(p.crt))?.[0];
     const key = privateKeyOf(fromB64(p.key));
     if (!cert || !key) return; // reported above
-    if (!spki(createPublicKey(key)).equals(spki(cert.publicKey))) {
+    let certKey: KeyObject;
+    try {
+      certKey = createPublicKey({ key: Buffer.from(cert.spki.der), format: "der", type: "spki" });
+    } catch {
+      ctx.addIssue({ code: "custom", path: ["crt"], message: "has a public key the crypto library cannot use" });
+      return;
+    }
+    if (!spki(createPublicKey(key)).equals(spki(certKey))) {
       ctx.addIssue({ code: "custom", path: ["key"], message: "is not the key of this crt" });
     }
   });
@@ -166,7 +180,7 @@ export function parseSecretsBundle(text: string, file: string): TalosSecretsBund
 const sameCert = (b64Pem: string, pem: string): boolean => {
   const a = pemCertificates(fromB64(b64Pem))?.[0];
   const b = pemCertificates(pem)?.[0];
-  return a !== undefined && b !== undefined && a.raw.equals(b.raw);
+  return a !== undefined && b !== undefined && Buffer.from(a.der).equals(b.der);
 };
 
 /**

@@ -11,13 +11,12 @@ import { objectAttributes } from "@fleetd/verify/tcg";
 import { TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { newSoftwareSigner } from "@fleetd/testkit/softwareSigner";
 import {
-  signCertificate, createCaCertificate, type CaCertificate, PkiError, basicConstraintsExtension, keyUsageExtension,
+  signCertificate, createCaCertificate, type CaCertificate, PkiError,
   OID_EKU_CLIENT_AUTH, OID_EKU_TCG_AIK_CERTIFICATE, issueLakCertificate, issueLdevidCertificate, type IssuingCa,
-  type LeafRequest, commonNameName, parseIssuedCertificate, keyIdentifier, renewalDue, renewalTime,
+  type LeafRequest, parseIssuedCertificate, keyIdentifier, renewalDue, renewalTime,
   type CertificateSigner, verifyIssued,
 } from "@fleetd/platform/pki";
-import { Extension } from "@peculiar/asn1-x509";
-import { OctetString } from "@peculiar/asn1-schema";
+import { basicConstraintsExtension, commonNameName, type Extension, keyUsageExtension } from "@fleetd/verify/x509";
 
 const T0 = new Date("2026-11-01T00:00:00Z");
 const hour = 3_600_000;
@@ -166,7 +165,7 @@ test("verifyIssued names each failure", async () => {
   const build = (extensions: Extension[], days = 30) =>
     signCertificate({ serial: Uint8Array.of(0x11), issuer: caInfo.subject, subject: commonNameName("bad.g1"), notBefore: T0, notAfter: new Date(T0.getTime() + days * day), spki: spki(), extensions }, signer);
   const ku = keyUsageExtension(["digitalSignature"]);
-  const weird = new Extension({ extnID: "1.3.6.1.4.1.99999.1", critical: true, extnValue: new OctetString(new Uint8Array([5, 0])) });
+  const weird: Extension = { oid: "1.3.6.1.4.1.99999.1", critical: true, value: new Uint8Array([5, 0]) };
   assert.deepEqual(checks(verifyIssued(await build([basicConstraintsExtension(true), ku]), [ca.der], T0)), ["pki.leaf.basicConstraints"]);
   assert.deepEqual(checks(verifyIssued(await build([ku, weird]), [ca.der], T0)), ["pki.leaf.criticalExtension"]);
   assert.deepEqual(checks(verifyIssued(await build([ku], 31), [ca.der], T0)), ["pki.leaf.lifetime"]);

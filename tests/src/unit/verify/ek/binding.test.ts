@@ -6,10 +6,8 @@ import { ParseError } from "@fleetd/verify/codec";
 import { keyObjectFromTpmPublic } from "@fleetd/verify/tpm";
 import { conformance } from "@fleetd/testkit/conformance";
 import { relabelRsaAsOaep } from "@fleetd/testkit/x509Builder";
-import {
-  ekBinding, ekBindingFromCertificate, ekBindingFromTpmPublic, parseSubjectPublicKeyInfo, readCertificate,
-  ekPublicFromCertificate, readEkPublic, CertificateError, toPem, canonicalKey,
-} from "@fleetd/verify/ek";
+import { ekBinding, ekBindingFromCertificate, ekBindingFromTpmPublic, readCertificate, ekPublicFromCertificate, readEkPublic } from "@fleetd/verify/ek";
+import { parseSubjectPublicKeyInfo, CertificateError, toPem, canonicalKey } from "@fleetd/verify/x509";
 
 const file = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));
 const enc = (s: string) => new TextEncoder().encode(s);

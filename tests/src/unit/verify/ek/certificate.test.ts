@@ -4,7 +4,8 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { ParseError } from "@fleetd/verify/codec";
 import { conformance } from "@fleetd/testkit/conformance";
-import { parseCertificate, serialHex, readCertificate, CertificateError, formatName, OID, toPem, tpmInfoFromCertificate } from "@fleetd/verify/ek";
+import { readCertificate, tpmInfoFromCertificate } from "@fleetd/verify/ek";
+import { parseCertificate, serialHex, CertificateError, formatName, OID, toPem } from "@fleetd/verify/x509";
 import { loadCaStore } from "@fleetd/platform/trust";
 
 const bytes = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));

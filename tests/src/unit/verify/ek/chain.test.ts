@@ -18,10 +18,8 @@ import {
   type SigAlg,
   type TestKey,
 } from "@fleetd/testkit/x509Builder";
-import {
-  type Certificate, parseCertificate, readCertificate, isSelfIssued, verifyCertificateChain, OID, canonicalKey,
-  verifyCertificateSignature, caStoreFrom, type CaStore, verifyEkCertificate,
-} from "@fleetd/verify/ek";
+import { readCertificate, isSelfIssued, verifyCertificateChain, caStoreFrom, type CaStore, verifyEkCertificate } from "@fleetd/verify/ek";
+import { type Certificate, parseCertificate, OID, canonicalKey, verifyCertificateSignature } from "@fleetd/verify/x509";
 import { loadCaStore } from "@fleetd/platform/trust";
 
 const cert = (rel: string) => readCertificate(new Uint8Array(readFileSync(conformance(rel)))).cert;

@@ -10,7 +10,8 @@ import fc from "fast-check";
 import { ParseError } from "@fleetd/verify/codec";
 import { KeyError } from "@fleetd/verify/tpm";
 import { conformance } from "@fleetd/testkit/conformance";
-import { readCertificate, readEkPublic, CertificateError, verifyEkCertificate, caStoreFrom, certificatesInFile } from "@fleetd/verify/ek";
+import { readCertificate, readEkPublic, verifyEkCertificate, caStoreFrom, certificatesInFile } from "@fleetd/verify/ek";
+import { CertificateError } from "@fleetd/verify/x509";
 import { loadCaStore } from "@fleetd/platform/trust";
 
 const file = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));

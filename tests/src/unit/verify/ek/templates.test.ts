@@ -6,11 +6,8 @@ import { hex } from "@fleetd/verify/crypto";
 import { TPM_ALG, TPMA_OBJECT } from "@fleetd/verify/tcg";
 import { objectName, TPM2B_PUBLIC, TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { conformance } from "@fleetd/testkit/conformance";
-import {
-  ekBindingFromCertificate, ekBindingFromTpmPublic, readCertificate, ekPublicFromCertificate,
-  ekPublicMatchesCertificate, CertificateError, compareToTemplate, identifyEkTemplate, EK_TEMPLATES, ekTemplate,
-  ekTemplateForNvIndex, policyA, policyB,
-} from "@fleetd/verify/ek";
+import { ekBindingFromCertificate, ekBindingFromTpmPublic, readCertificate, ekPublicFromCertificate, ekPublicMatchesCertificate, compareToTemplate, identifyEkTemplate, EK_TEMPLATES, ekTemplate, ekTemplateForNvIndex, policyA, policyB } from "@fleetd/verify/ek";
+import { CertificateError } from "@fleetd/verify/x509";
 
 const file = (rel: string) => new Uint8Array(readFileSync(conformance(rel)));
 const json = JSON.parse(readFileSync(conformance("ek/ek_templates.json"), "utf8")) as {

@@ -10,6 +10,9 @@ export interface PemBlock {
   der: Uint8Array;
   /** 0-based index of the block in the text. */
   index: number;
+  /** Where the block (BEGIN line to END line) starts and ends in the text. */
+  start: number;
+  end: number;
 }
 
 const BEGIN = /-----BEGIN ([A-Z0-9 ]{1,64})-----/;
@@ -32,7 +35,7 @@ export function pemBlocks(text: string): PemBlock[] {
     const endAt = text.indexOf(endMarker, bodyStart);
     if (endAt < 0) throw new CertificateError("bad-pem", `PEM block ${out.length} (${label}) has no END line`);
     const body = text.slice(bodyStart, endAt);
-    out.push({ label, der: decodeBase64Strict(body, label, out.length), index: out.length });
+    out.push({ label, der: decodeBase64Strict(body, label, out.length), index: out.length, start: m.index, end: endAt + endMarker.length });
     re.lastIndex = endAt + endMarker.length;
   }
   return out;
@@ -53,4 +56,41 @@ export function toPem(label: string, der: Uint8Array): string {
   const b64 = Buffer.from(der).toString("base64");
   const lines = b64.match(/.{1,64}/g) ?? [];
   return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`;
+}
+
+/** The blocks of a text that holds PEM blocks and nothing else (whitespace around them); other text is a CertificateError "bad-pem". */
+export function pemBlocksOnly(text: string): PemBlock[] {
+  const blocks = pemBlocks(text);
+  let at = 0;
+  for (const b of [...blocks, { start: text.length, end: text.length, index: blocks.length }]) {
+    if (text.slice(at, b.start).trim() !== "") {
+      throw new CertificateError("bad-pem", b.index < blocks.length ? `text before PEM block ${b.index} is not PEM` : "text after the last PEM block is not PEM");
+    }
+    at = b.end;
+  }
+  return blocks;
+}
+
+/** PEM labels of certificates (RFC 7468 §5.1; "X509 CERTIFICATE" is the legacy label §5.3 names). */
+export const CERTIFICATE_LABELS: ReadonlySet<string> = new Set(["CERTIFICATE", "X509 CERTIFICATE"]);
+/** PEM labels of PKCS#10 requests (RFC 7468 §7; "NEW CERTIFICATE REQUEST" is what older tools write). */
+export const CERTIFICATE_REQUEST_LABELS: ReadonlySet<string> = new Set(["CERTIFICATE REQUEST", "NEW CERTIFICATE REQUEST"]);
+
+export function certificateToPem(der: Uint8Array): string {
+  return toPem("CERTIFICATE", der);
+}
+
+/**
+ * The DER of every certificate block in a PEM text, in order (text between blocks is ignored). A block with
+ * another label is a CertificateError "bad-pem" unless `otherBlocks: "ignore"` (a file that also holds a key);
+ * no certificate at all is "not-a-certificate".
+ */
+export function certificatesFromPem(text: string, options: { otherBlocks?: "ignore" | "refuse" } = {}): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (const b of pemBlocks(text)) {
+    if (CERTIFICATE_LABELS.has(b.label)) out.push(b.der);
+    else if (options.otherBlocks !== "ignore") throw new CertificateError("bad-pem", `PEM block ${b.index} is a ${b.label}, not a CERTIFICATE`);
+  }
+  if (out.length === 0) throw new CertificateError("not-a-certificate", "the PEM text holds no CERTIFICATE block");
+  return out;
 }

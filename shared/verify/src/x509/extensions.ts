@@ -36,6 +36,8 @@ export type KeyUsage = (typeof KEY_USAGE_BITS)[number];
 export type GeneralName =
   | { kind: "directoryName"; name: Name }
   | { kind: "rfc822Name" | "dNSName" | "uniformResourceIdentifier"; value: string }
+  /** [7] iPAddress: dotted IPv4, or IPv6 as eight colon-separated hex groups (no :: shortening); other lengths as hex. */
+  | { kind: "iPAddress"; value: string; bytes: Uint8Array }
   | { kind: "other"; tag: number };
 
 export interface ParsedExtensions {
@@ -74,10 +76,10 @@ export function extensionName(oid: string): string {
   return NAMES[oid] ?? oid;
 }
 
-export function parseExtensions(exts: readonly Extension[]): ParsedExtensions {
+export function parseExtensions(exts: readonly Extension[], options: { strict?: boolean } = {}): ParsedExtensions {
   const out: ParsedExtensions = {};
   for (const e of exts) {
-    const d = DerReader.of(e.value, `extension ${extensionName(e.oid)}`);
+    const d = DerReader.of(e.value, `extension ${extensionName(e.oid)}`, options);
     switch (e.oid) {
       case OID.basicConstraints:
         out.basicConstraints = basicConstraints(d);
@@ -107,7 +109,11 @@ export function parseExtensions(exts: readonly Extension[]): ParsedExtensions {
 
 function basicConstraints(d: DerReader): BasicConstraints {
   const s = d.enter(TAG.SEQUENCE, "BasicConstraints");
-  const cA = s.peekTag() === TAG.BOOLEAN ? s.field("cA", () => s.boolean()) : false;
+  let cA = false;
+  if (s.peekTag() === TAG.BOOLEAN) {
+    cA = s.field("cA", () => s.boolean());
+    if (!cA) s.notDer("cA FALSE is the DEFAULT and must be omitted");
+  }
   const bc: BasicConstraints = { cA };
   if (s.peekTag() === TAG.INTEGER) bc.pathLenConstraint = s.field("pathLenConstraint", () => s.smallInteger());
   s.expectEnd("BasicConstraints");
@@ -146,6 +152,9 @@ export function generalNames(d: DerReader): GeneralName[] {
       const t = s.any();
       const kind = tag === contextTag(1, false) ? "rfc822Name" : tag === contextTag(2, false) ? "dNSName" : "uniformResourceIdentifier";
       out.push({ kind, value: Buffer.from(tlvContent(t)).toString("latin1") });
+    } else if (tag === contextTag(7, false)) {
+      const bytes = tlvContent(s.any());
+      out.push({ kind: "iPAddress", value: ipAddress(bytes), bytes });
     } else {
       s.any();
       out.push({ kind: "other", tag });
@@ -153,6 +162,16 @@ export function generalNames(d: DerReader): GeneralName[] {
   }
   if (out.length === 0) d.fail("GeneralNames is empty");
   return out;
+}
+
+function ipAddress(b: Uint8Array): string {
+  if (b.length === 4) return [...b].join(".");
+  if (b.length === 16) {
+    const groups: string[] = [];
+    for (let i = 0; i < 16; i += 2) groups.push((((b[i] ?? 0) << 8) | (b[i + 1] ?? 0)).toString(16));
+    return groups.join(":");
+  }
+  return Buffer.from(b).toString("hex");
 }
 
 function authorityKeyIdentifier(d: DerReader): Uint8Array | undefined {

@@ -7,6 +7,10 @@
  *
  * Accepted leniencies (they never change what a signature covers): long-form lengths that could have been
  * short, and SET ordering. Refused: indefinite lengths (BER), high tag numbers, lengths over 4 bytes.
+ *
+ * A `strict` reader (certificates fleetd issues, certification requests) also refuses what DER forbids and BER
+ * allows — non-minimal lengths, non-minimal INTEGERs, BOOLEANs other than 00/FF — as ParseError "not-der";
+ * callers check DEFAULT values written out (see certificate.ts). Trailing data is refused in both modes.
  */
 import { Reader } from "../codec/codec.js";
 
@@ -65,10 +69,19 @@ function tagName(tag: number): string {
  * It wraps a codec `Reader`, so the field path in errors is shared with the codec.
  */
 export class DerReader {
-  constructor(readonly r: Reader) {}
+  constructor(
+    readonly r: Reader,
+    /** Refuse BER leniencies (see the file comment). Readers made by `enter` inherit it. */
+    readonly strict = false,
+  ) {}
 
-  static of(buf: Uint8Array, path: string): DerReader {
-    return new DerReader(new Reader(buf, "be", { path: [path] }));
+  static of(buf: Uint8Array, path: string, options: { strict?: boolean } = {}): DerReader {
+    return new DerReader(new Reader(buf, "be", { path: [path] }), options.strict ?? false);
+  }
+
+  /** In strict mode, fail with "not-der"; otherwise accept. */
+  notDer(detail: string, offset?: number): void {
+    if (this.strict) this.r.fail("not-der", `not DER: ${detail}`, offset);
   }
 
   get atEnd(): boolean {
@@ -105,6 +118,7 @@ export class DerReader {
       if (n > 4) r.fail("oversized", `length of length ${n} bytes is too large`, start + 1);
       len = 0;
       for (let i = 0; i < n; i++) len = len * 256 + r.u8();
+      if (len < 0x80 || len < 256 ** (n - 1)) this.notDer(`length ${len} is not minimally encoded`, start + 1);
     }
     if (len > r.remaining) r.fail("truncated", `${tagName(tag)} needs ${len} bytes, have ${r.remaining}`, start);
     return { tag, start, len };
@@ -134,7 +148,7 @@ export class DerReader {
     this.expectTag(tag, what);
     const { start, len } = this.header();
     const contentStart = this.r.offset;
-    const inner = new DerReader(this.r.sub(len));
+    const inner = new DerReader(this.r.sub(len), this.strict);
     return { inner, tlv: { tag, start, contentStart, end: contentStart + len, buf: this.r.buf } };
   }
 
@@ -161,6 +175,9 @@ export class DerReader {
     const t = this.next(TAG.INTEGER);
     const c = tlvContent(t);
     if (c.length === 0) this.fail("INTEGER has no content", t.start);
+    if (c.length > 1 && ((c[0] === 0 && (c[1] ?? 0) < 0x80) || (c[0] === 0xff && (c[1] ?? 0) >= 0x80))) {
+      this.notDer("INTEGER has a redundant leading byte", t.start);
+    }
     return c;
   }
 
@@ -189,6 +206,7 @@ export class DerReader {
     const t = this.next(TAG.BOOLEAN);
     const c = tlvContent(t);
     if (c.length !== 1) this.fail("BOOLEAN must be one byte", t.start);
+    if (c[0] !== 0 && c[0] !== 0xff) this.notDer(`BOOLEAN 0x${(c[0] ?? 0).toString(16)} is neither 00 nor FF`, t.start);
     return c[0] !== 0;
   }
 

@@ -53,9 +53,18 @@ export interface Certificate {
   fingerprint: string;
 }
 
-/** Decode exactly one certificate from `der` (no trailing bytes; see certificateInput.ts for NV quirks). */
-export function parseCertificate(der: Uint8Array): Certificate {
-  const top = DerReader.of(der, "Certificate");
+export interface ParseOptions {
+  /**
+   * Refuse what DER forbids and BER allows (ParseError "not-der"): non-minimal lengths and INTEGERs, BOOLEANs
+   * other than 00/FF, DEFAULT values written out (version v1, critical FALSE, cA FALSE). For certificates fleetd
+   * issues and reads back; EK certificates are read leniently (vendors' encodings, signatures over the bytes).
+   */
+  strict?: boolean;
+}
+
+/** Decode exactly one certificate from `der` (no trailing bytes; see ek/certificateInput.ts for NV quirks). */
+export function parseCertificate(der: Uint8Array, options: ParseOptions = {}): Certificate {
+  const top = DerReader.of(der, "Certificate", options);
   const cert = top.enter(TAG.SEQUENCE, "Certificate SEQUENCE");
   top.expectEnd("certificate");
 
@@ -69,7 +78,7 @@ export function parseCertificate(der: Uint8Array): Certificate {
     ...tbsFields,
     signatureAlgorithm,
     signatureValue,
-    ext: parseExtensions(tbsFields.extensions),
+    ext: parseExtensions(tbsFields.extensions, options),
     fingerprint: createHash("sha256").update(der).digest("hex"),
   };
 }
@@ -87,6 +96,7 @@ function readTbsCertificate(cert: DerReader): TbsFields {
       const v = tbs.enter(contextTag(0, true));
       const n = v.smallInteger();
       v.expectEnd("version");
+      if (n === 0) v.notDer("version v1 is the DEFAULT and must be omitted");
       if (n > 2) v.fail(`unknown certificate version ${n + 1}`);
       return n + 1;
     });
@@ -116,7 +126,11 @@ function readTbsCertificate(cert: DerReader): TbsFields {
         const ext = list.field(String(extensions.length), () => {
           const e = list.enter(TAG.SEQUENCE, "Extension");
           const oid = e.field("extnID", () => e.oid());
-          const critical = e.peekTag() === TAG.BOOLEAN ? e.field("critical", () => e.boolean()) : false;
+          let critical = false;
+          if (e.peekTag() === TAG.BOOLEAN) {
+            critical = e.field("critical", () => e.boolean());
+            if (!critical) e.notDer("critical FALSE is the DEFAULT and must be omitted");
+          }
           const value = e.field("extnValue", () => e.octetString());
           e.expectEnd("Extension");
           return { oid, critical, value };
@@ -156,6 +170,28 @@ export function parseSubjectPublicKeyInfo(der: Uint8Array): SubjectPublicKeyInfo
   const spki = readSubjectPublicKeyInfo(d);
   d.expectEnd("public key");
   return spki;
+}
+
+/**
+ * Serial number as OpenSSL's BN_bn2hex prints it (what node's X509Certificate.serialNumber gives), lowercased:
+ * whole bytes without leading zero bytes, "-" and the magnitude when negative, "0" for zero.
+ */
+export function serialNumberText(c: Certificate): string {
+  let bytes = Uint8Array.from(c.serialNumber);
+  const negative = ((bytes[0] ?? 0) & 0x80) !== 0;
+  if (negative) {
+    let carry = 1; // two's complement → magnitude
+    for (let i = bytes.length - 1; i >= 0; i--) {
+      const v = (~(bytes[i] ?? 0) & 0xff) + carry;
+      bytes[i] = v & 0xff;
+      carry = v >> 8;
+    }
+  }
+  let i = 0;
+  while (i < bytes.length && bytes[i] === 0) i++;
+  bytes = bytes.subarray(i);
+  if (bytes.length === 0) return "0";
+  return (negative ? "-" : "") + Buffer.from(bytes).toString("hex");
 }
 
 /** Serial number as lowercase hex of its encoded bytes. */
