@@ -52,9 +52,12 @@ export function readInput(path: string, what: string): Uint8Array {
   }
 }
 
-export function printError(e: unknown): void {
+/** Print what went wrong on stderr; `withStack` (an unexpected failure, exit 4) adds the error's stack. */
+export function printError(e: unknown, withStack = false): void {
   if (e instanceof ParseError) {
     process.stderr.write(`error: malformed input (${e.code}): ${e.message}\n`);
+  } else if (e instanceof Error && withStack && e.stack) {
+    process.stderr.write(`error: ${e.stack}\n`);
   } else if (e instanceof Error) {
     process.stderr.write(`error: ${e.name === "Error" ? "" : e.name + ": "}${e.message}\n`);
   } else {
