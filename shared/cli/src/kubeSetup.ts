@@ -7,7 +7,7 @@
 import { stringify } from "yaml";
 import { loadKube, applyCsrGateObjects, csrGateObjects, DEFAULT_GATE_ACCOUNT, type GateAccount } from "@fleetd/platform/kube";
 import { loadSiteConfig } from "@fleetd/platform/fleet";
-import { type CliCommand, CliUsageError, parseOptions } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions } from "@fleetd/platform/cmd";
 
 function account(v: string | boolean | undefined): GateAccount {
   if (typeof v !== "string") return DEFAULT_GATE_ACCOUNT;
@@ -29,7 +29,7 @@ export const command: CliCommand = {
     const a = account(values["service-account"]);
     if (values["print"] === true) {
       process.stdout.write(csrGateManifest(a));
-      return 0;
+      return EXIT.ok;
     }
     let path = typeof values["kubeconfig"] === "string" ? values["kubeconfig"] : undefined;
     if (!path) {
@@ -38,6 +38,6 @@ export const command: CliCommand = {
       if (!path) throw new CliUsageError("no workload cluster: give --kubeconfig or set kubernetes.workload.kubeconfig in the site configuration");
     }
     for (const r of await applyCsrGateObjects(loadKube(path), a)) process.stdout.write(`${r.outcome.padEnd(8)} ${r.kind} ${r.name}\n`);
-    return 0;
+    return EXIT.ok;
   },
 };

@@ -11,7 +11,7 @@ import { z } from "zod";
 import { ConfigError, readConfigFile } from "@fleetd/platform/fleet";
 import { loadKube } from "@fleetd/platform/kube";
 import { KubeAttestationStore, SqliteAttestationStore, type AttestationStore, type PendingEk } from "@fleetd/platform/state";
-import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, printJson } from "@fleetd/platform/cmd";
 
 /** Only where the state is; the rest of the `server` section is talos-config-server's to validate. */
 const StatePath = z
@@ -92,6 +92,6 @@ export const command: CliCommand = {
     const rows = await listPending(stateSource(typeof values["config"] === "string" ? values["config"] : undefined));
     if (values["json"] === true) printJson({ pending: rows });
     else process.stdout.write(`${renderPending(rows)}\n`);
-    return 0;
+    return EXIT.ok;
   },
 };

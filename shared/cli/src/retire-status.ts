@@ -7,7 +7,7 @@
 import { loadKube } from "@fleetd/platform/kube";
 import { ConfigError, loadSiteConfig } from "@fleetd/platform/fleet";
 import { type ProgressRecord, configMapProgress, STEP_NAMES } from "@fleetd/platform/retire";
-import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, printJson } from "@fleetd/platform/cmd";
 
 export function renderProgress(rec: ProgressRecord): string {
   const rows = STEP_NAMES.map((s) => {
@@ -37,11 +37,11 @@ export const command: CliCommand = {
       if (got) records.push(got.record);
       else if (positionals[0] !== undefined) {
         process.stderr.write(`fleetd retire status: no retirement record for ${n}\n`);
-        return 1;
+        return EXIT.refused;
       }
     }
     if (values["json"] === true) printJson({ retirements: records });
     else process.stdout.write(records.length ? `${records.map(renderProgress).join("\n\n")}\n` : "no retirements\n");
-    return 0;
+    return EXIT.ok;
   },
 };
