@@ -7,7 +7,7 @@
  * Kubernetes) did not answer.
  */
 import { own } from "@fleetd/verify/text";
-import { type CliCommand, CliUsageError, EXIT, EXIT_CODES_HELP, exitCodeOf, printError } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, EXIT_CODES_HELP, type ExitCode, exitCodeOf, printError } from "@fleetd/platform/cmd";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   // commands are registered here, one entry each
@@ -40,7 +40,7 @@ function usage(): string {
   return `usage: fleetd <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nfleetd <command> --help shows a command's options.\n\n${EXIT_CODES_HELP}`;
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<ExitCode> {
   if (argv.length === 0 || argv[0] === "--help" || argv[0] === "-h" || argv[0] === "help") {
     process.stdout.write(usage() + "\n");
     return argv.length === 0 ? EXIT.usage : EXIT.ok;

@@ -2,12 +2,13 @@
 import { readFileSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ParseError } from "@fleetd/verify/codec";
+import type { ExitCode } from "./exit.js";
 
 export interface CliCommand {
   /** Options synopsis printed after the command name. */
   usage: string;
-  /** Returns the process exit code. */
-  run(args: string[]): Promise<number>;
+  /** Returns the process exit code, from the one table (`EXIT`, exit.ts). */
+  run(args: string[]): Promise<ExitCode>;
 }
 
 export class CliUsageError extends Error {
