@@ -2,8 +2,8 @@
  * `fleetd-tink-action clear-tpm` — the wipe workflow's TPM step at retirement: clears the owner hierarchy
  * (shared/platform/src/tpmclient/clear.ts) so the old LDevID/LAK blobs die with the disk. Only where the site allows it:
  * FLEETD_CLEAR_TPM=yes; otherwise it changes nothing and says so (exit 0). FLEETD_TPM as for attest.
- * Exit codes: 0 cleared or not allowed by the site; 1 refused (disableClear, lockout auth set, lockout) or the
- * TPM refused; 2 usage or configuration error.
+ * Exit codes (fleetd's one table, `EXIT`): 0 cleared or not allowed by the site; 1 refused (disableClear, lockout
+ * auth set, lockout) or the TPM refused; 2 usage or configuration error; 5 the TPM did not answer (cli.ts).
  */
 import { z } from "zod";
 import { type CliCommand, EXIT, parseOptions, printJson } from "@fleetd/platform/cmd";
