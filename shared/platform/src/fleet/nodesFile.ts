@@ -7,6 +7,7 @@ import { isIP } from "node:net";
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from "yaml";
 import { z } from "zod";
 import { own, safeLine } from "@fleetd/verify/text";
+import { BMC_TYPES } from "./ports.js";
 import { ipv4CidrSchema, ipv4InSubnet, ipv4Mask, ipv4Schema, ipv4ToInt, isIpv4, parseIpv4Cidr } from "./ipv4.js";
 
 export const MAX_NODES_FILE_BYTES = 1024 * 1024;
@@ -55,7 +56,7 @@ const CredentialsRef = z.string().regex(/^(env|file|vault|secret):[^\s]{1,250}$/
 const Bmc = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("none") }),
   z.strictObject({
-    type: z.enum(["amt", "ipmi", "redfish"]),
+    type: z.enum(BMC_TYPES),
     address: z.string().refine((a) => isIP(a) !== 0 || /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/i.test(a), "must be an IP address or a host name"),
     credentials: CredentialsRef,
   }),

@@ -6,9 +6,7 @@ import { TinkerbellError } from "./errors.js";
 import { requireCanonicalMac } from "./mac.js";
 import { requireNodeName } from "./names.js";
 import { ipv4Mask, isIpv4, parseIpv4Cidr } from "../fleet/ipv4.js";
-
 import type { BmcInfo } from "../fleet/ports.js";
-export type { BmcInfo, BmcType } from "../fleet/ports.js";
 
 export interface TinkNode {
   name: string;
