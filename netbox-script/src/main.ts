@@ -2,8 +2,8 @@
 /**
  * netbox-script: `node netbox-script/dist/main.js [--config FILE]` (or FLEETD_CONFIG). Starts through the service
  * kit (@fleetd/platform/service): runs until SIGTERM/SIGINT, then stops accepting webhooks, lets the worker finish
- * its job and exits. Exit codes (the kit's table): 0 stopped, 2 configuration or start-up error, 4 a failure while
- * stopping.
+ * its job and exits. Exit codes (fleetd's one table, `EXIT` in @fleetd/platform/cmd; --help lists it): 0 stopped,
+ * 2 configuration or start-up error, 4 a failure while stopping.
  */
 import { runService, serviceLogger } from "@fleetd/platform/service";
 import { loadHandlerConfig } from "./config.js";

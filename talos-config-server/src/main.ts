@@ -2,8 +2,9 @@
 /**
  * talos-config-server: `node talos-config-server/dist/main.js [--config FILE]` (or FLEETD_CONFIG). Starts through
  * the service kit (@fleetd/platform/service): runs until SIGTERM/SIGINT, then stops accepting, lets requests in
- * flight finish, closes the PKCS#11 session and the state. Exit codes (the kit's table): 0 stopped, 2 configuration
- * or start-up error (the message names the field or file), 4 a failure while stopping.
+ * flight finish, closes the PKCS#11 session and the state. Exit codes (fleetd's one table, `EXIT` in
+ * @fleetd/platform/cmd; --help lists it): 0 stopped, 2 configuration or start-up error (the message names the field
+ * or file), 4 a failure while stopping.
  */
 import { runService, serviceLogger } from "@fleetd/platform/service";
 import { loadServerConfig } from "./config.js";

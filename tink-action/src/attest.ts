@@ -4,31 +4,30 @@
  * attestation protocol (shared/platform/src/protocol/client/attest.ts) against the server with the TPM, and leaves
  * the results on the shared volume (outputs.ts). Thin: each step is its own module.
  *
- * Exit codes (Tinkerbell stops the workflow at the first non-zero action, so a refused machine keeps its disk):
- *   0 attested; 1 unexpected failure (or the shared volume could not be written); 2 configuration or local
- *   input (environment, sysfs claims, event log); 3 refused by the server; 4 TPM or transport failure
- *   (TPM, network, TLS, a malformed answer, or the server's dependency still down — 503 `unavailable`, retried
- *   with the same request — when FLEETD_TIMEOUT_SECONDS ran out); 5 still pending when FLEETD_TIMEOUT_SECONDS ran out.
+ * Exit codes, fleetd's one table (`EXIT`, @fleetd/platform/cmd; Tinkerbell stops the workflow at the first non-zero
+ * action, so a refused machine keeps its disk):
+ *   0 ok: attested; 1 refused by the server (or it confirmed another mode, or no install code in provision);
+ *   2 usage: configuration or local input (environment, sysfs claims, event log); 3 pending: still pending when
+ *   FLEETD_TIMEOUT_SECONDS ran out; 4 internal: unexpected failure (or the shared volume could not be written);
+ *   5 unavailable: TPM or transport failure (TPM, network, TLS, a malformed answer, or the server's dependency still
+ *   down — 503 `unavailable`, retried with the same request — when FLEETD_TIMEOUT_SECONDS ran out).
  */
 import pino, { type Logger } from "pino";
-import { parseOptions, str, type CliCommand } from "@fleetd/platform/cmd";
-import { ParseError } from "@fleetd/verify/codec";
+import { type CliCommand, EXIT, type ExitCode, parseOptions, str } from "@fleetd/platform/cmd";
 import { attest, AttestationRefused, type AttestResult, attest12 } from "@fleetd/platform/protocol/client";
 import { Claims, type Mode, TPM12_MODES } from "@fleetd/platform/protocol";
-import { TpmClientError, TpmError, TpmTransportError } from "@fleetd/platform/tpmclient";
 import { backoffDelayMs } from "@fleetd/platform/outage";
 import { bootInterface, bootMacOf, ClaimsError, collectHostClaims } from "./claims.js";
 import { ActionConfigError, loadConfig, type AttestConfig, describeAuth, readTpm12Auth } from "./config.js";
 import { EventLogError, readEventLog } from "./eventLog.js";
 import type { LldpReading } from "./lldp/json0.js";
 import { readLldp } from "./lldp/lldpd.js";
+import { isTransport } from "./errorExits.js";
 import { clearOutputs, writeFailure, writeSuccess } from "./outputs.js";
-import { ServerTransportError, serverTransport } from "./serverTransport.js";
+import { serverTransport } from "./serverTransport.js";
 import { describeTpm, openRawTransport, openTpm, resolveTpm, tpmFamily } from "./tpm.js";
-import { Tpm12AuthError, Tpm12Client, Tpm12Error, TpmFamilyError, type TpmFamily } from "@fleetd/platform/tpm12client";
+import { Tpm12Client, type TpmFamily } from "@fleetd/platform/tpm12client";
 import { randomBytes } from "node:crypto";
-
-export const EXIT = { ok: 0, internal: 1, input: 2, refused: 3, transport: 4, pending: 5 } as const;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -36,7 +35,6 @@ function logger(level: string): Logger {
   return pino({ level, base: { action: "fleetd-attest" }, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ fd: 2, sync: true }));
 }
 
-const isTransport = (e: unknown) => e instanceof Tpm12Error || e instanceof Tpm12AuthError || e instanceof TpmFamilyError || e instanceof TpmError || e instanceof TpmTransportError || e instanceof TpmClientError || e instanceof ServerTransportError || e instanceof ParseError;
 
 async function lldpClaim(cfg: AttestConfig, log: Logger, boot: ReturnType<typeof bootInterface>): Promise<LldpReading> {
   if (cfg.lldp === "off") return { lldp: null, reason: "LLDP disabled (FLEETD_LLDP=off)" };
@@ -44,7 +42,7 @@ async function lldpClaim(cfg: AttestConfig, log: Logger, boot: ReturnType<typeof
   return readLldp({ iface: boot.name, waitMs: cfg.lldpWaitSeconds * 1000, onProgress: (m) => log.info(m) });
 }
 
-export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Promise<number> {
+export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Promise<ExitCode> {
   let log = logger(env["FLEETD_LOG_LEVEL"] && /^(fatal|error|warn|info|debug|trace|silent)$/.test(env["FLEETD_LOG_LEVEL"]) ? env["FLEETD_LOG_LEVEL"] : "info");
   let cfg: AttestConfig;
   try {
@@ -55,7 +53,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
   } catch (e) {
     if (e instanceof ActionConfigError) {
       log.error({ code: "config", issues: e.issues }, e.message);
-      return EXIT.input;
+      return EXIT.usage;
     }
     throw e;
   }
@@ -89,7 +87,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
       const issues = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
       log.error({ code: "claims", issues }, "the machine's claims are not valid");
       fail("error", "claims", issues.join("; "));
-      return EXIT.input;
+      return EXIT.usage;
     }
     claims = parsed.data;
     log.info({ claims: { serial: claims.serial, uuid: claims.uuid, macs: claims.macs, lldp: claims.lldp }, eventLogBytes: eventLog.length }, "claims collected");
@@ -97,7 +95,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     if (e instanceof ClaimsError || e instanceof EventLogError) {
       log.error({ code: e.code, path: e.path }, e.message);
       fail("error", e instanceof ClaimsError ? "claims" : "event-log", `${e.code}: ${e.message}`);
-      return EXIT.input;
+      return EXIT.usage;
     }
     throw e;
   }
@@ -112,7 +110,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
     const err = e as Error;
     log.error({ code: "transport", kind: err.name, detail: err.message }, `cannot tell which TPM this is: ${err.message}`);
     fail("error", "transport", `${err.name}: ${err.message}`);
-    return EXIT.transport;
+    return EXIT.unavailable;
   }
   let secrets12: { ownerAuth: Uint8Array; srkAuth: Uint8Array } | undefined;
   if (family === "1.2") {
@@ -130,7 +128,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
       if (!(e instanceof ActionConfigError)) throw e;
       log.error({ code: "config", issues: e.issues }, e.message);
       fail("error", "config", e.message);
-      return EXIT.input;
+      return EXIT.usage;
     }
   }
 
@@ -170,7 +168,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
         } else if (e.refusal.error === "unavailable") {
           log.error({ code: "unavailable", step: e.step, reason: e.refusal.reason, attempt }, `${e.step}: the server's ${e.refusal.reason ?? "dependency"} stayed down until FLEETD_TIMEOUT_SECONDS ran out; giving up`);
           fail("error", e.step, e.message, reasons, attempt);
-          return EXIT.transport;
+          return EXIT.unavailable;
         } else {
           log.error({ code: "refused", step: e.step, status: e.status, error: e.refusal.error, reasons }, `refused at ${e.step}: ${reasons.map((r) => `${r.check}: ${r.detail}`).join("; ")}`);
           fail("fail", e.step, e.message, reasons, attempt);
@@ -180,7 +178,7 @@ export async function runAttest(env: NodeJS.ProcessEnv, modeFlag?: string): Prom
         const err = e as Error & { code?: unknown };
         log.error({ code: "transport", kind: err.name, detail: err.message }, `${err.name}: ${err.message}`);
         fail("error", "transport", `${err.name}: ${err.message}`, [], attempt);
-        return EXIT.transport;
+        return EXIT.unavailable;
       } else {
         log.error({ code: "internal", err: e instanceof Error ? { name: e.name, message: e.message, stack: e.stack } : String(e) }, "unexpected failure");
         fail("error", "internal", e instanceof Error ? e.message : String(e), [], attempt);

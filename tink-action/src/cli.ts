@@ -5,10 +5,11 @@
  *   fleetd-tink-action write-meta --disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size N]
  *   fleetd-tink-action lldp [--interface IF] [--wait S]               (what attest would claim about the switch port)
  *   fleetd-tink-action clear-tpm                                      (FLEETD_CLEAR_TPM=yes: TPM2_Clear at retirement)
- * Exit codes: 0 done; write-meta: 1 refused (the disk is left unchanged), 2 usage or input error;
- * attest: 1 unexpected, 2 configuration or local input, 3 refused, 4 TPM/transport, 5 still pending at the timeout.
+ * Exit codes, every subcommand: fleetd's one table (`EXIT`, @fleetd/platform/cmd; `--help` lists it): 0 done;
+ * 1 refused (write-meta: the disk is left unchanged); 2 usage, configuration or local input; 3 still pending at
+ * the timeout (attest); 4 an unexpected failure; 5 TPM or transport failure.
  */
-import { type CliCommand, CliUsageError, printError } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, EXIT_CODES_HELP, type ExitCode, exitCodeOf, printError } from "@fleetd/platform/cmd";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   attest: {
@@ -32,34 +33,35 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
 function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((k) => k.length));
   const lines = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(width)}  ${v.summary}`);
-  return `usage: fleetd-tink-action <command> [options]\n\ncommands:\n${lines.join("\n")}`;
+  return `usage: fleetd-tink-action <command> [options]\n\ncommands:\n${lines.join("\n")}\n\n${EXIT_CODES_HELP}`;
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<ExitCode> {
   const [name, ...args] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(usage() + "\n");
-    return name === undefined ? 2 : 0;
+    return name === undefined ? EXIT.usage : EXIT.ok;
   }
   const entry = COMMANDS[name];
   if (!entry) {
     process.stderr.write(`fleetd-tink-action: unknown command "${name}"\n\n${usage()}\n`);
-    return 2;
+    return EXIT.usage;
   }
   const { command } = await entry.load();
   if (args.includes("--help") || args.includes("-h")) {
-    process.stdout.write(`usage: fleetd-tink-action ${name} ${command.usage}\n\n${entry.summary}\n`);
-    return 0;
+    process.stdout.write(`usage: fleetd-tink-action ${name} ${command.usage}\n\n${entry.summary}\n\n${EXIT_CODES_HELP}\n`);
+    return EXIT.ok;
   }
   try {
     return await command.run(args);
   } catch (e) {
     if (e instanceof CliUsageError) {
       process.stderr.write(`fleetd-tink-action ${name}: ${e.message}\nusage: fleetd-tink-action ${name} ${command.usage}\n`);
-      return 2;
+      return EXIT.usage;
     }
-    printError(e);
-    return 2;
+    const code = exitCodeOf(e, (await import("./errorExits.js")).ACTION_ERROR_EXITS);
+    printError(e, code === EXIT.internal);
+    return code;
   }
 }
 

@@ -3,7 +3,7 @@
  * about the switch port: the boot interface it picks and the LLDP neighbour lldpd sees there (JSON on
  * stdout). For operators checking the cabling, and for tests.
  */
-import { type CliCommand, CliUsageError, parseOptions, printJson, str } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions, printJson, str } from "@fleetd/platform/cmd";
 import { bootInterface, listInterfaces } from "./claims.js";
 import { DEFAULT_LLDP_WAIT_SECONDS, IFNAME } from "./config.js";
 import { readLldp } from "./lldp/lldpd.js";
@@ -20,10 +20,10 @@ export const command: CliCommand = {
     const boot = bootInterface(root, iface ? [] : listInterfaces(root), iface);
     if (!boot) {
       printJson({ bootInterface: null, lldp: null, reason: "no boot interface found (give --interface)" });
-      return 1;
+      return EXIT.refused;
     }
     const r = await readLldp({ iface: boot.name, waitMs: Number(waitText) * 1000, onProgress: (m) => process.stderr.write(m + "\n") });
     printJson({ bootInterface: boot, lldp: r.lldp, reason: r.reason });
-    return r.lldp ? 0 : 1;
+    return r.lldp ? EXIT.ok : EXIT.refused;
   },
 };

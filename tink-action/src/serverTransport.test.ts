@@ -2,7 +2,8 @@ import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { after, before, test } from "node:test";
 import { ServerTransportError, serverTransport } from "./serverTransport.js";
-import { runAttest, EXIT } from "./attest.js";
+import { EXIT } from "@fleetd/platform/cmd";
+import { runAttest } from "./attest.js";
 
 // A loopback server whose answer each test sets.
 let answer: { status: number; body: string } = { status: 200, body: "{}" };
@@ -58,5 +59,5 @@ test("answers that are not JSON, of the wrong shape, not a refusal, or too large
 
 test("attest: --mode contradicting FLEETD_MODE is a configuration error (exit 2) before anything runs", async () => {
   const code = await runAttest({ FLEETD_SERVER: base.href, FLEETD_ALLOW_HTTP: "lab", FLEETD_MODE: "intake", FLEETD_WORKFLOW: "wf", FLEETD_LOG_LEVEL: "silent" }, "provision");
-  assert.equal(code, EXIT.input);
+  assert.equal(code, EXIT.usage);
 });

@@ -3,7 +3,7 @@
  * shared volume by the attest step) goes into META key 0x0b of the disk Talos was just written to.
  * Thin: the logic is shared/platform/src/talos/meta. The code itself is never printed.
  */
-import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 import { MetaError, parseInstallCode, writeInstallCode } from "@fleetd/platform/talos/meta";
 
 export const command: CliCommand = {
@@ -39,12 +39,12 @@ export const command: CliCommand = {
     try {
       const report = writeInstallCode(str(values, "disk"), code, { init: values["init"] === true, ...(sectorSize ? { sectorSize } : {}) });
       printJson({ ok: true, ...report });
-      return 0;
+      return EXIT.ok;
     } catch (e) {
       if (e instanceof MetaError) {
         process.stderr.write(`fleetd-tink-action write-meta: refused (${e.code}): ${e.message}\n`);
         printJson({ ok: false, code: e.code, message: e.message, causes: e.causes });
-        return 1;
+        return EXIT.refused;
       }
       throw e;
     }

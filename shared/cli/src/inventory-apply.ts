@@ -5,7 +5,7 @@ import { NodesFileError, parseNodesFile, loadSiteConfig } from "@fleetd/platform
 import { ProfileError } from "@fleetd/verify/policy";
 import { loadProfile } from "@fleetd/platform/trust";
 import { createNetBox, renderPlan } from "@fleetd/platform/netbox";
-import { type CliCommand, CliUsageError, parseOptions } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions } from "@fleetd/platform/cmd";
 
 export function readNodesFile(path: string | undefined): ReturnType<typeof parseNodesFile> {
   if (!path) throw new CliUsageError("missing nodes FILE");
@@ -47,8 +47,8 @@ export const command: CliCommand = {
     process.stdout.write(renderPlan(res.changes, dryRun || res.conflicts.length > 0 ? "Plan" : "Applied") + "\n");
     if (res.conflicts.length > 0) {
       process.stderr.write(`refused: nothing was changed in NetBox:\n${res.conflicts.map((c) => `  ${c}`).join("\n")}\n`);
-      return 1;
+      return EXIT.refused;
     }
-    return 0;
+    return EXIT.ok;
   },
 };

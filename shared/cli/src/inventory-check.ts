@@ -2,7 +2,7 @@
 import { inventoryCheck, renderTable } from "@fleetd/platform/inventory";
 import { createNetBox } from "@fleetd/platform/netbox";
 import { loadSiteConfig } from "@fleetd/platform/fleet";
-import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, printJson } from "@fleetd/platform/cmd";
 import { readNodesFile } from "./inventory-apply.js";
 
 export const command: CliCommand = {
@@ -15,6 +15,6 @@ export const command: CliCommand = {
     const drift = rows.filter((r) => !r.ok);
     if (values["json"] === true) printJson({ drift: drift.length, rows });
     else process.stdout.write(`${renderTable(rows)}\n${drift.length === 0 ? "no drift" : `${drift.length} difference(s)`}\n`);
-    return drift.length === 0 ? 0 : 1;
+    return drift.length === 0 ? EXIT.ok : EXIT.refused;
   },
 };

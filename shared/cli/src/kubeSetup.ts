@@ -5,9 +5,10 @@
  * --kubeconfig). Idempotent. `--print` writes the objects as YAML instead (talos-config-server/manifests/).
  */
 import { stringify } from "yaml";
-import { loadKube, applyCsrGateObjects, csrGateObjects, DEFAULT_GATE_ACCOUNT, type GateAccount } from "@fleetd/platform/kube";
+import { applyCsrGateObjects, csrGateObjects, DEFAULT_GATE_ACCOUNT, type GateAccount } from "@fleetd/platform/kube";
 import { loadSiteConfig } from "@fleetd/platform/fleet";
-import { type CliCommand, CliUsageError, parseOptions } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions } from "@fleetd/platform/cmd";
+import { kubeOption } from "./kubeInput.js";
 
 function account(v: string | boolean | undefined): GateAccount {
   if (typeof v !== "string") return DEFAULT_GATE_ACCOUNT;
@@ -29,7 +30,7 @@ export const command: CliCommand = {
     const a = account(values["service-account"]);
     if (values["print"] === true) {
       process.stdout.write(csrGateManifest(a));
-      return 0;
+      return EXIT.ok;
     }
     let path = typeof values["kubeconfig"] === "string" ? values["kubeconfig"] : undefined;
     if (!path) {
@@ -37,7 +38,7 @@ export const command: CliCommand = {
       path = cfg.kubernetes?.workload.kubeconfig;
       if (!path) throw new CliUsageError("no workload cluster: give --kubeconfig or set kubernetes.workload.kubeconfig in the site configuration");
     }
-    for (const r of await applyCsrGateObjects(loadKube(path), a)) process.stdout.write(`${r.outcome.padEnd(8)} ${r.kind} ${r.name}\n`);
-    return 0;
+    for (const r of await applyCsrGateObjects(kubeOption(path, values["kubeconfig"] !== undefined ? "--kubeconfig" : "kubernetes.workload.kubeconfig"), a)) process.stdout.write(`${r.outcome.padEnd(8)} ${r.kind} ${r.name}\n`);
+    return EXIT.ok;
   },
 };

@@ -2,10 +2,12 @@
 /**
  * `fleetd` — the operator CLI. Each command lives in its own module, loaded on demand:
  *   pnpm -s fleetd <group> <command> [options]
- * Exit codes: 0 ok, 1 a check failed (the output says which), 2 usage or input error.
+ * Exit codes: fleetd's one table (`EXIT`, @fleetd/platform/cmd): 0 ok, 1 a check failed or the request was refused
+ * (the output says which), 2 usage or input error, 4 an unexpected failure (with the stack), 5 a dependency (NetBox,
+ * Kubernetes) did not answer.
  */
 import { own } from "@fleetd/verify/text";
-import { type CliCommand, CliUsageError, printError } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, EXIT_CODES_HELP, type ExitCode, exitCodeOf, printError } from "@fleetd/platform/cmd";
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: CliCommand }> }> = {
   // commands are registered here, one entry each
@@ -35,13 +37,13 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
 function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((k) => k.length));
   const lines = Object.entries(COMMANDS).map(([k, v]) => `  ${k.padEnd(width)}  ${v.summary}`);
-  return `usage: fleetd <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nfleetd <command> --help shows a command's options.`;
+  return `usage: fleetd <command> [options]\n\ncommands:\n${lines.join("\n")}\n\nfleetd <command> --help shows a command's options.\n\n${EXIT_CODES_HELP}`;
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[]): Promise<ExitCode> {
   if (argv.length === 0 || argv[0] === "--help" || argv[0] === "-h" || argv[0] === "help") {
     process.stdout.write(usage() + "\n");
-    return argv.length === 0 ? 2 : 0;
+    return argv.length === 0 ? EXIT.usage : EXIT.ok;
   }
   for (const words of [2, 1]) {
     const key = argv.slice(0, words).join(" ");
@@ -50,22 +52,23 @@ async function main(argv: string[]): Promise<number> {
     const { command } = await entry.load();
     const args = argv.slice(words);
     if (args.includes("--help") || args.includes("-h")) {
-      process.stdout.write(`usage: fleetd ${key} ${command.usage}\n\n${entry.summary}\n`);
-      return 0;
+      process.stdout.write(`usage: fleetd ${key} ${command.usage}\n\n${entry.summary}\n\n${EXIT_CODES_HELP}\n`);
+      return EXIT.ok;
     }
     try {
       return await command.run(args);
     } catch (e) {
       if (e instanceof CliUsageError) {
         process.stderr.write(`fleetd ${key}: ${e.message}\nusage: fleetd ${key} ${command.usage}\n`);
-        return 2;
+        return EXIT.usage;
       }
-      printError(e);
-      return 2;
+      const code = exitCodeOf(e, { usage: (await import("./usageErrors.js")).USAGE_ERRORS });
+      printError(e, code === EXIT.internal);
+      return code;
     }
   }
   process.stderr.write(`fleetd: unknown command "${argv.slice(0, 2).join(" ")}"\n\n${usage()}\n`);
-  return 2;
+  return EXIT.usage;
 }
 
 process.exitCode = await main(process.argv.slice(2));

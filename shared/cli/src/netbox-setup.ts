@@ -1,7 +1,7 @@
 /** `fleetd netbox setup [--dry-run] [--config FILE]`: custom fields, choice sets, webhook, event rules, links. */
 import { createNetBox, netboxSetup, renderPlan } from "@fleetd/platform/netbox";
 import { loadSiteConfig } from "@fleetd/platform/fleet";
-import { type CliCommand, parseOptions } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions } from "@fleetd/platform/cmd";
 
 export const command: CliCommand = {
   usage: "[--dry-run] [--config FLEETD_CONFIG]",
@@ -11,6 +11,6 @@ export const command: CliCommand = {
     const dryRun = values["dry-run"] === true;
     const changes = await netboxSetup(createNetBox(cfg.netbox), cfg, dryRun);
     process.stdout.write(renderPlan(changes, dryRun ? "Plan" : "Applied") + "\n");
-    return 0;
+    return EXIT.ok;
   },
 };

@@ -9,9 +9,9 @@ import { safeLine } from "@fleetd/verify/text";
 import { existsSync } from "node:fs";
 import { z } from "zod";
 import { ConfigError, readConfigFile } from "@fleetd/platform/fleet";
-import { loadKube } from "@fleetd/platform/kube";
 import { KubeAttestationStore, SqliteAttestationStore, type AttestationStore, type PendingEk } from "@fleetd/platform/state";
-import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { kubeOption } from "./kubeInput.js";
 
 /** Only where the state is; the rest of the `server` section is talos-config-server's to validate. */
 const StatePath = z
@@ -50,7 +50,7 @@ export function stateSource(path: string | undefined, env: NodeJS.ProcessEnv = p
 }
 
 function openStore(src: StateSource): AttestationStore {
-  if (src.kind === "kubernetes") return new KubeAttestationStore({ kube: loadKube(src.kubeconfig), namespace: src.namespace });
+  if (src.kind === "kubernetes") return new KubeAttestationStore({ kube: kubeOption(src.kubeconfig, "server.ha.kubeconfig"), namespace: src.namespace });
   if (!existsSync(src.path)) throw new ConfigError(`no state database at ${src.path} (has talos-config-server run with this configuration?)`);
   return new SqliteAttestationStore(src.path);
 }
@@ -92,6 +92,6 @@ export const command: CliCommand = {
     const rows = await listPending(stateSource(typeof values["config"] === "string" ? values["config"] : undefined));
     if (values["json"] === true) printJson({ pending: rows });
     else process.stdout.write(`${renderPending(rows)}\n`);
-    return 0;
+    return EXIT.ok;
   },
 };

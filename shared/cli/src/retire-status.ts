@@ -4,10 +4,10 @@
  * `kubernetes` section): per step its state, attempts, owner, completion or what it waits for. Without NODE,
  * every node with a record. Exit 0; 1 when NODE has no record.
  */
-import { loadKube } from "@fleetd/platform/kube";
 import { ConfigError, loadSiteConfig } from "@fleetd/platform/fleet";
 import { type ProgressRecord, configMapProgress, STEP_NAMES } from "@fleetd/platform/retire";
-import { type CliCommand, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, printJson } from "@fleetd/platform/cmd";
+import { kubeOption } from "./kubeInput.js";
 
 export function renderProgress(rec: ProgressRecord): string {
   const rows = STEP_NAMES.map((s) => {
@@ -29,7 +29,7 @@ export const command: CliCommand = {
     const { values, positionals } = parseOptions(args, { config: { type: "string" }, json: { type: "boolean" } }, [], 1);
     const cfg = loadSiteConfig(typeof values["config"] === "string" ? values["config"] : undefined);
     if (!cfg.kubernetes) throw new ConfigError("the configuration has no kubernetes section (management kubeconfig and namespace)");
-    const progress = configMapProgress(loadKube(cfg.kubernetes.management.kubeconfig), cfg.kubernetes.management.namespace);
+    const progress = configMapProgress(kubeOption(cfg.kubernetes.management.kubeconfig, "kubernetes.management.kubeconfig"), cfg.kubernetes.management.namespace);
     const nodes = positionals[0] !== undefined ? [positionals[0]] : (await progress.list()).sort();
     const records: ProgressRecord[] = [];
     for (const n of nodes) {
@@ -37,11 +37,11 @@ export const command: CliCommand = {
       if (got) records.push(got.record);
       else if (positionals[0] !== undefined) {
         process.stderr.write(`fleetd retire status: no retirement record for ${n}\n`);
-        return 1;
+        return EXIT.refused;
       }
     }
     if (values["json"] === true) printJson({ retirements: records });
     else process.stdout.write(records.length ? `${records.map(renderProgress).join("\n\n")}\n` : "no retirements\n");
-    return 0;
+    return EXIT.ok;
   },
 };

@@ -1,7 +1,7 @@
 /** `fleetd verify certify` — check a tpm2_certify result: the AK vouches for an object's public area. */
 import { formatReasons, verifyCertify } from "@fleetd/verify/attest";
 import { stripSizePrefix } from "@fleetd/verify/tpm";
-import { type CliCommand, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 import { hexOption, readPublicOption } from "./inputs.js";
 
 export const command: CliCommand = {
@@ -31,6 +31,6 @@ export const command: CliCommand = {
     if (values["json"] === true) printJson({ verdict: result.verdict, reasons: result.reasons });
     else if (result.verdict === "pass") process.stdout.write("certify: PASS (signature, magic, type, certified Name, extraData)\n");
     else process.stdout.write(`certify: FAIL\n${formatReasons(result.reasons)}\n`);
-    return result.verdict === "pass" ? 0 : 1;
+    return result.verdict === "pass" ? EXIT.ok : EXIT.refused;
   },
 };

@@ -19,7 +19,7 @@ import {
 } from "@fleetd/verify/ek";
 import { describeCanonicalKey } from "@fleetd/verify/x509";
 import { loadCaStore } from "@fleetd/platform/trust";
-import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 
 const OPTIONS = {
   cert: { type: "string" },
@@ -95,7 +95,7 @@ export const command: CliCommand = {
       const report = ekPublicReport(readEkPublic(readInput(str(values, "ek-public"), "EK public key")));
       if (json) printJson(report);
       else printEkPublic(report);
-      return 0;
+      return EXIT.ok;
     }
     if (values["roots"] === undefined) throw new CliUsageError("--roots DIR is required with --cert");
     let at: Date | undefined;
@@ -158,6 +158,6 @@ export const command: CliCommand = {
       if (v.warnings.length > 0) process.stdout.write(["warnings:", ...formatReasons(v.warnings)].join("\n") + "\n");
       process.stdout.write([`verdict: ${v.verdict}`, ...formatReasons(v.reasons)].join("\n") + "\n");
     }
-    return v.verdict === "pass" ? 0 : 1;
+    return v.verdict === "pass" ? EXIT.ok : EXIT.refused;
   },
 };

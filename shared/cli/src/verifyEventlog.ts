@@ -6,7 +6,7 @@
  */
 import { ParseError } from "@fleetd/verify/codec";
 import { interpretLog, parseEventLog, eventLogReport, replayLog } from "@fleetd/verify/eventlog";
-import { type CliCommand, CliUsageError, parseOptions, printJson, readInput } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions, printJson, readInput } from "@fleetd/platform/cmd";
 
 function table(report: ReturnType<typeof eventLogReport>): string {
   const lines: string[] = [];
@@ -59,13 +59,13 @@ export const command: CliCommand = {
       if (!(e instanceof ParseError)) throw e;
       if (values["json"]) printJson({ error: { type: "ParseError", code: e.code, offset: e.offset, path: e.path, message: e.message } });
       process.stderr.write(`error: malformed event log (${e.code}) at offset ${e.offset}: ${e.message}\n`);
-      return 1;
+      return EXIT.refused;
     }
     const replay = replayLog(log);
     const mb = interpretLog(log, new Set(replay.extended.keys()));
     const report = eventLogReport(log, replay, mb);
     if (values["json"]) printJson(report);
     else process.stdout.write(table(report) + "\n");
-    return 0;
+    return EXIT.ok;
   },
 };

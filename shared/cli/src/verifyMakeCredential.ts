@@ -2,7 +2,7 @@
 import { writeFileSync } from "node:fs";
 import { makeCredential, tpm2ToolsCredentialFile } from "@fleetd/verify/credential";
 import { ekPublicFromFile } from "./ekInput.js";
-import { type CliCommand, parseOptions, str } from "@fleetd/platform/cmd";
+import { type CliCommand, EXIT, parseOptions, str } from "@fleetd/platform/cmd";
 import { hexOption } from "./inputs.js";
 
 export const command: CliCommand = {
@@ -18,6 +18,6 @@ export const command: CliCommand = {
     const secret = hexOption(str(values, "secret"), "--secret");
     const cred = makeCredential(ek, name, secret);
     writeFileSync(str(values, "out"), tpm2ToolsCredentialFile(cred));
-    return 0;
+    return EXIT.ok;
   },
 };

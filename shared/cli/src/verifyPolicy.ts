@@ -8,7 +8,7 @@ import { ParseError } from "@fleetd/verify/codec";
 import { parseEventLog, parsePcrFile, PcrFileError, secureBootJson } from "@fleetd/verify/eventlog";
 import { AuthorityConfigError, evaluateProfile, ProfileError, profileAuthorityRefs, type Reason } from "@fleetd/verify/policy";
 import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
-import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 
 function reasonLine(r: Reason): string {
   const at = [r.pcr !== undefined ? `PCR ${r.pcr}` : "", r.event !== undefined ? `event ${r.event}` : ""].filter(Boolean).join(", ");
@@ -49,7 +49,7 @@ export const command: CliCommand = {
       if (!(e instanceof ParseError)) throw e;
       if (json) printJson({ verdict: "fail", profile: profile.name, reasons: [{ check: "eventlog-format", detail: e.message }], error: { code: e.code, offset: e.offset } });
       process.stderr.write(`error: malformed event log (${e.code}) at offset ${e.offset}: ${e.message}\n`);
-      return 1;
+      return EXIT.refused;
     }
     const ev = evaluateProfile(profile, { log, ...(pcrs ? { pcrs } : {}) }, authorities);
     if (json) {
@@ -69,7 +69,7 @@ export const command: CliCommand = {
       for (const w of ev.warnings) lines.push(`  ! ${reasonLine(w)}`);
       process.stdout.write(lines.join("\n") + "\n");
     }
-    return ev.verdict === "pass" ? 0 : 1;
+    return ev.verdict === "pass" ? EXIT.ok : EXIT.refused;
   },
 };
 

@@ -2,7 +2,7 @@
 import { formatReasons, parseTpm2ToolsPcrFile, verifyQuote, parseInto, Checks, bankName, selectionFromBitmaps } from "@fleetd/verify/attest";
 import { hex } from "@fleetd/verify/crypto";
 import { stripSizePrefix, TPMS_ATTEST } from "@fleetd/verify/tpm";
-import { type CliCommand, CliUsageError, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
+import { type CliCommand, CliUsageError, EXIT, parseOptions, printJson, readInput, str } from "@fleetd/platform/cmd";
 import { hexOption, readPublicOption } from "./inputs.js";
 
 export const command: CliCommand = {
@@ -49,7 +49,7 @@ export const command: CliCommand = {
         pcrs = { selection: [], values: new Map(), format: "values" };
       } else {
         report(values["json"] === true, { verdict: "fail", reasons: [{ check: "pcrs.parse", detail: e.message }] });
-        return 1;
+        return EXIT.refused;
       }
     }
     const result = verifyQuote({
@@ -77,7 +77,7 @@ export const command: CliCommand = {
         : {}),
     };
     report(values["json"] === true, out);
-    return result.verdict === "pass" ? 0 : 1;
+    return result.verdict === "pass" ? EXIT.ok : EXIT.refused;
   },
 };
 

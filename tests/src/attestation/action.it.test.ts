@@ -22,6 +22,7 @@ import { after, before, test } from "node:test";
 import { decodeExact } from "@fleetd/verify/codec";
 import { buildGptImage } from "@fleetd/testkit/talosMeta";
 import { TPMT_PUBLIC, spkiFromTpmPublic } from "@fleetd/verify/tpm";
+import { EXIT } from "@fleetd/platform/cmd";
 import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
 import { startLldpSwitchPort, type LldpSwitchPort } from "../harness/lldp.js";
@@ -33,7 +34,6 @@ import { NODE, startWorld, type World } from "./world.js";
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const CLI = join(repo, "tink-action/dist/cli.js");
 const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
-const EXIT = { ok: 0, input: 2, refused: 3, transport: 4, pending: 5 };
 
 let w: World;
 let sw: LldpSwitchPort;
@@ -164,7 +164,7 @@ test("intake through the CLI: claims from sysfs, LLDP from the switch, LDevID + 
   assert.ok(r.logs.some((l) => String(l["msg"]).startsWith(`LLDP on ${sw.iface}: `)), "the LLDP claim came from the wire");
 });
 
-test("refused provision (another serial in sysfs): exit 3 with the reason; the stale code is removed; wipe and write-meta never run; the disk is unchanged", async () => {
+test("refused provision (another serial in sysfs): exit 1 (EXIT.refused) with the reason; the stale code is removed; wipe and write-meta never run; the disk is unchanged", async () => {
   const o = out("refused");
   mkdirSync(o, { recursive: true });
   writeFileSync(join(o, "install-code"), "ab".repeat(32)); // left over from an earlier boot
@@ -235,7 +235,7 @@ test("the image's bundle (one file, no node_modules) attests too: attest mode on
   assert.ok(!existsSync(join(o, "install-code")));
 });
 
-test("an unknown TPM retries while pending, is listed as pending, and exits 5 when FLEETD_TIMEOUT_SECONDS runs out", async () => {
+test("an unknown TPM retries while pending, is listed as pending, and exits 3 (EXIT.pending) when FLEETD_TIMEOUT_SECONDS runs out", async () => {
   const other = await startSwtpm({ pcrBanks: ["sha1", "sha256"] });
   try {
     const o = out("pending");
@@ -257,7 +257,7 @@ test("an unknown TPM retries while pending, is listed as pending, and exits 5 wh
   }
 });
 
-test("https with a pinned CA: a server whose certificate another CA signed is refused before any request (exit 4), even if NODE_EXTRA_CA_CERTS trusts it", async () => {
+test("https with a pinned CA: a server whose certificate another CA signed is refused before any request (exit 5, EXIT.unavailable), even if NODE_EXTRA_CA_CERTS trusts it", async () => {
   const good = selfSigned("127.0.0.1", ["IP:127.0.0.1"]);
   const wrong = selfSigned("some other CA");
   let requests = 0;
@@ -273,10 +273,10 @@ test("https with a pinned CA: a server whose certificate another CA signed is re
   try {
     const env = (ca: string, more: Record<string, string> = {}) => ({ ...attestEnv(machineRoot("ok"), out("tls"), { FLEETD_SERVER: url, FLEETD_SERVER_CA: ca, FLEETD_LLDP: "off" }), FLEETD_ALLOW_HTTP: "", ...more });
     const bad = await action(["attest", "--mode", "attest"], env(wrong.cert));
-    assert.equal(bad.code, EXIT.transport, bad.stderr);
+    assert.equal(bad.code, EXIT.unavailable, bad.stderr);
     assert.ok(bad.logs.some((l) => l["code"] === "transport" && /attestation server tls/.test(String(l["msg"]))), bad.stderr);
     const extraRoots = await action(["attest", "--mode", "attest"], env(wrong.cert, { NODE_EXTRA_CA_CERTS: extra }));
-    assert.equal(extraRoots.code, EXIT.transport, "NODE_EXTRA_CA_CERTS adds nothing to the pinned CA");
+    assert.equal(extraRoots.code, EXIT.unavailable, "NODE_EXTRA_CA_CERTS adds nothing to the pinned CA");
     assert.equal(requests, 0, "no request reached the server");
     // The right CA gets through TLS, and the server's refusal is reported as one.
     const ok = await action(["attest", "--mode", "attest"], env(good.cert));
@@ -285,7 +285,7 @@ test("https with a pinned CA: a server whose certificate another CA signed is re
     assert.ok(ok.logs.some((l) => /test\.tinyServer/.test(String(l["msg"]))));
     // Plain http to a server without FLEETD_ALLOW_HTTP=lab is a configuration error, before anything else.
     const plain = await action(["attest", "--mode", "attest"], { ...env(good.cert), FLEETD_SERVER: w.baseUrl });
-    assert.equal(plain.code, EXIT.input);
+    assert.equal(plain.code, EXIT.usage);
   } finally {
     await new Promise<void>((r) => srv.close(() => r()));
   }

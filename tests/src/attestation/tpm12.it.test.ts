@@ -15,6 +15,7 @@ import { readFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
+import { EXIT } from "@fleetd/platform/cmd";
 import { readDevice, readJournal } from "@fleetd/platform/netbox";
 import { encode } from "@fleetd/verify/codec";
 import { readCertificate } from "@fleetd/verify/ek";
@@ -234,7 +235,7 @@ test("a TPM 2.0 node's EK presented on the TPM 1.2 path is refused (node.tpm) an
   assert.ok((await readJournal(w.admin, await w.deviceId(NODE))).some((j) => j.comments.includes("tpm12 challenge refused") && j.comments.includes("node.tpm")));
 });
 
-test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): detects the TPM 1.2 and passes intake and wipe with nothing issued; provision exits 3 before any session; no owner secret exits 2", async () => {
+test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): detects the TPM 1.2 and passes intake and wipe with nothing issued; provision exits 1 (refused) before any session; no owner secret exits 2 (usage)", async () => {
   const m = m12(LEGACY);
   const c0 = m.claims();
   const lldp = c0.lldp as { chassisId: string; portId: string };
@@ -283,10 +284,10 @@ test("tink-action attest on a TPM 1.2 machine (a separate process, real LLDP): d
     }
     assert.equal(w.signatures(), signatures, "nothing signed");
     const p = await run("provision");
-    assert.equal(p.code, 3, p.stderr.slice(-2000));
+    assert.equal(p.code, EXIT.refused, p.stderr.slice(-2000));
     assert.match(p.stderr, /a TPM 1\.2 machine attests only for intake or wipe/);
     const n = await run("intake", { FLEETD_TPM12_OWNER_AUTH: "" });
-    assert.equal(n.code, 2, n.stderr.slice(-2000));
+    assert.equal(n.code, EXIT.usage, n.stderr.slice(-2000));
     assert.match(n.stderr, /FLEETD_TPM12_OWNER_AUTH: required for a TPM 1\.2/);
   } finally {
     await sw.stop();

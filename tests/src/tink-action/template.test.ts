@@ -139,7 +139,7 @@ test("the attest action: host network namespace, provision mode, a configuration
   assert.equal(meta.command?.[3], "--code-file");
   assert.equal(meta.command?.[4], `${cfg.out}/install-code`);
   assert.ok(task.volumes?.includes("/dev:/dev"), "the TPM and the disk");
-  // The action gives up on its own (exit 5) before Tinkerbell's timeout kills it.
+  // The action gives up on its own (exit 3, EXIT.pending) before Tinkerbell's timeout kills it.
   assert.ok(attest.timeout > cfg.timeoutSeconds + cfg.lldpWaitSeconds + 120, `timeout ${attest.timeout} leaves room for the pull, LLDP and the pending budget`);
   const total = task.actions.reduce((s, a) => s + a.timeout, 0);
   assert.ok(total <= d.global_timeout, `the actions' timeouts (${total}) fit in global_timeout (${d.global_timeout})`);

@@ -21,6 +21,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { parseEventLog, interpretLog, EV } from "@fleetd/verify/eventlog";
+import { EXIT } from "@fleetd/platform/cmd";
 import { listDevices, readJournal } from "@fleetd/platform/netbox";
 import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
 import { startWorld, type World } from "../attestation/world.js";
@@ -197,7 +198,7 @@ test("a lab machine netboots the signed HookOS; the action attests with the firm
   const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
   await m.qemu.exited;
   recordTimes(m, "Secure Boot on, HookOS key: pass");
-  assert.equal(end.match[1], "0", `the action exits 0; its log:\n${actionLogs(m).map((l) => JSON.stringify(l)).join("\n")}`);
+  assert.equal(end.match[1], String(EXIT.ok), `the action exits 0; its log:\n${actionLogs(m).map((l) => JSON.stringify(l)).join("\n")}`);
 
   // The firmware verified the image and the kernel saw Secure Boot on.
   const con = m.console();
@@ -302,7 +303,7 @@ describe("bad machines, booted side by side: each is refused for what really hap
     const end = await m.waitForConsole(EXIT_MARKER, "end of the action", BOOT_TIMEOUT_MS);
     await m.qemu.exited;
     recordTimes(m, "Secure Boot off: refused (policy)");
-    assert.equal(end.match[1], "3", "exit 3: refused by the server");
+    assert.equal(end.match[1], String(EXIT.refused), `exit ${EXIT.refused}: refused by the server`);
     assert.doesNotMatch(m.console(), /EFI stub: UEFI Secure Boot is enabled/);
     const refusal = actionLogs(m).find((l) => l["code"] === "refused") as { step: string; reasons: { check: string; detail: string }[] } | undefined;
     assert.ok(refusal, "the action logs the refusal");
@@ -356,7 +357,7 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   const end = await prov.waitForConsole(EXIT_MARKER, "end of the provision job", BOOT_TIMEOUT_MS);
   await prov.qemu.exited;
   recordTimes(prov, "provision: attest + write-meta");
-  assert.equal(end.match[1], "0", `attest and write-meta exit 0; the action's log:\n${actionLogs(prov).map((l) => JSON.stringify(l)).join("\n")}`);
+  assert.equal(end.match[1], String(EXIT.ok), `attest and write-meta exit 0; the action's log:\n${actionLogs(prov).map((l) => JSON.stringify(l)).join("\n")}`);
   assert.ok(w.signatures() - signaturesBefore >= 2, "provision re-issued the LDevID and LAK");
   assert.notEqual(fileSha256(g.disk), installed, "write-meta changed the disk");
   const meta = advread(g.disk);

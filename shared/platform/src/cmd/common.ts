@@ -2,12 +2,13 @@
 import { readFileSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ParseError } from "@fleetd/verify/codec";
+import type { ExitCode } from "./exit.js";
 
 export interface CliCommand {
   /** Options synopsis printed after the command name. */
   usage: string;
-  /** Returns the process exit code. */
-  run(args: string[]): Promise<number>;
+  /** Returns the process exit code, from the one table (`EXIT`, exit.ts). */
+  run(args: string[]): Promise<ExitCode>;
 }
 
 export class CliUsageError extends Error {
@@ -52,9 +53,12 @@ export function readInput(path: string, what: string): Uint8Array {
   }
 }
 
-export function printError(e: unknown): void {
+/** Print what went wrong on stderr; `withStack` (an unexpected failure, exit 4) adds the error's stack. */
+export function printError(e: unknown, withStack = false): void {
   if (e instanceof ParseError) {
     process.stderr.write(`error: malformed input (${e.code}): ${e.message}\n`);
+  } else if (e instanceof Error && withStack && e.stack) {
+    process.stderr.write(`error: ${e.stack}\n`);
   } else if (e instanceof Error) {
     process.stderr.write(`error: ${e.name === "Error" ? "" : e.name + ": "}${e.message}\n`);
   } else {

@@ -1,2 +1,3 @@
 /** The `cmd` entry point of this package: everything its files export. */
 export * from "./common.js";
+export * from "./exit.js";

@@ -109,3 +109,11 @@ test("caps: a 700 KB file of 60,000 keys, a list of 150,000 items and thousands 
   assert.match(issues("version: 1\nversion: 1\n"), /^n\.yaml:2: Map keys must be unique: version repeats$/m);
   assert.match(issues("version: 1\n? [a]\n: 1\n"), /mapping keys must be plain names/);
 });
+
+test("addresses are checked by the one IPv4 validator (ipv4.ts): leading zeros, 256, prefix 33 and spaces are refused", () => {
+  const cidr = /nodes\.worker-1\.address\.cidr: must be an IPv4 address with a prefix length, e\.g\. 10\.0\.10\.11\/24/;
+  for (const bad of ["10.20.0.021/24", "10.20.0.21/024", "10.20.256.21/24", "10.20.0.21/33", "10.20.0.21 /24"]) {
+    assert.match(issues(example.replace("10.20.0.21/24", bad)), cidr, bad);
+  }
+  assert.match(issues(example.replace("10.20.0.21/24", "10.20.0.21/0")), /nodes\.worker-1\.address\.cidr: prefix length must be 1\.\.30/);
+});

@@ -7,6 +7,8 @@ import { isIP } from "node:net";
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from "yaml";
 import { z } from "zod";
 import { own, safeLine } from "@fleetd/verify/text";
+import { BMC_TYPES } from "./ports.js";
+import { ipv4CidrSchema, ipv4InSubnet, ipv4Mask, ipv4Schema, ipv4ToInt, isIpv4, parseIpv4Cidr } from "./ipv4.js";
 
 export const MAX_NODES_FILE_BYTES = 1024 * 1024;
 /** Mapping pairs and sequence items in the whole document (a node takes about 25). */
@@ -31,28 +33,22 @@ export const EkBinding = z.strictObject({
 });
 export type EkBinding = z.infer<typeof EkBinding>;
 
-function ipv4ToInt(ip: string): number {
-  return ip.split(".").reduce((a, o) => (a << 8) + Number(o), 0) >>> 0;
-}
-
 const Address = z
   .strictObject({
-    /** IPv4 address with prefix length, e.g. 10.0.10.11/24 */
-    cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, "must be an IPv4 address with a prefix length, e.g. 10.0.10.11/24"),
-    gateway: z.string().refine((g) => isIP(g) === 4, "must be an IPv4 address"),
+    /** IPv4 address with prefix length, e.g. 10.0.10.11/24 (ipv4.ts: dotted quad, no leading zeros, prefix 0–32) */
+    cidr: ipv4CidrSchema("must be an IPv4 address with a prefix length, e.g. 10.0.10.11/24"),
+    gateway: ipv4Schema("must be an IPv4 address"),
   })
   .superRefine((a, ctx) => {
-    const [ip, lenS] = a.cidr.split("/") as [string, string];
-    const len = Number(lenS);
-    if (isIP(ip) !== 4) return void ctx.addIssue({ code: "custom", path: ["cidr"], message: `${ip} is not an IPv4 address` });
-    if (len < 1 || len > 30) return void ctx.addIssue({ code: "custom", path: ["cidr"], message: "prefix length must be 1..30" });
-    if (isIP(a.gateway) !== 4) return;
-    const mask = len === 0 ? 0 : (~0 << (32 - len)) >>> 0;
-    const net = ipv4ToInt(ip) & mask;
-    const host = ipv4ToInt(ip) & ~mask;
+    const c = parseIpv4Cidr(a.cidr);
+    if (!c) return; // the field's own issue says why
+    if (c.prefix < 1 || c.prefix > 30) return void ctx.addIssue({ code: "custom", path: ["cidr"], message: "prefix length must be 1..30" });
+    if (!isIpv4(a.gateway)) return;
+    const mask = ipv4Mask(c.prefix);
+    const host = (ipv4ToInt(c.address) & ~mask) >>> 0;
     if (host === 0 || host === (~mask >>> 0)) ctx.addIssue({ code: "custom", path: ["cidr"], message: `${a.cidr} is the network or broadcast address` });
-    if ((ipv4ToInt(a.gateway) & mask) !== net) ctx.addIssue({ code: "custom", path: ["gateway"], message: `${a.gateway} is not in ${a.cidr}` });
-    if (a.gateway === ip) ctx.addIssue({ code: "custom", path: ["gateway"], message: "gateway equals the node's address" });
+    if (!ipv4InSubnet(c, a.gateway)) ctx.addIssue({ code: "custom", path: ["gateway"], message: `${a.gateway} is not in ${a.cidr}` });
+    if (a.gateway === c.address) ctx.addIssue({ code: "custom", path: ["gateway"], message: "gateway equals the node's address" });
   });
 
 /** BMC credentials are never in the file: only a reference the BMC tooling resolves (env:, file:, vault:, secret:). */
@@ -60,7 +56,7 @@ const CredentialsRef = z.string().regex(/^(env|file|vault|secret):[^\s]{1,250}$/
 const Bmc = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("none") }),
   z.strictObject({
-    type: z.enum(["amt", "ipmi", "redfish"]),
+    type: z.enum(BMC_TYPES),
     address: z.string().refine((a) => isIP(a) !== 0 || /^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/i.test(a), "must be an IP address or a host name"),
     credentials: CredentialsRef,
   }),

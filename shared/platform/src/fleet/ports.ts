@@ -67,7 +67,7 @@ export interface NodeRecord extends NodeRef {
   gateway?: string;
   installDisk?: string;
   /** The BMC from the nodes file (NetBox custom field `bmc`), for Tinkerbell's Hardware bmcRef and Rufio. */
-  bmc?: { type: "amt" | "ipmi" | "redfish"; address: string; credentials: string };
+  bmc?: BmcInfo;
 }
 
 export interface Inventory {
@@ -193,9 +193,14 @@ export interface PlatformFieldCheck {
   check(node: string, fields: PlatformFields): Promise<PlatformFieldRefusal[]>;
 }
 
-/** A node's BMC as the nodes file declares it. */
-export type BmcType = "amt" | "ipmi" | "redfish";
+/** The BMC kinds fleetd drives (through Rufio); the nodes file's `none` means no BMC, i.e. no `BmcInfo`. */
+export const BMC_TYPES = ["amt", "ipmi", "redfish"] as const;
+export type BmcType = (typeof BMC_TYPES)[number];
 
+/**
+ * A node's BMC as the nodes file declares it — fleetd's one BMC type: the nodes file's schema, the NetBox `bmc`
+ * custom field's reader, `NodeRecord`, `PlatformFields` and Tinkerbell's node all use it.
+ */
 export interface BmcInfo {
   type: BmcType;
   /** IP address or host name. */

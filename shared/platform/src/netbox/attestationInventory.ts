@@ -5,7 +5,7 @@
  * every decision as a journal entry naming the checks and the evidence.
  */
 import { z } from "zod";
-import type { AttestationFacts, Inventory, Journal, JournalEntry, NodeRecord, NodeRef, Unattributed } from "../fleet/ports.js";
+import { type AttestationFacts, BMC_TYPES, type BmcInfo, type Inventory, type Journal, type JournalEntry, type NodeRecord, type NodeRef, type Unattributed } from "../fleet/ports.js";
 import { BOOT_MAC_FIELD } from "./bootMac.js";
 import { checkAttribution, type AttributedField } from "./changelog.js";
 import { listAll, must, NetBoxError, type NetBox } from "./client.js";
@@ -50,12 +50,14 @@ function bindingsOf(d: DeviceRecord): NodeRecord["ekBindings"] {
     .map((e) => ({ binding: e.sha256 as string, alg: e.alg === "ecc" ? ("ecc" as const) : ("rsa" as const), chain: e.chain !== false }));
 }
 
-const BmcField = z.object({ type: z.enum(["amt", "ipmi", "redfish"]), address: z.string().min(1), credentials: z.string().min(1) });
+const BmcField = z.object({ type: z.enum(BMC_TYPES), address: z.string().min(1), credentials: z.string().min(1) });
 
-/** The `bmc` custom field (written by inventory apply); `none` or anything malformed gives no BMC. */
+/** The `bmc` custom field (written by inventory apply) as fleetd's `BmcInfo`; `none` or anything malformed gives no BMC. */
 function bmcOf(d: DeviceRecord): Pick<NodeRecord, "bmc"> {
   const r = BmcField.safeParse(d.cf["bmc"]);
-  return r.success ? { bmc: { type: r.data.type, address: r.data.address, credentials: r.data.credentials } } : {};
+  if (!r.success) return {};
+  const bmc: BmcInfo = { type: r.data.type, address: r.data.address, credentials: r.data.credentials };
+  return { bmc };
 }
 
 /** The recorded SMBIOS UUID (custom field), written by the attestation account at the first pass. */

@@ -1,19 +1,10 @@
 /**
- * How every fleetd binary starts and stops: `--help`, options parsed strictly, the exit-code table, and a graceful
+ * How every fleetd binary starts and stops: `--help` (with the exit-code table, `cmd/exit.ts`), options parsed strictly, and a graceful
  * stop on SIGTERM/SIGINT (stop accepting, let requests in flight finish, close stores and sessions, then exit).
  */
 import type { Server } from "node:http";
 import { parseArgs, type ParseArgsConfig } from "node:util";
-
-/**
- * Exit codes shared by fleetd's commands and services:
- *   0 ok (or stopped cleanly); 1 a check failed or the request was refused (named in the output);
- *   2 what the operator gave is wrong: options, arguments, the configuration or an input file (the message names
- *     the field or file), including a service that cannot start with it;
- *   4 an unexpected internal error (a bug: the message has the stack); 5 a dependency unavailable (retry later).
- */
-export const EXIT = { ok: 0, refused: 1, usage: 2, internal: 4, unavailable: 5 } as const;
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+import { EXIT, EXIT_CODES_HELP, type ExitCode } from "../cmd/index.js";
 
 export interface Running {
   stop(): Promise<void>;
@@ -40,7 +31,7 @@ export async function runService(m: ServiceMain): Promise<Running | undefined> {
   const exit = m.exit ?? ((code: ExitCode) => process.exit(code));
   const argv = m.argv ?? process.argv.slice(2);
   if (argv.includes("--help") || argv.includes("-h")) {
-    process.stdout.write(`${m.usage.trim()}\n`);
+    process.stdout.write(`${m.usage.trim()}\n\n${EXIT_CODES_HELP}\n`);
     exit(EXIT.ok);
   }
   let values: OptionValues;

@@ -6,7 +6,7 @@
  */
 import { apiVersionOf, BMC_MACHINE, ownedLabels } from "./api.js";
 import { machineName, requireNodeName } from "./names.js";
-import type { BmcInfo } from "./node.js";
+import type { BmcInfo } from "../fleet/ports.js";
 
 export interface SecretRef {
   name: string;

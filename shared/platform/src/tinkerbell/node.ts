@@ -2,13 +2,11 @@
  * What the effects need to know about a node, gathered by the caller from the nodes file / NetBox and the
  * attestation's proven MACs. The first MAC is the boot interface's (the agent ID, Workflow `device_1`).
  */
-import { isIP } from "node:net";
 import { TinkerbellError } from "./errors.js";
 import { requireCanonicalMac } from "./mac.js";
 import { requireNodeName } from "./names.js";
-
+import { ipv4Mask, isIpv4, parseIpv4Cidr } from "../fleet/ipv4.js";
 import type { BmcInfo } from "../fleet/ports.js";
-export type { BmcInfo, BmcType } from "../fleet/ports.js";
 
 export interface TinkNode {
   name: string;
@@ -28,16 +26,16 @@ export function checkNode(n: TinkNode): TinkNode {
   n.macs.forEach((m, i) => requireCanonicalMac(m, `${n.name}: MAC ${i}`));
   if (new Set(n.macs).size !== n.macs.length) throw new TinkerbellError("invalid_input", `${n.name}: a MAC address repeats`);
   if (n.address !== undefined) {
-    const [ip, len] = n.address.split("/");
-    if (!ip || isIP(ip) !== 4 || !/^\d{1,2}$/.test(len ?? "") || Number(len) < 1 || Number(len) > 32) throw new TinkerbellError("invalid_input", `${n.name}: address ${n.address} is not IPv4/prefix`);
+    const c = parseIpv4Cidr(n.address);
+    if (!c || c.prefix < 1) throw new TinkerbellError("invalid_input", `${n.name}: address ${n.address} is not IPv4/prefix`);
   }
-  if (n.gateway !== undefined && isIP(n.gateway) !== 4) throw new TinkerbellError("invalid_input", `${n.name}: gateway ${n.gateway} is not an IPv4 address`);
+  if (n.gateway !== undefined && !isIpv4(n.gateway)) throw new TinkerbellError("invalid_input", `${n.name}: gateway ${n.gateway} is not an IPv4 address`);
   if (n.installDisk !== undefined && !/^\/dev\/[A-Za-z0-9/._-]{1,200}$/.test(n.installDisk)) throw new TinkerbellError("invalid_input", `${n.name}: install disk ${n.installDisk} is not a /dev path`);
   return n;
 }
 
 /** 24 → 255.255.255.0 */
 export function netmaskOf(prefix: number): string {
-  const m = prefix === 0 ? 0 : (~0 << (32 - prefix)) >>> 0;
+  const m = ipv4Mask(prefix);
   return [24, 16, 8, 0].map((s) => (m >>> s) & 255).join(".");
 }

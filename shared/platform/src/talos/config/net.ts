@@ -1,10 +1,14 @@
-/** Address checks for the config inputs (IPv4 and IPv6), on node:net only. */
-import { BlockList, isIPv4, isIPv6 } from "node:net";
+/**
+ * Address checks for the config inputs (IPv4 and IPv6). IPv4 is fleetd's one validator (fleet/ipv4.ts: dotted
+ * quad, no leading zeros, prefix 0–32); IPv6 is node:net's.
+ */
+import { BlockList, isIPv6 } from "node:net";
+import { ipv4ToInt, isIpv4, parseIpv4Cidr } from "../../fleet/ipv4.js";
 
 export type Family = 4 | 6;
 
 export function ipFamily(s: string): Family | undefined {
-  return isIPv4(s) ? 4 : isIPv6(s) ? 6 : undefined;
+  return isIpv4(s) ? 4 : isIPv6(s) ? 6 : undefined;
 }
 
 export interface Cidr {
@@ -15,17 +19,15 @@ export interface Cidr {
 
 /** `a.b.c.d/p` or `x::y/p`; the address may have host bits set (it is a host address in a subnet). */
 export function parseCidr(s: string): Cidr | undefined {
+  const v4 = parseIpv4Cidr(s);
+  if (v4) return { ...v4, family: 4 };
   const m = /^([^/]+)\/(\d{1,3})$/.exec(s);
   if (!m) return undefined;
   const family = ipFamily(m[1]!);
   const prefix = Number(m[2]);
-  if (!family || prefix > (family === 4 ? 32 : 128) || m[2]!.length > 1 && m[2]!.startsWith("0")) return undefined;
-  if (family === 6 && m[1]!.includes("%")) return undefined; // no zone ids
+  if (family !== 6 || prefix > 128 || m[2]!.length > 1 && m[2]!.startsWith("0")) return undefined;
+  if (m[1]!.includes("%")) return undefined; // no zone ids
   return { address: m[1]!, prefix, family };
-}
-
-function v4ToInt(a: string): number {
-  return a.split(".").reduce((n, o) => n * 256 + Number(o), 0);
 }
 
 /** Whether `ip` lies in the subnet of `cidr`. */
@@ -41,7 +43,7 @@ export function inSubnet(cidr: Cidr, ip: string): boolean {
 export function isUsableHost(cidr: Cidr): boolean {
   if (cidr.family !== 4 || cidr.prefix > 30) return true;
   const size = 2 ** (32 - cidr.prefix);
-  const offset = v4ToInt(cidr.address) % size;
+  const offset = ipv4ToInt(cidr.address) % size;
   return offset !== 0 && offset !== size - 1;
 }
 
@@ -49,7 +51,7 @@ export function isUsableHost(cidr: Cidr): boolean {
 export function subnetOf(cidr: Cidr): string {
   if (cidr.family === 6) return `${cidr.address}/${cidr.prefix}`;
   const size = 2 ** (32 - cidr.prefix);
-  const base = v4ToInt(cidr.address) - (v4ToInt(cidr.address) % size);
+  const base = ipv4ToInt(cidr.address) - (ipv4ToInt(cidr.address) % size);
   const octets = [24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256);
   return `${octets.join(".")}/${cidr.prefix}`;
 }
