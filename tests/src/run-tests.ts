@@ -43,7 +43,7 @@ const fileBudgetMs = minutes("FLEETD_FILE_BUDGET_MIN", 25);
 const suiteBudgetMs = minutes("FLEETD_SUITE_BUDGET_MIN", 75);
 
 /**
- * The runner starts files in the order given, two at a time: a long file started last leaves one core idle
+ * runFiles.js starts files in the order given, two at a time: a long file started last leaves one core idle
  * while it finishes alone. So the files measured slowest (the runner's "slowest files" report of a full run,
  * in this order) start first; the rest follow alphabetically. An entry is a substring of the compiled path;
  * one that matches nothing only costs nothing.
@@ -81,7 +81,7 @@ if (selected.length === 0) {
 }
 console.log(`running ${selected.length} test files:\n  ${selected.map((f) => relative(root, f)).join("\n  ")}`);
 const started = Date.now();
-const runner = spawn(process.execPath, ["--test", "--test-reporter=spec", "--test-concurrency=2", `--test-timeout=${testTimeoutMs}`, ...selected], {
+const runner = spawn(process.execPath, [join(root, "tests/dist/runFiles.js"), String(testTimeoutMs), ...selected], {
   stdio: "inherit",
   cwd: root,
 });

@@ -7,7 +7,7 @@
  */
 import type { ErrorClass } from "@fleetd/platform/cmd";
 import { ParseError } from "@fleetd/verify/codec";
-import { CertificateError } from "@fleetd/verify/ek";
+import { CertificateError } from "@fleetd/verify/x509";
 import { PcrFileError } from "@fleetd/verify/eventlog";
 import { AuthorityConfigError, ProfileError } from "@fleetd/verify/policy";
 import { ConfigError, NodesFileError } from "@fleetd/platform/fleet";

@@ -14,7 +14,8 @@
 import { constants, createHash, createPublicKey, diffieHellman, generateKeyPairSync, privateDecrypt, randomBytes, sign, createDecipheriv, type KeyObject } from "node:crypto";
 import { decodeExact, encode } from "@fleetd/verify/codec";
 import { ctEqual, hashInfo, hmac, kdfa, kdfe } from "@fleetd/verify/crypto";
-import { caStoreFrom, ekBindingFromTpmPublic, ekTemplate, parseCertificate, X509_OID, type CaStore, type EkTemplateId } from "@fleetd/verify/ek";
+import { caStoreFrom, ekBindingFromTpmPublic, ekTemplate, type CaStore, type EkTemplateId } from "@fleetd/verify/ek";
+import { OID as X509_OID, parseCertificate } from "@fleetd/verify/x509";
 import { bankName, pcrDigest, selectionToBitmaps, type PcrSelection, type PcrValues } from "@fleetd/verify/attest";
 import { TPM_ALG, TPM_GENERATED_VALUE, TPM_ST, type HashAlgId } from "@fleetd/verify/tcg";
 import {
