@@ -189,9 +189,9 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   const follow = async (): Promise<FollowReport | undefined> => {
     if (!tinkerbell) return undefined;
     const r = await followWorkflows({ objects: tinkerbell.objects, journal, bootRetries: tinkerbell.bootRetries, log });
-    metrics.workflowOutcomes.inc({ result: "journalled" }, r.journalled.length);
-    metrics.workflowOutcomes.inc({ result: "restarted" }, r.restarted.length);
-    metrics.workflowOutcomes.inc({ result: "error" }, r.errors.length);
+    metrics.workflowOutcomes.inc({ outcome: "journalled" }, r.journalled.length);
+    metrics.workflowOutcomes.inc({ outcome: "restarted" }, r.restarted.length);
+    metrics.workflowOutcomes.inc({ outcome: "error" }, r.errors.length);
     return r;
   };
   let passing = false;
@@ -206,11 +206,11 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   };
   const passOnce = async (): Promise<void> => {
     await reconcile().catch((e: Error) => {
-      metrics.reconcileRuns.inc({ result: "error" });
+      metrics.reconcileRuns.inc({ outcome: "error" });
       log.warn({ err: e.message }, "reconcile failed");
     });
     await follow().catch((e: Error) => {
-      metrics.workflowOutcomes.inc({ result: "error" });
+      metrics.workflowOutcomes.inc({ outcome: "error" });
       log.warn({ err: e.message }, "following Workflow outcomes failed");
     });
   };

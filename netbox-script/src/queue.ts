@@ -3,7 +3,7 @@
  * holds work the others cannot see. A job is written durably before the webhook is answered 2xx, so a crash
  * after the answer loses nothing. The worker takes due jobs under its claim (one replica at a time; a claim
  * older than `staleMs` is taken over: its replica died); finished jobs are deleted; jobs that keep failing are
- * parked in the store for an operator (`parked()`, the fleetd_queue_parked metric).
+ * parked in the store for an operator (`parked()`, the fleetd_netbox_script_queue_parked metric).
  *
  * Delivery ids (SHA-256 of the body) are remembered in the store for the freshness window: a replay inside the
  * window is a duplicate on every replica, outside it the body is stale and refused anyway.

@@ -26,7 +26,7 @@ export async function reconcileOnce(
     await queue.enqueue({ id: `rc:${id}:${now.getTime()}:${queue.nextSeq()}`, deviceId: id, source: "reconcile", receivedAt: now.toISOString(), hintEvent: null });
     queued.push(id);
   }
-  metrics.reconcileRuns.inc({ result: "ok" });
+  metrics.reconcileRuns.inc({ outcome: "ok" });
   if (queued.length > 0) log.info({ devices: queued }, "reconcile queued devices a webhook did not deliver");
   return queued;
 }

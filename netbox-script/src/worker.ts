@@ -140,7 +140,7 @@ export class Worker {
         this.d.log.warn({ job: job.id, err: e2 instanceof Error ? e2.message : String(e2) }, "recording the failure failed (the job's claim goes stale and it is taken again)");
         return "lost" as const;
       });
-      this.d.metrics.jobErrors.inc({ result: r });
+      this.d.metrics.jobErrors.inc({ outcome: r });
       this.d.log.warn({ job: job.id, device: job.deviceId, attempts: job.attempts + 1, err: msg, result: r }, "job failed");
     }
   }

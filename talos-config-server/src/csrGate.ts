@@ -67,10 +67,10 @@ export interface CsrGate {
 function gateMetrics(registry: Registry | undefined) {
   const registers = registry ? [registry] : [];
   return {
-    decisions: new Counter({ name: "fleetd_csr_gate_decisions_total", help: "Kubelet bootstrap CSRs judged by the gate, by decision", labelNames: ["decision"], registers }),
+    decisions: new Counter({ name: "fleetd_csr_gate_decisions_total", help: "Kubelet bootstrap CSRs judged by the gate, by decision", labelNames: ["outcome"], registers }),
     errors: new Counter({ name: "fleetd_csr_gate_errors_total", help: "Gate passes or CSR updates that failed", registers }),
     tokensDeleted: new Counter({ name: "fleetd_csr_gate_tokens_deleted_total", help: "fleetd bootstrap token Secrets deleted (used or expired)", registers }),
-    lastSync: new Gauge({ name: "fleetd_csr_gate_last_sync_seconds", help: "Unix time of the last completed gate pass", registers }),
+    lastSync: new Gauge({ name: "fleetd_csr_gate_last_sync_timestamp_seconds", help: "Unix time of the last completed gate pass", registers }),
     watchEvents: new Counter({ name: "fleetd_csr_gate_watch_events_total", help: "CSR changes seen by the gate's watch, by event", labelNames: ["event"], registers }),
   };
 }
@@ -163,14 +163,14 @@ export function startCsrGate(deps: CsrGateDeps): CsrGate {
       }
       if (d.action === "approve") {
         r.approved.push(d.csr);
-        m.decisions.inc({ decision: "approved" });
+        m.decisions.inc({ outcome: "approved" });
         const ref = refs.get(d.tokenId);
         if (ref) await deps.store.deleteBootstrapToken(ref.deviceId); // single use: the token approves nothing more
         log.info({ csr: d.csr, node: d.node, tokenId: d.tokenId }, "kubelet bootstrap CSR approved");
         await deps.journal.record(ref ?? d.node, { kind: "success", summary: `kubelet bootstrap CSR ${d.csr} approved: client certificate for system:node:${d.node} (bootstrap token ${d.tokenId}, now spent)` });
       } else {
         r.denied.push(d.csr);
-        m.decisions.inc({ decision: "denied" });
+        m.decisions.inc({ outcome: "denied" });
         log.warn({ csr: d.csr, node: d.node, tokenId: d.tokenId, reasons: d.reasons }, "kubelet bootstrap CSR denied");
         const b = budget.take(d.tokenId, at.getTime());
         if (b !== "quiet") {

@@ -15,7 +15,7 @@ export function createMetrics(sources: MetricSources = {}) {
   const pending = sources.pendingEks;
   if (pending) {
     new Gauge({
-      name: "fleetd_pending_eks",
+      name: "fleetd_attestation_pending_eks",
       help: "Unknown EKs recorded by challenges and not yet approved (fleetd pending)",
       registers: [registry],
       async collect() {
@@ -45,7 +45,7 @@ export function createMetrics(sources: MetricSources = {}) {
   return {
     registry,
     unauthenticatedRefusals: new Counter({
-      name: "fleetd_attest_unauthenticated_refusals_total",
+      name: "fleetd_attestation_unauthenticated_refusals_total",
       help: "Attestation refusals before credential activation verified (journalled at most once per window per device), by step",
       labelNames: ["step"],
       registers: [registry],
@@ -53,7 +53,7 @@ export function createMetrics(sources: MetricSources = {}) {
     attestations: new Counter({ name: "fleetd_attestation_steps_total", help: "Attestation protocol steps by outcome", labelNames: ["step", "outcome"], registers: [registry] }),
     stepSeconds: new Histogram({ name: "fleetd_attestation_step_seconds", help: "Server time per protocol step", labelNames: ["step"], registers: [registry] }),
     configFetches: new Counter({ name: "fleetd_talos_config_fetches_total", help: "Talos config fetches by outcome", labelNames: ["outcome"], registers: [registry] }),
-    outages: new Counter({ name: "fleetd_dependency_outages_total", help: "Requests answered 503 because a dependency was down, by step and reason", labelNames: ["step", "reason"], registers: [registry] }),
+    outages: new Counter({ name: "fleetd_attestation_dependency_outages_total", help: "Requests answered 503 because a dependency was down, by step and reason", labelNames: ["step", "reason"], registers: [registry] }),
     outboxDeliveries: new Counter({
       name: "fleetd_outbox_deliveries_total",
       help: "Outbox delivery attempts by effect kind and outcome (delivered, moot, outage, failed, invalid)",

@@ -60,6 +60,20 @@ const retryAfter = (description: string) => ({ "Retry-After": { description, sch
 const refusal = (description: string, ...errors: [RefusalError, ...RefusalError[]]): ResponseSpec => ({ description, content: json(refusalOf(...errors)) });
 
 /** The public listener: the attestation protocol, the one-time Talos config, health, metrics and this document. */
+/** The answers every protocol step after the challenge may give besides its 200 (named responses below). */
+const STEP_ERRORS = {
+  "400": "BadRequest",
+  "403": "Refused",
+  "404": "UnknownSession",
+  "409": "Conflict",
+  "410": "Gone",
+  "413": "TooLarge",
+  "415": "UnsupportedEncoding",
+  "429": "RateLimited",
+  "500": "Internal",
+  "503": "DependencyUnavailable",
+} as const;
+
 export const PUBLIC_API: ApiSpec = {
   info: {
     title: "fleetd talos-config-server",
@@ -147,16 +161,7 @@ export const PUBLIC_API: ApiSpec = {
       requestBody: Evidence,
       responses: {
         "200": { description: "Evidence and every gate passed; the LDevID and LAK certificates and the CA bundle.", content: json(EvidenceResponse) },
-        "400": "BadRequest",
-        "403": "Refused",
-        "404": "UnknownSession",
-        "409": "Conflict",
-        "410": "Gone",
-        "413": "TooLarge",
-        "415": "UnsupportedEncoding",
-        "429": "RateLimited",
-        "500": "Internal",
-        "503": "DependencyUnavailable",
+        ...STEP_ERRORS,
       },
     },
     {
@@ -214,16 +219,7 @@ export const PUBLIC_API: ApiSpec = {
       requestBody: Tpm12Evidence,
       responses: {
         "200": { description: "Evidence and every gate passed; nothing is issued.", content: json(PassNone) },
-        "400": "BadRequest",
-        "403": "Refused",
-        "404": "UnknownSession",
-        "409": "Conflict",
-        "410": "Gone",
-        "413": "TooLarge",
-        "415": "UnsupportedEncoding",
-        "429": "RateLimited",
-        "500": "Internal",
-        "503": "DependencyUnavailable",
+        ...STEP_ERRORS,
       },
     },
     {
@@ -242,16 +238,7 @@ export const PUBLIC_API: ApiSpec = {
       requestBody: Confirm,
       responses: {
         "200": { description: "Confirmed. `installCode` is present exactly when `mode` is `provision`.", content: json(ConfirmResponseBody) },
-        "400": "BadRequest",
-        "403": "Refused",
-        "404": "UnknownSession",
-        "409": "Conflict",
-        "410": "Gone",
-        "413": "TooLarge",
-        "415": "UnsupportedEncoding",
-        "429": "RateLimited",
-        "500": "Internal",
-        "503": "DependencyUnavailable",
+        ...STEP_ERRORS,
       },
     },
     {
@@ -329,7 +316,7 @@ export const PUBLIC_API: ApiSpec = {
       description: lines(
         "`fleetd_attestation_steps_total{step,outcome}` (outcome `ok` or the refusal's error),",
         "`fleetd_attestation_step_seconds{step}`, `fleetd_talos_config_fetches_total{outcome}` and, in the",
-        "server process, `fleetd_pending_eks`.",
+        "server process, `fleetd_attestation_pending_eks`.",
       ),
       responses: { "200": { description: "Metrics.", content: { "text/plain": z.string().min(1) } } },
     },

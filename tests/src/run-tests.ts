@@ -41,6 +41,11 @@ const minutes = (name: string, dflt: number) => {
 const testTimeoutMs = minutes("FLEETD_TEST_TIMEOUT_MIN", 20);
 const fileBudgetMs = minutes("FLEETD_FILE_BUDGET_MIN", 25);
 const suiteBudgetMs = minutes("FLEETD_SUITE_BUDGET_MIN", 75);
+/** Test files run at a time (FLEETD_TEST_CONCURRENCY, default 2: one per core here). */
+const concurrency = (() => {
+  const v = Number(process.env.FLEETD_TEST_CONCURRENCY ?? 2);
+  return Number.isInteger(v) && v >= 1 && v <= 8 ? v : 2;
+})();
 
 /**
  * runFiles.js starts files in the order given, two at a time: a long file started last leaves one core idle
@@ -49,17 +54,21 @@ const suiteBudgetMs = minutes("FLEETD_SUITE_BUDGET_MIN", 75);
  * one that matches nothing only costs nothing.
  */
 const SLOW_FIRST = [
+  "tests/dist/attestation/outage.it.",
   "tests/dist/vm/hookos.it.",
   "tests/dist/lab/lab.it.",
-  "tests/dist/attestation/outage.it.",
-  "tink-action/dist/dockerfile.it.",
+  "tests/dist/attestation/identity.it.",
+  "tests/dist/attestation/action.it.",
   "tests/dist/tinkerbell/endToEnd.it.",
-  "tests/dist/netbox/handler.it.",
+  "tests/dist/attestation/banks.it.",
   "tests/dist/attestation/refusals.it.",
+  "tests/dist/attestation/bootstrapTokens.it.",
+  "tests/dist/tinkerbell/handlerRestart.it.",
+  "tests/dist/attestation/restart.it.",
+  "tests/dist/netbox/handler.it.",
   "tests/dist/retire/retire.it.",
-  "tests/dist/ha/replicas.it.",
-  "tests/dist/tinkerbell/effects.it.",
-  "tests/dist/kube/csrGate.it.",
+  "tests/dist/netbox/inventory.it.",
+  "tests/dist/tinkerbell/workflow.it.",
 ];
 function slowRank(f: string): number {
   const i = SLOW_FIRST.findIndex((s) => f.includes(s));
@@ -81,7 +90,7 @@ if (selected.length === 0) {
 }
 console.log(`running ${selected.length} test files:\n  ${selected.map((f) => relative(root, f)).join("\n  ")}`);
 const started = Date.now();
-const runner = spawn(process.execPath, [join(root, "tests/dist/runFiles.js"), String(testTimeoutMs), ...selected], {
+const runner = spawn(process.execPath, [join(root, "tests/dist/runFiles.js"), String(testTimeoutMs), String(concurrency), ...selected], {
   stdio: "inherit",
   cwd: root,
 });

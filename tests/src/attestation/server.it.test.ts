@@ -143,7 +143,7 @@ test("an unknown TPM's challenge is pending; `fleetd pending` lists it from the 
   for (const b of bindings) assert.ok(lines.some((l) => l.startsWith(b) && l.includes("STRANGER-42") && l.includes("02:00:00:00:00:42,02:00:00:00:00:43") && /\s2$/.test(l)), `a row for ${b}`);
   assert.match(lines.at(-1) ?? "", /^2 pending EKs/);
   const metrics = await httpsRequest(`${url}/metrics`, { ca: certPem });
-  assert.match(metrics.text, /^fleetd_pending_eks 2$/m);
+  assert.match(metrics.text, /^fleetd_attestation_pending_eks 2$/m);
 
   const missing = fleetd(["pending", "--config", writeConfig((c) => void delete server(c)["stateDb"]), "--json"], cliEnv);
   assert.equal(missing.code, 2);

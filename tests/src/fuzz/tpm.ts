@@ -47,22 +47,32 @@ function check(codec: Codec<unknown>, bytes: Uint8Array): void {
   assert.deepEqual(encode(codec, v), bytes);
 }
 
+/** The byte fuzzers' mutation of a seed: up to 6 bytes overwritten, then cut short or extended by up to 4 bytes. */
+export const byteMutation = fc.record({
+  flips: fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 6 }),
+  cut: fc.option(fc.nat(), { nil: undefined }),
+  extra: fc.uint8Array({ maxLength: 4 }),
+});
+export type ByteMutation = typeof byteMutation extends fc.Arbitrary<infer T> ? T : never;
+
+export function mutate(seed: Uint8Array, m: ByteMutation): Uint8Array {
+  let b = seed.slice();
+  for (const [pos, val] of m.flips) b[pos % b.length] = val;
+  if (m.cut !== undefined) b = b.subarray(0, m.cut % (b.length + 1));
+  else if (m.extra.length) b = new Uint8Array([...b, ...m.extra]);
+  return b;
+}
+
 export function fuzzTpm(runs: number): FuzzResult {
   const s = seeds();
   const start = performance.now();
   fc.assert(
     fc.property(
       fc.nat(s.length - 1),
-      fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 6 }),
-      fc.option(fc.nat(), { nil: undefined }),
-      fc.uint8Array({ maxLength: 4 }),
-      (i, flips, cut, extra) => {
+      byteMutation,
+      (i, m) => {
         const [codec, seed] = s[i] ?? s[0]!;
-        let b = seed.slice();
-        for (const [pos, val] of flips) b[pos % b.length] = val;
-        if (cut !== undefined) b = b.subarray(0, cut % (b.length + 1));
-        else if (extra.length) b = new Uint8Array([...b, ...extra]);
-        check(codec, b);
+        check(codec, mutate(seed, m));
       },
     ),
     { numRuns: Math.ceil(runs / 2) },

@@ -10,7 +10,7 @@ import { certSummary } from "@fleetd/verify/eventlog";
 import { der, derOid } from "@fleetd/verify/tpm";
 import { CertificateError, parseCertificate, parseCertificationRequest, pemBlocks, toPem } from "@fleetd/verify/x509";
 import { basicConstraints, buildCertificate, CN, ecKey, extKeyUsage, keyUsage, nameDer, O, sigAlgDer, tpmSan } from "@fleetd/testkit/x509Builder";
-import type { FuzzResult } from "./tpm.js";
+import { byteMutation, type FuzzResult, mutate } from "./tpm.js";
 
 function seeds(): Uint8Array[] {
   const key = ecKey("prime256v1");
@@ -60,16 +60,8 @@ export function fuzzX509(runs: number): FuzzResult {
   fc.assert(
     fc.property(
       fc.nat(s.length - 1),
-      fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 6 }),
-      fc.option(fc.nat(), { nil: undefined }),
-      fc.uint8Array({ maxLength: 4 }),
-      (i, flips, cut, extra) => {
-        let b = (s[i] ?? s[0]!).slice();
-        for (const [pos, val] of flips) b[pos % b.length] = val;
-        if (cut !== undefined) b = b.subarray(0, cut % (b.length + 1));
-        else if (extra.length) b = new Uint8Array([...b, ...extra]);
-        check(b);
-      },
+      byteMutation,
+      (i, m) => check(mutate(s[i] ?? s[0]!, m)),
     ),
     { numRuns: Math.ceil(runs / 3) },
   );

@@ -5,9 +5,8 @@
  * "first one wins" is one conditional statement or an IMMEDIATE transaction, so several processes on one file
  * (a restart overlapping its predecessor, the CLI) never both win.
  */
-import Database from "better-sqlite3";
-import { privateDirOf } from "./privateFiles.js";
-import { StateFileError } from "./sqliteStore.js";
+import type Database from "better-sqlite3";
+import { openStateDb, StateFileError } from "./sqliteFile.js";
 import type { HandlerIntentRecord, HandlerJob, HandlerStore, IntentClaim, JobFailure, NewHandlerJob } from "./handlerStore.js";
 
 /** The schema this code writes (PRAGMA user_version); another version is refused. */
@@ -75,19 +74,8 @@ export class SqliteHandlerStore implements HandlerStore {
 
   /** `path`: a file (created 0600) in a directory only its owner can enter, or ":memory:". Throws StateFileError. */
   constructor(path: string) {
-    const onDisk = path !== ":memory:" && path !== "";
-    const restore = onDisk ? privateDirOf(path, (m) => new StateFileError(m)) : undefined;
-    try {
-      this.db = new Database(path);
-    } finally {
-      restore?.();
-    }
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = FULL");
-    this.db.pragma("busy_timeout = 5000");
-    this.db.pragma("secure_delete = ON");
-    const version = this.db.pragma("user_version", { simple: true }) as number;
-    const hasTables = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'`).get() !== undefined;
+    const { db, version, hasTables } = openStateDb(path, ["synchronous = FULL"], "jobs");
+    this.db = db;
     if (hasTables && version !== SCHEMA_VERSION) {
       this.db.close();
       throw new StateFileError(`${path}: the handler state database has schema version ${version}, this fleetd needs ${SCHEMA_VERSION}`);

@@ -7,8 +7,8 @@
  * zeroed when rows go (`secure_delete`), and a delivered or voided config is blanked before its row is deleted
  * and the WAL is checkpointed (TRUNCATE), so no copy of it stays in the database file or the WAL.
  */
-import Database from "better-sqlite3";
-import { privateDirOf } from "./privateFiles.js";
+import type Database from "better-sqlite3";
+import { openStateDb, StateFileError } from "./sqliteFile.js";
 import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
 
 /**
@@ -51,10 +51,7 @@ const MIGRATIONS: Record<number, string> = {
   3: `ALTER TABLE sessions ADD COLUMN claimed_by TEXT; ALTER TABLE sessions ADD COLUMN claimed_at INTEGER;`,
 };
 
-export class StateFileError extends Error {
-  override readonly name = "StateFileError";
-  readonly code = "state_file_unsafe";
-}
+export { StateFileError } from "./sqliteFile.js";
 
 interface SessionRow {
   id: string;
@@ -170,19 +167,8 @@ export class SqliteAttestationStore implements AttestationStore {
    * holds an older schema.
    */
   constructor(path: string) {
-    const onDisk = path !== ":memory:" && path !== "";
-    const restore = onDisk ? privateDirOf(path, (m) => new StateFileError(m)) : undefined;
-    try {
-      this.db = new Database(path);
-    } finally {
-      restore?.();
-    }
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("busy_timeout = 5000");
-    this.db.pragma("foreign_keys = ON");
-    this.db.pragma("secure_delete = ON");
-    const version = this.db.pragma("user_version", { simple: true }) as number;
-    const hasTables = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
+    const { db, version, hasTables } = openStateDb(path, ["foreign_keys = ON"], "sessions");
+    this.db = db;
     if (hasTables && MIGRATIONS[version] !== undefined) {
       this.db.transaction(() => {
         for (let v = version; v < SCHEMA_VERSION; v++) this.db.exec(MIGRATIONS[v] ?? "");

@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { DerReader, TAG, contextTag, tlvBytes } from "./der.js";
 import { CertificateError } from "./errors.js";
-import { type Extension, type ParsedExtensions, extensionName, parseExtensions } from "./extensions.js";
+import { type Extension, type ParsedExtensions, parseExtensions, readExtensions } from "./extensions.js";
 import { type Name, readName } from "./names.js";
 
 export interface AlgorithmIdentifier {
@@ -120,26 +120,8 @@ function readTbsCertificate(cert: DerReader): TbsFields {
     if (version !== 3) tbs.fail(`a version ${version} certificate has extensions`);
     tbs.field("extensions", () => {
       const wrap = tbs.enter(contextTag(3, true));
-      const list = wrap.enter(TAG.SEQUENCE, "Extensions");
+      extensions.push(...readExtensions(wrap));
       wrap.expectEnd("extensions");
-      while (!list.atEnd) {
-        const ext = list.field(String(extensions.length), () => {
-          const e = list.enter(TAG.SEQUENCE, "Extension");
-          const oid = e.field("extnID", () => e.oid());
-          let critical = false;
-          if (e.peekTag() === TAG.BOOLEAN) {
-            critical = e.field("critical", () => e.boolean());
-            if (!critical) e.notDer("critical FALSE is the DEFAULT and must be omitted");
-          }
-          const value = e.field("extnValue", () => e.octetString());
-          e.expectEnd("Extension");
-          return { oid, critical, value };
-        });
-        if (extensions.some((x) => x.oid === ext.oid)) {
-          throw new CertificateError("duplicate-extension", `extension ${extensionName(ext.oid)} appears twice`);
-        }
-        extensions.push(ext);
-      }
     });
   }
   tbs.expectEnd("tbsCertificate");

@@ -11,7 +11,7 @@ import { type KeyObject, verify } from "node:crypto";
 import { type AlgorithmIdentifier, type SubjectPublicKeyInfo, readAlgorithmIdentifier, readSubjectPublicKeyInfo } from "./certificate.js";
 import { DerReader, TAG, contextTag, tlvBytes } from "./der.js";
 import { CertificateError } from "./errors.js";
-import { type Extension, type ParsedExtensions, extensionName, parseExtensions } from "./extensions.js";
+import { type Extension, type ParsedExtensions, extensionName, parseExtensions, readExtensions } from "./extensions.js";
 import { type Name, readName } from "./names.js";
 
 /** PKCS#9 extensionRequest (RFC 2985 §5.4.2): the extensions a request asks for. */
@@ -88,29 +88,6 @@ export function parseCertificationRequest(der: Uint8Array): CertificationRequest
     signatureAlgorithm,
     signature,
   };
-}
-
-/** Extensions ::= SEQUENCE OF Extension (RFC 5280 §4.1). */
-function readExtensions(d: DerReader): Extension[] {
-  const list = d.enter(TAG.SEQUENCE, "Extensions");
-  const out: Extension[] = [];
-  while (!list.atEnd) {
-    out.push(
-      list.field(String(out.length), () => {
-        const e = list.enter(TAG.SEQUENCE, "Extension");
-        const oid = e.field("extnID", () => e.oid());
-        let critical = false;
-        if (e.peekTag() === TAG.BOOLEAN) {
-          critical = e.field("critical", () => e.boolean());
-          if (!critical) e.notDer("critical FALSE is the DEFAULT and must be omitted");
-        }
-        const value = e.field("extnValue", () => e.octetString());
-        e.expectEnd("Extension");
-        return { oid, critical, value };
-      }),
-    );
-  }
-  return out;
 }
 
 /** Signature algorithms a request may use: ECDSA and RSA PKCS#1 v1.5 with SHA-2, and Ed25519 (what kubelets and openssl write). */

@@ -4,6 +4,7 @@
  * that does not decode is a ParseError whose path names the extension.
  */
 import { DerReader, TAG, contextTag, tlvContent } from "./der.js";
+import { CertificateError } from "./errors.js";
 import { type Name, readName } from "./names.js";
 import { OID } from "./oids.js";
 
@@ -180,4 +181,30 @@ function authorityKeyIdentifier(d: DerReader): Uint8Array | undefined {
   if (s.peekTag() === contextTag(0, false)) keyId = tlvContent(s.any());
   while (!s.atEnd) s.any(); // authorityCertIssuer / authorityCertSerialNumber: not used for path building
   return keyId;
+}
+
+/**
+ * Extensions ::= SEQUENCE OF Extension (RFC 5280 §4.1), as in certificates and in a request's extensionRequest:
+ * each as encoded (critical FALSE written out is not DER), and no extension twice (§4.2).
+ */
+export function readExtensions(d: DerReader): Extension[] {
+  const list = d.enter(TAG.SEQUENCE, "Extensions");
+  const out: Extension[] = [];
+  while (!list.atEnd) {
+    const ext = list.field(String(out.length), () => {
+      const e = list.enter(TAG.SEQUENCE, "Extension");
+      const oid = e.field("extnID", () => e.oid());
+      let critical = false;
+      if (e.peekTag() === TAG.BOOLEAN) {
+        critical = e.field("critical", () => e.boolean());
+        if (!critical) e.notDer("critical FALSE is the DEFAULT and must be omitted");
+      }
+      const value = e.field("extnValue", () => e.octetString());
+      e.expectEnd("Extension");
+      return { oid, critical, value };
+    });
+    if (out.some((x) => x.oid === ext.oid)) throw new CertificateError("duplicate-extension", `extension ${extensionName(ext.oid)} appears twice`);
+    out.push(ext);
+  }
+  return out;
 }

@@ -135,7 +135,7 @@ export async function refusalJournal(ctx: ServerContext, step: string, e: Refuse
     if (!charge.allowed) return;
     effects.journal(e.node, {
       kind: "warning",
-      summary: `${step} refused before the caller proved it holds this node's TPM (unauthenticated; at most one such entry per ${w >= 60_000 ? `${Math.round(w / 60_000)} min` : `${Math.max(1, Math.round(w / 1000))} s`}, the rest are counted in fleetd_attest_unauthenticated_refusals_total): ${checks}`,
+      summary: `${step} refused before the caller proved it holds this node's TPM (unauthenticated; at most one such entry per ${w >= 60_000 ? `${Math.round(w / 60_000)} min` : `${Math.max(1, Math.round(w / 1000))} s`}, the rest are counted in fleetd_attestation_unauthenticated_refusals_total): ${checks}`,
       reasons: e.reasons,
     });
     return;
