@@ -7,9 +7,9 @@
  * is permanent for this request: it is journalled, not retried. Anything else throws and the job is retried
  * (the same request names the same Workflow, so a retry never doubles one).
  */
-import type { NodeEntry } from "@fleetd/platform/fleet";
+import { platformNodeFromEntry, type NodeEntry, type PlatformNode } from "@fleetd/platform/fleet";
 import type { Intent } from "@fleetd/platform/netbox";
-import { TinkerbellError, type TinkerbellEffects, canonicalMac, type TinkNode } from "@fleetd/platform/tinkerbell";
+import { TinkerbellError, type TinkerbellEffects, canonicalMac } from "@fleetd/platform/tinkerbell";
 
 export interface RetireRequest {
   node: string;
@@ -33,15 +33,9 @@ export interface EffectDeps {
   bootMac(deviceId: number): Promise<string | undefined>;
 }
 
-export function tinkNodeOf(name: string, entry: NodeEntry, mac: string | undefined): TinkNode {
-  return {
-    name,
-    macs: mac ? [canonicalMac(mac)] : [],
-    address: entry.address.cidr,
-    gateway: entry.address.gateway,
-    installDisk: entry.installDisk,
-    ...(entry.bmc.type !== "none" ? { bmc: { type: entry.bmc.type, address: entry.bmc.address, credentials: entry.bmc.credentials } } : {}),
-  };
+/** The node as the effects take it: its nodes-file entry and the boot MAC NetBox holds (canonicalised here; the effects check the rest once). */
+export function platformNodeOf(name: string, entry: NodeEntry, mac: string | undefined): PlatformNode {
+  return platformNodeFromEntry(name, entry, mac ? canonicalMac(mac) : undefined);
 }
 
 export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: string, entry: NodeEntry | undefined): Promise<EffectOutcome> {
@@ -53,7 +47,7 @@ export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: str
   if (!d.tinkerbell) return { effect: "intent-only", why: "no management cluster configured" };
   if (!entry) return { effect: "refused", code: "not_in_inventory", reason: `${intent.node} is not in the nodes file` };
   try {
-    const node = tinkNodeOf(intent.node, entry, await d.bootMac(intent.deviceId));
+    const node = platformNodeOf(intent.node, entry, await d.bootMac(intent.deviceId));
     const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey });
     return { effect: "workflow", workflow: s.name, created: s.created, deleted: s.deleted.map((x) => `${x.name} (${x.state}, ${x.why})`) };
   } catch (e) {

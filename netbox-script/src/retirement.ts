@@ -12,7 +12,7 @@ import type { Kube } from "@fleetd/platform/kube";
 import { type NetBox, netboxJournal } from "@fleetd/platform/netbox";
 import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/platform/retire";
 import { type TinkerbellEffects, tinkerbellRetirementPlatform } from "@fleetd/platform/tinkerbell";
-import { tinkNodeOf, type RetireFn } from "./effects.js";
+import { platformNodeOf, type RetireFn } from "./effects.js";
 
 export interface RetirementWiring {
   tinkerbell: TinkerbellEffects;
@@ -41,7 +41,7 @@ export function retirementFor(w: RetirementWiring): { retire: RetireFn; running(
       effects: w.tinkerbell,
       requestId: req.requestKey,
       log: w.log,
-      node: async (name) => tinkNodeOf(name, entry, await w.bootMac(req.deviceId)),
+      node: async (name) => platformNodeOf(name, entry, await w.bootMac(req.deviceId)),
     });
     const run = retireNode(
       {

@@ -1,12 +1,12 @@
 /**
  * In-memory adapters for the attestation server's ports (shared/platform/src/fleet/ports.ts), for unit tests of
- * the protocol engine without NetBox, SoftHSM2 or a cluster: an inventory holding NodeRecords, a journal that
+ * the protocol engine without NetBox, SoftHSM2 or a cluster: an inventory holding Nodes, a journal that
  * records entries (formatted as NetBox would show them), an outbox delivery that applies the steps' effects to
  * both, an issuer over a software CA key (PkiIssuer + softwareSigner) that counts its signatures, bootstrap tokens
  * and admission that record what they were asked, and a Workflow gate that accepts every claimed Workflow.
  * Production wires NetBox, PKCS#11, Kubernetes and Tinkerbell; each of those has its own tests.
  */
-import type { AttestationFacts, Admission, BootstrapTokens, Inventory, Issuer, Journal, JournalEntry, NodeRecord, NodeRef } from "@fleetd/platform/fleet";
+import type { AttestationFacts, Admission, BootstrapTokens, Inventory, Issuer, Journal, JournalEntry, Node, NodeRef } from "@fleetd/platform/fleet";
 import { formatJournalEntry } from "@fleetd/platform/netbox";
 import { factsFromWire, type Effect, type OutboxDelivery } from "@fleetd/platform/outbox";
 import { addCa, createCaCertificate, emptyBundleState, type BundleState, type CertificateSigner } from "@fleetd/platform/pki";
@@ -41,40 +41,40 @@ export class MemoryJournal implements Journal {
   }
 }
 
-/** An Inventory over NodeRecords kept in memory (as NetBox would hold them), with what attestations recorded. */
+/** An Inventory over Nodes kept in memory (as NetBox would hold them), with what attestations recorded. */
 export class MemoryInventory implements Inventory {
-  private readonly nodes = new Map<number, NodeRecord>();
+  private readonly nodes = new Map<number, Node>();
   /** Every recordAttestation, in order. */
   readonly attestations: { node: NodeRef; facts: AttestationFacts }[] = [];
 
   /** Adds (or replaces) a node. */
-  put(node: NodeRecord): void {
+  put(node: Node): void {
     this.nodes.set(node.deviceId, structuredClone(node));
   }
 
   /** The node as held now (a copy), or undefined. */
-  get(deviceId: number): NodeRecord | undefined {
+  get(deviceId: number): Node | undefined {
     const n = this.nodes.get(deviceId);
     return n ? structuredClone(n) : undefined;
   }
 
-  byName(name: string): NodeRecord[] {
+  byName(name: string): Node[] {
     return [...this.nodes.values()].filter((n) => n.name === name).map((n) => structuredClone(n));
   }
 
   /** An operator's edit (e.g. the status to decommissioning). */
-  update(deviceId: number, change: Partial<Omit<NodeRecord, "deviceId">>): void {
+  update(deviceId: number, change: Partial<Omit<Node, "deviceId">>): void {
     const n = this.nodes.get(deviceId);
     if (!n) throw new Error(`no device ${deviceId}`);
     this.nodes.set(deviceId, { ...n, ...structuredClone(change) });
   }
 
-  async findByEkBinding(binding: string): Promise<NodeRecord | undefined> {
+  async findByEkBinding(binding: string): Promise<Node | undefined> {
     const n = [...this.nodes.values()].find((x) => x.ekBindings.some((b) => b.binding === binding));
     return n ? structuredClone(n) : undefined;
   }
 
-  async reread(deviceId: number): Promise<NodeRecord | undefined> {
+  async reread(deviceId: number): Promise<Node | undefined> {
     return this.get(deviceId);
   }
 
@@ -83,7 +83,8 @@ export class MemoryInventory implements Inventory {
     const n = this.nodes.get(node.deviceId);
     if (!n) return;
     if (facts.recordUuid) n.uuid = facts.recordUuid;
-    if (facts.verdict === "pass" && (facts.bootMac ?? facts.macs?.[0])) n.bootMac = facts.bootMac ?? facts.macs?.[0];
+    const boot = facts.bootMac ?? facts.macs?.[0];
+    if (facts.verdict === "pass" && boot) n.macs = [boot];
   }
 
   async markStaged(node: NodeRef): Promise<void> {
@@ -152,7 +153,7 @@ export class MemoryBootstrapTokens implements BootstrapTokens {
 export class MemoryAdmission implements Admission {
   readonly admitted: { node: string; macs: string[]; uuid: string }[] = [];
 
-  async admit(node: NodeRecord, facts: { macs: string[]; uuid: string }): Promise<void> {
+  async admit(node: Node, facts: { macs: string[]; uuid: string }): Promise<void> {
     this.admitted.push({ node: node.name, ...facts });
   }
 }

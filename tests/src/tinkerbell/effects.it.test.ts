@@ -15,9 +15,9 @@ import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { loadKube, type Kube } from "@fleetd/platform/kube";
-import { TinkerbellSiteConfig, type Journal, type JournalEntry, type NodeRecord, type NodeRef } from "@fleetd/platform/fleet";
+import { TinkerbellSiteConfig, type Journal, type JournalEntry, type Node, type NodeRef, type PlatformNode } from "@fleetd/platform/fleet";
 import {
-  TinkerbellEffects, buildHardware, TinkerbellError, checkTemplateData, INTAKE_RULE_SET, type TinkNode,
+  TinkerbellEffects, buildHardware, TinkerbellError, checkTemplateData, INTAKE_RULE_SET, checkNode,
   TinkerbellAdmission, type PlatformFieldCheck, followWorkflows, tinkerbellRetirementPlatform,
 } from "@fleetd/platform/tinkerbell";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
@@ -51,7 +51,7 @@ const own = (name: string) => `secret:${NS}/fleetd-bmc-${name}`;
 /** Admission's change-log check, as NetBox answers when the apply account wrote bmc and install_disk (tests/src/netbox covers the real one). */
 const attributed: PlatformFieldCheck = { check: async () => [] };
 
-function node(name: string, mac: string, bmc?: TinkNode["bmc"]): TinkNode {
+function node(name: string, mac: string, bmc?: PlatformNode["bmc"]): PlatformNode {
   return { name, macs: [mac], address: "10.20.0.11/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}) };
 }
 
@@ -108,20 +108,20 @@ after(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-test("MACs: the CRD refuses an uppercase MAC; fleetd's builder refuses it too, and also what the CRD's unanchored pattern lets through", async () => {
-  const hw = buildHardware(node("mac-check", "0c:c4:7a:00:00:01"), NS);
+test("MACs: the CRD refuses an uppercase MAC; fleetd refuses it too (checkNode, before any builder), and also what the CRD's unanchored pattern lets through", async () => {
+  const hw = buildHardware(checkNode(node("mac-check", "0c:c4:7a:00:00:01")), NS);
   const upper = structuredClone(hw);
   upper.metadata.name = "mac-upper";
   upper.spec.interfaces[0]!.dhcp.mac = "0C:C4:7A:00:00:0A";
   const upperStatus = await apiStatus(custom().createNamespacedCustomObject({ ...tink("hardware"), body: upper }));
   assert.equal(upperStatus, 422, "the Hardware CRD refuses an uppercase MAC");
-  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(node("mac-upper", "0C:C4:7A:00:00:0A"), NS)))).code, "mac_not_canonical");
+  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(checkNode(node("mac-upper", "0C:C4:7A:00:00:0A")), NS)))).code, "mac_not_canonical");
   // The CRD pattern ([0-9a-f]{2}[:]){5}([0-9a-f]{2}) is not anchored: a value containing a lowercase MAC passes.
   const sloppy = structuredClone(hw);
   sloppy.metadata.name = "mac-sloppy";
   sloppy.spec.interfaces[0]!.dhcp.mac = "XX0c:c4:7a:00:00:0b";
   assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...tink("hardware"), body: sloppy })), 200, "the CRD's pattern is unanchored");
-  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(node("mac-sloppy", "XX0c:c4:7a:00:00:0b"), NS)))).code, "mac_not_canonical");
+  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(checkNode(node("mac-sloppy", "XX0c:c4:7a:00:00:0b")), NS)))).code, "mac_not_canonical");
   await custom().deleteNamespacedCustomObject({ ...tink("hardware"), name: "mac-sloppy" });
 });
 
@@ -511,8 +511,8 @@ class Entries implements Journal {
   }
 }
 
-const record = (name: string, bmc?: NodeRecord["bmc"]): NodeRecord => ({
-  deviceId: 1, name, serial: "S", class: "talos", role: "worker", tpm: "2.0", ekBindings: [], status: "planned", desiredAction: null, unattributed: [], switchPortWaived: false,
+const record = (name: string, bmc?: Node["bmc"]): Node => ({
+  deviceId: 1, name, serial: "S", class: "talos", role: "worker", tpm: "2.0", ekBindings: [], status: "planned", desiredAction: null, macs: [], unattributed: [], switchPortWaived: false,
   address: "10.20.0.51/24", gateway: "10.20.0.1", installDisk: "/dev/nvme0n1", ...(bmc ? { bmc } : {}),
 });
 

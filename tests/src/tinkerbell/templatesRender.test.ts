@@ -12,7 +12,7 @@ import { test } from "node:test";
 import { parse as parseYaml } from "yaml";
 import { loadConfig } from "@fleetd/tink-action/config";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
-import { enrollmentWorkflowName, buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind, buildWorkflow } from "@fleetd/platform/tinkerbell";
+import { enrollmentWorkflowName, buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind, buildWorkflow, checkNode } from "@fleetd/platform/tinkerbell";
 import { TinkerbellSiteConfig } from "@fleetd/platform/fleet";
 import { repoRoot } from "../netbox/fixture.js";
 import { renderTemplate } from "../harness/tinkRender.js";
@@ -35,7 +35,7 @@ const render = renderTemplate;
 /** What the controller renders with: hardwareMap keys, and the Hardware's disks (none for an enrollment). */
 function dataFor(kind: TemplateKind): Record<string, unknown> {
   if (kind === "intake") return { device_1: MAC, fleetd_mode: "intake" }; // the rule set's agentValue + kvs; no Hardware
-  const wf = buildWorkflow({ name: "worker-1", macs: [MAC] }, { mode: kind, requestId: "r1" }, "tinkerbell");
+  const wf = buildWorkflow(checkNode({ name: "worker-1", macs: [MAC] }), { mode: kind, requestId: "r1" }, "tinkerbell");
   return { ...wf.spec.hardwareMap, Hardware: { Disks: ["/dev/nvme0n1"] } };
 }
 

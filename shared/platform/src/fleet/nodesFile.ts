@@ -7,7 +7,7 @@ import { isIP } from "node:net";
 import { LineCounter, parseDocument, isMap, isNode, isScalar, isSeq, type Document } from "yaml";
 import { z } from "zod";
 import { own, safeLine } from "@fleetd/verify/text";
-import { BMC_TYPES } from "./ports.js";
+import { BMC_TYPES } from "./node.js";
 import { ipv4CidrSchema, ipv4InSubnet, ipv4Mask, ipv4Schema, ipv4ToInt, isIpv4, parseIpv4Cidr } from "./ipv4.js";
 
 export const MAX_NODES_FILE_BYTES = 1024 * 1024;

@@ -6,75 +6,13 @@
 import type { Verdict, PcrValues } from "@fleetd/verify/attest";
 import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import type { Mode } from "./modes.js";
-
-/**
- * A node as the state knows it: the NetBox device ID recorded when the apply account created it (the key of
- * everything per node here) and its name then (for people, certificates and the CSR check). A rename in NetBox
- * never moves state from one machine to another.
- */
-export interface NodeRef {
-  deviceId: number;
-  name: string;
-}
-
-
-export interface EkApproval {
-  /** Canonical SPKI SHA-256, lowercase hex. */
-  binding: string;
-  alg: "rsa" | "ecc";
-  /** false for a TPM without an EK certificate (an fTPM whose certificate is not in NV). */
-  chain: boolean;
-}
-
-/** A device field whose value did not come from the account that may write it (refused wherever it matters). */
-export interface Unattributed {
-  /** Change-log path, e.g. "name", "custom_fields.ek_bindings". */
-  field: string;
-  code: string;
-  reason: string;
-}
-
-/**
- * A node as the inventory knows it. `deviceId` is its identity (state is keyed by it); `name` is the name the
- * inventory apply account wrote (a rename by anyone else shows up in `unattributed`, and every step refuses).
- */
-export interface NodeRecord extends NodeRef {
-  serial: string;
-  /** The SMBIOS UUID the first passing intake recorded (attributed to the attestation account); required afterwards. */
-  uuid?: string;
-  /** The MAC of the interface the machine booted from, as the attestation account recorded it. */
-  bootMac?: string;
-  /** Policy profile of the installed OS (talos, ubuntu…). */
-  class: string;
-  role: "worker" | "control-plane";
-  tpm: "2.0" | "1.2" | "none";
-  ekBindings: EkApproval[];
-  /** NetBox device status (planned, staged, active, failed, decommissioning, offline…). */
-  status: string;
-  desiredAction: "provision" | "attest" | "wipe" | null;
-  /** The switch port the cable in NetBox connects to. */
-  switchPort?: { device: string; port: string };
-  /**
-   * Identity and admission fields whose current value the change log does not attribute to their account (the
-   * apply account for name, serial, role, class, TPM, EK bindings, disk, gateway, BMC, address, cable waiver; the
-   * attestation account for the recorded UUID and boot MAC). Empty when every field holds what its account wrote.
-   */
-  unattributed: Unattributed[];
-  /** The nodes file waives the cable (switch-port) gate for this node (attributed like the EK bindings). */
-  switchPortWaived: boolean;
-  /** Static address (CIDR), gateway and install disk for the Talos config. */
-  address?: string;
-  gateway?: string;
-  installDisk?: string;
-  /** The BMC from the nodes file (NetBox custom field `bmc`), for Tinkerbell's Hardware bmcRef and Rufio. */
-  bmc?: BmcInfo;
-}
+import type { BmcInfo, Node, NodeRef } from "./node.js";
 
 export interface Inventory {
   /** The node approving this EK binding (bindings are unique across the inventory). */
-  findByEkBinding(binding: string): Promise<NodeRecord | undefined>;
+  findByEkBinding(binding: string): Promise<Node | undefined>;
   /** A fresh read of the node by its device ID, for the gates before anything is signed. */
-  reread(deviceId: number): Promise<NodeRecord | undefined>;
+  reread(deviceId: number): Promise<Node | undefined>;
   /** Record what TPM evidence proved: MACs, serial, UUID, last attestation and verdict, LDevID serial/expiry. */
   recordAttestation(node: NodeRef, facts: AttestationFacts): Promise<void>;
   /** A provision was confirmed (install code released): the device is `staged` until Talos fetches its config. */
@@ -142,7 +80,7 @@ export interface Issuer {
 export interface ConfigRenderer {
   /** Render the node's Talos config with its seed files; returns the YAML and the bootstrap token id. */
   render(
-    node: NodeRecord,
+    node: Node,
     input: { mac: string; chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array },
   ): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date; bootstrapToken: { id: string; secret: string } }>;
 }
@@ -160,7 +98,7 @@ export interface BootstrapTokens {
 
 export interface Admission {
   /** intake confirmed: create Hardware + the provision Workflow for this node (the Kubernetes issue). */
-  admit(node: NodeRecord, facts: { macs: string[]; uuid: string }): Promise<void>;
+  admit(node: Node, facts: { macs: string[]; uuid: string }): Promise<void>;
 }
 
 /**
@@ -191,20 +129,4 @@ export interface PlatformFieldRefusal {
 /** Who wrote the platform fields: a refusal per field the apply account did not write (empty: all attributed). */
 export interface PlatformFieldCheck {
   check(node: string, fields: PlatformFields): Promise<PlatformFieldRefusal[]>;
-}
-
-/** The BMC kinds fleetd drives (through Rufio); the nodes file's `none` means no BMC, i.e. no `BmcInfo`. */
-export const BMC_TYPES = ["amt", "ipmi", "redfish"] as const;
-export type BmcType = (typeof BMC_TYPES)[number];
-
-/**
- * A node's BMC as the nodes file declares it — fleetd's one BMC type: the nodes file's schema, the NetBox `bmc`
- * custom field's reader, `NodeRecord`, `PlatformFields` and Tinkerbell's node all use it.
- */
-export interface BmcInfo {
-  type: BmcType;
-  /** IP address or host name. */
-  address: string;
-  /** The nodes file's reference: `env:NAME`, `file:/path`, `secret:ns/name`, `vault:…`. */
-  credentials: string;
 }

@@ -2,10 +2,12 @@
  * The attestation server's view of NetBox: nodes found by EK binding, a fresh read for the gates before
  * anything is signed (status, desired_action, EK set and who wrote it, the cable's switch port), what TPM
  * evidence proved written back (verdict, time, attested serial and port, proven MAC, LDevID serial/expiry), and
- * every decision as a journal entry naming the checks and the evidence.
+ * every decision as a journal entry naming the checks and the evidence. A device becomes a `Node` in one place,
+ * `nodeFromDevice`, after zod (`DeviceRecord`) judged NetBox's answer.
  */
 import { z } from "zod";
-import { type AttestationFacts, BMC_TYPES, type BmcInfo, type Inventory, type Journal, type JournalEntry, type NodeRecord, type NodeRef, type Unattributed } from "../fleet/ports.js";
+import { BMC_TYPES, type BmcInfo, type Node, type NodeRef, type Unattributed } from "../fleet/node.js";
+import type { AttestationFacts, Inventory, Journal, JournalEntry } from "../fleet/ports.js";
 import { BOOT_MAC_FIELD } from "./bootMac.js";
 import { checkAttribution, type AttributedField } from "./changelog.js";
 import { listAll, must, NetBoxError, type NetBox } from "./client.js";
@@ -39,10 +41,10 @@ interface InterfaceRow {
 
 /** The device fields the attestation server reads (NetBox's full device serializer is slow). */
 
-const roleName = (d: DeviceRecord, o: NetBoxInventoryOptions): NodeRecord["role"] =>
-  d.role.slug === o.roleSlugs["control-plane"] ? "control-plane" : "worker";
+const roleName = (d: DeviceRecord, roleSlugs: NetBoxInventoryOptions["roleSlugs"]): Node["role"] =>
+  d.role.slug === roleSlugs["control-plane"] ? "control-plane" : "worker";
 
-function bindingsOf(d: DeviceRecord): NodeRecord["ekBindings"] {
+function bindingsOf(d: DeviceRecord): Node["ekBindings"] {
   const v = d.cf["ek_bindings"];
   if (!Array.isArray(v)) return [];
   return (v as EkEntry[])
@@ -53,7 +55,7 @@ function bindingsOf(d: DeviceRecord): NodeRecord["ekBindings"] {
 const BmcField = z.object({ type: z.enum(BMC_TYPES), address: z.string().min(1), credentials: z.string().min(1) });
 
 /** The `bmc` custom field (written by inventory apply) as fleetd's `BmcInfo`; `none` or anything malformed gives no BMC. */
-function bmcOf(d: DeviceRecord): Pick<NodeRecord, "bmc"> {
+function bmcOf(d: DeviceRecord): Pick<Node, "bmc"> {
   const r = BmcField.safeParse(d.cf["bmc"]);
   if (!r.success) return {};
   const bmc: BmcInfo = { type: r.data.type, address: r.data.address, credentials: r.data.credentials };
@@ -90,6 +92,39 @@ function attributedFields(d: DeviceRecord, o: NetBoxInventoryOptions): Attribute
   ];
 }
 
+/**
+ * The one conversion of a NetBox device into a `Node` (the device was judged by zod `DeviceRecord` when read).
+ * `facts` are what other NetBox objects say: the cabled interface's switch port and the change log's attribution.
+ * Lenient where NetBox is: a missing class is "", an unknown TPM family 2.0, malformed EK entries and BMC are dropped
+ * (the gates refuse what they need and do not find).
+ */
+export function nodeFromDevice(d: DeviceRecord, facts: { switchPort?: { device: string; port: string }; unattributed: Unattributed[] }, roleSlugs: NetBoxInventoryOptions["roleSlugs"]): Node {
+  const tpm = d.cf["tpm_version"];
+  const address = (d.primary_ip4 as { address?: string } | null | undefined)?.address;
+  const uuid = d.cf[UUID_FIELD];
+  const bootMac = d.cf[BOOT_MAC_FIELD];
+  return {
+    deviceId: d.id,
+    name: d.name ?? `#${d.id}`,
+    serial: d.serial,
+    class: typeof d.cf["node_class"] === "string" ? (d.cf["node_class"] as string) : "",
+    role: roleName(d, roleSlugs),
+    tpm: tpm === "1.2" || tpm === "none" ? tpm : "2.0",
+    ekBindings: bindingsOf(d),
+    status: d.status,
+    desiredAction: desiredActionOf(d),
+    macs: typeof bootMac === "string" && bootMac !== "" ? [bootMac] : [],
+    ...(facts.switchPort ? { switchPort: facts.switchPort } : {}),
+    unattributed: facts.unattributed,
+    switchPortWaived: d.cf["switch_port_check"] === "waived",
+    ...(typeof uuid === "string" && uuid !== "" ? { uuid } : {}),
+    ...(address ? { address } : {}),
+    ...(typeof d.cf["network_gateway"] === "string" ? { gateway: d.cf["network_gateway"] as string } : {}),
+    ...(typeof d.cf["install_disk"] === "string" ? { installDisk: d.cf["install_disk"] as string } : {}),
+    ...bmcOf(d),
+  };
+}
+
 const isEmpty = (v: unknown) => v === null || v === undefined || v === "";
 
 export class NetBoxInventory implements Inventory, Journal {
@@ -112,7 +147,7 @@ export class NetBoxInventory implements Inventory, Journal {
    * miss rebuilds the index only when the last build is older than indexRefreshMs, so a flood of unknown EKs
    * costs one device listing per interval. Two devices approving one binding: none (bindings must be unique).
    */
-  async findByEkBinding(binding: string): Promise<NodeRecord | undefined> {
+  async findByEkBinding(binding: string): Promise<Node | undefined> {
     let ids = this.index.get(binding);
     if (ids === undefined && Date.now() - this.indexedAt >= (this.o.indexRefreshMs ?? 10_000)) {
       await this.rebuildIndex();
@@ -142,9 +177,9 @@ export class NetBoxInventory implements Inventory, Journal {
     return this.indexing;
   }
 
-  async reread(deviceId: number): Promise<NodeRecord | undefined> {
+  async reread(deviceId: number): Promise<Node | undefined> {
     const r = await readDeviceIfExists(this.nb, deviceId);
-    return r ? this.toRecord(r.device) : undefined;
+    return r ? this.toNode(r.device) : undefined;
   }
 
   private async interfaces(deviceId: number): Promise<InterfaceRow[]> {
@@ -153,7 +188,8 @@ export class NetBoxInventory implements Inventory, Journal {
     return (await listAll(this.nb.api.GET("/api/dcim/interfaces/", { params: { query: query as never } }), "list interfaces", this.nb)) as unknown as InterfaceRow[];
   }
 
-  private async toRecord(d: DeviceRecord): Promise<NodeRecord> {
+  /** The device as a Node: the cabled interface's peer and the change log's attribution read here, the rest in nodeFromDevice. */
+  private async toNode(d: DeviceRecord): Promise<Node> {
     if (d.name) this.ids.set(d.name, d.id);
     const cabled = (await this.interfaces(d.id)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
     const peer = cabled?.link_peers?.[0];
@@ -166,30 +202,8 @@ export class NetBoxInventory implements Inventory, Journal {
       const neverWritten = isEmpty(f.current) && a?.reason.startsWith("no change-log record");
       if (!neverWritten) unattributed.push({ field: f.path, code: f.code, reason: a ? a.reason : `${f.label} not checked` });
     }
-    const tpm = d.cf["tpm_version"];
-    const address = (d.primary_ip4 as { address?: string } | null | undefined)?.address;
-    const uuid = d.cf[UUID_FIELD];
-    const bootMac = d.cf[BOOT_MAC_FIELD];
-    return {
-      deviceId: d.id,
-      name: d.name ?? `#${d.id}`,
-      serial: d.serial,
-      class: typeof d.cf["node_class"] === "string" ? (d.cf["node_class"] as string) : "",
-      role: roleName(d, this.o),
-      tpm: tpm === "1.2" || tpm === "none" ? tpm : "2.0",
-      ekBindings: bindingsOf(d),
-      status: d.status,
-      desiredAction: desiredActionOf(d),
-      ...(peer?.device?.name && peer.name ? { switchPort: { device: peer.device.name, port: peer.name } } : {}),
-      unattributed,
-      switchPortWaived: d.cf["switch_port_check"] === "waived",
-      ...(typeof uuid === "string" && uuid !== "" ? { uuid } : {}),
-      ...(typeof bootMac === "string" && bootMac !== "" ? { bootMac } : {}),
-      ...(address ? { address } : {}),
-      ...(typeof d.cf["network_gateway"] === "string" ? { gateway: d.cf["network_gateway"] as string } : {}),
-      ...(typeof d.cf["install_disk"] === "string" ? { installDisk: d.cf["install_disk"] as string } : {}),
-      ...bmcOf(d),
-    };
+    const switchPort = peer?.device?.name && peer.name ? { device: peer.device.name, port: peer.name } : undefined;
+    return nodeFromDevice(d, { unattributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
   }
 
   private async idOf(name: string): Promise<number | undefined> {

@@ -9,8 +9,8 @@
 
 export type SessionMode = "intake" | "provision" | "attest" | "wipe";
 
-export type { NodeRef } from "../fleet/ports.js";
-import type { NodeRef } from "../fleet/ports.js";
+export type { NodeRef } from "../fleet/node.js";
+import type { NodeRef } from "../fleet/node.js";
 export type SessionState = "challenged" | "evidenced" | "confirmed";
 
 export interface SessionRecord {

@@ -11,12 +11,12 @@
  * and journalled, before any object is written. The credentials reference must also be the node's own Secret
  * (credentials.ts), whoever wrote it.
  */
-import type { Admission, Journal, NodeRecord, PlatformFieldCheck, PlatformFieldRefusal, PlatformFields } from "../fleet/ports.js";
+import type { Node, PlatformNode } from "../fleet/node.js";
+import type { Admission, Journal, PlatformFieldCheck, PlatformFieldRefusal, PlatformFields } from "../fleet/ports.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
 import { intakeAgentMac } from "./intakeAgent.js";
 import { canonicalMac } from "./mac.js";
-import type { TinkNode } from "./node.js";
 import { NetBoxError } from "../netbox/client.js";
 import { mdCode } from "@fleetd/verify/text";
 
@@ -36,7 +36,7 @@ export class TinkerbellAdmission implements Admission {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async admit(node: NodeRecord, facts: { macs: string[]; uuid: string }): Promise<void> {
+  async admit(node: Node, facts: { macs: string[]; uuid: string }): Promise<void> {
     try {
       const macs = [...new Set(facts.macs.map(canonicalMac))];
       const boot = (await intakeAgentMac(this.fx.objects, macs)) ?? (macs.length === 1 ? macs[0] : undefined);
@@ -46,7 +46,7 @@ export class TinkerbellAdmission implements Admission {
       const refused = await this.fields.check(node.name, { ...(node.bmc ? { bmc: node.bmc } : {}), ...(node.installDisk !== undefined ? { installDisk: node.installDisk } : {}) });
       const first = refused[0];
       if (first) throw new TinkerbellError(first.code, refused.map((r) => `${r.reason} [${r.code}]`).join("; "));
-      const tn: TinkNode = {
+      const tn: PlatformNode = {
         name: node.name,
         macs: [boot, ...macs.filter((m) => m !== boot)],
         ...(node.address ? { address: node.address } : {}),

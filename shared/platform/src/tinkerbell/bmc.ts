@@ -10,14 +10,14 @@ import { TinkerbellError } from "./errors.js";
 import { buildPowerOffJob, jobStateOf, type JobState } from "./job.js";
 import { buildMachine, type MachineOptions, type SecretRef } from "./machine.js";
 import { machineName } from "./names.js";
-import type { TinkNode } from "./node.js";
+import type { NamedNode } from "./node.js";
 import type { Objects } from "./objects.js";
 import { syncObjects } from "./sync.js";
 
 export type BmcOptions = MachineOptions;
 
 /** The node's Machine; refuses nodes without a BMC, credentials references other than the node's own Secret, and objects not fleetd's. */
-export async function ensureBmcMachine(objs: Objects, node: TinkNode, o: BmcOptions): Promise<{ machine: string; secret: SecretRef; result: "created" | "updated" | "unchanged" }> {
+export async function ensureBmcMachine(objs: Objects, node: NamedNode, o: BmcOptions): Promise<{ machine: string; secret: SecretRef; result: "created" | "updated" | "unchanged" }> {
   const bmc = node.bmc;
   if (!bmc) throw new TinkerbellError("no_bmc", `${node.name} has no BMC (nodes file bmc.type none)`);
   const secret = resolveCredentials(bmc.credentials, node.name, objs.namespace);
@@ -29,7 +29,7 @@ export async function ensureBmcMachine(objs: Objects, node: TinkNode, o: BmcOpti
 }
 
 /** Creates the power-off Job for this request (the same request again → the same Job). Returns its name. */
-export async function powerOff(objs: Objects, node: TinkNode, requestId: string): Promise<string> {
+export async function powerOff(objs: Objects, node: NamedNode, requestId: string): Promise<string> {
   if (!node.bmc) throw new TinkerbellError("no_bmc", `${node.name} has no BMC: it cannot be powered off remotely`);
   const job = buildPowerOffJob(node.name, requestId, objs.namespace);
   const machine = await objs.get(BMC_MACHINE, job.spec.machineRef.name, AnyObject);

@@ -7,8 +7,8 @@ import { buildHardware } from "./hardware.js";
 import { jobStateOf } from "./job.js";
 import { canonicalMac, CANONICAL_MAC } from "./mac.js";
 import { buildMachine } from "./machine.js";
-import { enrollmentWorkflowName, workflowName } from "./names.js";
-import { netmaskOf } from "./node.js";
+import { enrollmentWorkflowName, requireNodeName, workflowName } from "./names.js";
+import { checkNode, netmaskOf } from "./node.js";
 import { PINNED_IMAGE, TinkerbellSiteConfig } from "../fleet/tinkerbellSiteConfig.js";
 import { buildTemplateData, TEMPLATE_KINDS } from "./templates.js";
 import { buildWorkflow } from "./workflow.js";
@@ -54,27 +54,29 @@ test("canonicalMac: any spelling of six bytes gives lowercase colon form; anythi
 
 test("Workflow names: deterministic per request, a valid Kubernetes name for any request id (property)", () => {
   fc.assert(fc.property(fc.string({ maxLength: 300 }), fc.constantFrom("provision" as const, "attest" as const, "wipe" as const), (rid, mode) => {
-    const n = workflowName("node-a", mode, rid);
-    assert.equal(n, workflowName("node-a", mode, rid));
+    const n = workflowName(requireNodeName("node-a"), mode, rid);
+    assert.equal(n, workflowName(requireNodeName("node-a"), mode, rid));
     assert.match(n, /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
     assert.ok(n.length <= 90);
   }));
-  assert.notEqual(workflowName("n", "provision", "a"), workflowName("n", "provision", "b"));
-  assert.equal(code(() => workflowName("Node_A", "attest", "x")), "invalid_input");
+  assert.notEqual(workflowName(requireNodeName("n"), "provision", "a"), workflowName(requireNodeName("n"), "provision", "b"));
+  // The name is checked once, where it enters (requireNodeName; checkNode calls it): workflowName takes a NodeName.
+  assert.equal(code(() => requireNodeName("Node_A")), "invalid_input");
+  assert.equal(code(() => checkNode({ name: "Node_A", macs: ["0c:c4:7a:00:00:01"] })), "invalid_input");
   assert.equal(enrollmentWorkflowName("0c:c4:7a:00:00:01"), "enrollment-0c-c4-7a-00-00-01");
 });
 
-test("Hardware: only canonical MACs, netmask from the prefix, bmcRef only with a BMC; a node with no MAC is refused", () => {
+test("Hardware: only canonical MACs, netmask from the prefix, bmcRef only with a BMC; a node with no MAC is refused (by checkNode, the one check before any builder)", () => {
   assert.deepEqual([24, 16, 30, 32, 1].map(netmaskOf), ["255.255.255.0", "255.255.0.0", "255.255.255.252", "255.255.255.255", "128.0.0.0"]);
   const n = { name: "n1", macs: ["0c:c4:7a:00:00:01"], address: "10.0.0.5/22", gateway: "10.0.0.1", installDisk: "/dev/sda" };
-  const hw = buildHardware(n, "tb");
+  const hw = buildHardware(checkNode(n), "tb");
   assert.deepEqual(hw.spec.interfaces[0]?.dhcp.ip, { address: "10.0.0.5", netmask: "255.255.252.0", gateway: "10.0.0.1" });
   assert.equal(hw.spec.bmcRef, undefined);
-  assert.equal(code(() => buildHardware({ ...n, macs: ["0C:C4:7A:00:00:01"] }, "tb")), "mac_not_canonical");
-  assert.equal(code(() => buildHardware({ ...n, macs: [] }, "tb")), "no_proven_mac");
-  assert.equal(code(() => buildHardware({ ...n, macs: ["0c:c4:7a:00:00:01", "0c:c4:7a:00:00:01"] }, "tb")), "invalid_input");
-  assert.equal(code(() => buildHardware({ ...n, address: "10.0.0.5" }, "tb")), "invalid_input");
-  const wf = buildWorkflow({ ...n, bmc: { type: "amt", address: "a", credentials: "env:X" } }, { mode: "wipe", requestId: "r" }, "tb");
+  assert.equal(code(() => checkNode({ ...n, macs: ["0C:C4:7A:00:00:01"] })), "mac_not_canonical");
+  assert.equal(code(() => checkNode({ ...n, macs: [] })), "no_proven_mac");
+  assert.equal(code(() => checkNode({ ...n, macs: ["0c:c4:7a:00:00:01", "0c:c4:7a:00:00:01"] })), "invalid_input");
+  assert.equal(code(() => checkNode({ ...n, address: "10.0.0.5" })), "invalid_input");
+  const wf = buildWorkflow(checkNode({ ...n, bmc: { type: "amt", address: "a", credentials: "env:X" } }), { mode: "wipe", requestId: "r" }, "tb");
   assert.equal(wf.spec.templateRef, "fleetd-wipe");
   assert.deepEqual(wf.spec.bootOptions, { toggleAllowNetboot: true, bootMode: "netboot" });
 });
@@ -99,8 +101,9 @@ test("site configuration and Templates: images must be pinned by digest; https n
 
 test("Machines per BMC type and Job states from conditions", () => {
   const ref = { name: "s", namespace: "tb" };
-  assert.deepEqual(buildMachine("n", { type: "amt", address: "a", credentials: "" }, ref, "tb", { insecureTLS: true, amtScheme: "https" }).spec.connection.providerOptions, { preferredOrder: ["IntelAMT"], intelAMT: { port: 16993, hostScheme: "https" } });
-  assert.deepEqual(buildMachine("n", { type: "redfish", address: "a", credentials: "" }, ref, "tb", { insecureTLS: false, redfishSystemName: "sys1", redfishPort: 8000, redfishBasicAuth: true }).spec.connection,
+  const n = requireNodeName("n");
+  assert.deepEqual(buildMachine(n, { type: "amt", address: "a", credentials: "" }, ref, "tb", { insecureTLS: true, amtScheme: "https" }).spec.connection.providerOptions, { preferredOrder: ["IntelAMT"], intelAMT: { port: 16993, hostScheme: "https" } });
+  assert.deepEqual(buildMachine(n, { type: "redfish", address: "a", credentials: "" }, ref, "tb", { insecureTLS: false, redfishSystemName: "sys1", redfishPort: 8000, redfishBasicAuth: true }).spec.connection,
     { host: "a", insecureTLS: false, authSecretRef: ref, providerOptions: { preferredOrder: ["gofish"], redfish: { port: 8000, useBasicAuth: true, systemName: "sys1" } } });
   const job = (conditions: { type: string; status: string; message?: string }[]) => jobStateOf({ metadata: { name: "j" }, status: { conditions } });
   assert.deepEqual(job([]), { state: "pending" });
@@ -111,13 +114,14 @@ test("Machines per BMC type and Job states from conditions", () => {
 });
 
 test("credentials references: only the node's own Secret in the Tinkerbell namespace; env:, file:, vault: refused", () => {
-  assert.deepEqual(resolveCredentials("secret:tinkerbell/fleetd-bmc-node-a", "node-a", "tinkerbell"), { namespace: "tinkerbell", name: "fleetd-bmc-node-a" });
-  assert.equal(ownCredentialsRef("node-a", "tinkerbell"), "secret:tinkerbell/fleetd-bmc-node-a");
+  const nodeA = requireNodeName("node-a");
+  assert.deepEqual(resolveCredentials("secret:tinkerbell/fleetd-bmc-node-a", nodeA, "tinkerbell"), { namespace: "tinkerbell", name: "fleetd-bmc-node-a" });
+  assert.equal(ownCredentialsRef(nodeA, "tinkerbell"), "secret:tinkerbell/fleetd-bmc-node-a");
   // Another node's Secret, another namespace, a prefix or suffix trick, path tricks: refused.
   for (const bad of [
     "secret:tinkerbell/fleetd-bmc-node-b", "secret:other/fleetd-bmc-node-a", "secret:kube-system/fleetd-bmc-node-a", "secret:tinkerbell/fleetd-bmc-node-a-x",
     "secret:tinkerbell/fleetd-bmc-node", "secret:tinkerbell/fleetd-bmc-node-a/x", "secret:tinkerbell/../fleetd-bmc-node-a", "secret:TINKERBELL/fleetd-bmc-node-a", "secret:tinkerbell/bmc-shared",
-  ]) assert.equal(code(() => resolveCredentials(bad, "node-a", "tinkerbell")), "credentials_not_own", bad);
-  for (const bad of ["env:BMC_A", "env:FLEETD_BMC_NODE_A", "file:/etc/fleetd/bmc/node-a", "file:relative", "vault:kv/bmc/node-a"]) assert.equal(code(() => resolveCredentials(bad, "node-a", "tinkerbell")), "credentials_unsupported", bad);
-  for (const bad of ["ldap:x", "nothing", ":x"]) assert.equal(code(() => resolveCredentials(bad, "node-a", "tinkerbell")), "invalid_input", bad);
+  ]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "credentials_not_own", bad);
+  for (const bad of ["env:BMC_A", "env:FLEETD_BMC_NODE_A", "file:/etc/fleetd/bmc/node-a", "file:relative", "vault:kv/bmc/node-a"]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "credentials_unsupported", bad);
+  for (const bad of ["ldap:x", "nothing", ":x"]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "invalid_input", bad);
 });

@@ -17,11 +17,12 @@
 import { TinkerbellError } from "./errors.js";
 import type { SecretRef } from "./machine.js";
 import { bmcSecretName } from "./names.js";
+import type { NodeName } from "../fleet/node.js";
 
 /** The only reference accepted for `node` in `namespace`. */
-export const ownCredentialsRef = (node: string, namespace: string): string => `secret:${namespace}/${bmcSecretName(node)}`;
+export const ownCredentialsRef = (node: NodeName, namespace: string): string => `secret:${namespace}/${bmcSecretName(node)}`;
 
-export function resolveCredentials(ref: string, node: string, namespace: string): SecretRef {
+export function resolveCredentials(ref: string, node: NodeName, namespace: string): SecretRef {
   const colon = ref.indexOf(":");
   const scheme = colon > 0 ? ref.slice(0, colon) : "";
   const own = ownCredentialsRef(node, namespace);

@@ -2,13 +2,16 @@
  * The Tinkerbell/Rufio effects for one management cluster namespace, as netbox-script and talos-config-server
  * use them: keep the Templates (and intake rule set), start a node's Workflow (BMC Machine first when the node
  * has one, then Hardware and the Workflow), admit an intake-confirmed node, power a node off.
+ * Its methods are where a node enters the adapter: each checks it once (`checkNode`, or `namedNode` where no MAC
+ * is needed) and hands the checked node on.
  */
 import type { Kube } from "../kube/client.js";
 import { ensureBmcMachine, jobState, powerOff, type BmcOptions } from "./bmc.js";
 import { ensureHardware } from "./ensureHardware.js";
 import { ensureTemplates } from "./ensureTemplates.js";
 import type { JobState } from "./job.js";
-import type { TinkNode } from "./node.js";
+import { checkNode, namedNode, type NamedNode } from "./node.js";
+import type { PlatformNode } from "../fleet/node.js";
 import { Objects } from "./objects.js";
 import type { TinkerbellSiteConfig } from "../fleet/tinkerbellSiteConfig.js";
 import { startWorkflow, type StartedWorkflow } from "./startWorkflow.js";
@@ -64,20 +67,21 @@ export class TinkerbellEffects {
   }
 
   /** Everything a Workflow needs, then the Workflow (see startWorkflow.ts for the one-per-machine rules). */
-  async start(node: TinkNode, req: WorkflowRequest): Promise<StartedWorkflow & { machine?: string }> {
+  async start(node: PlatformNode, req: WorkflowRequest): Promise<StartedWorkflow & { machine?: string }> {
+    const n = checkNode(node);
     if (!this.templatesChecked) await this.syncTemplates();
-    const machine = node.bmc ? (await ensureBmcMachine(this.objects, node, this.bmcOptions)).machine : undefined;
-    const started = await startWorkflow(this.objects, node, req);
+    const machine = n.bmc ? (await ensureBmcMachine(this.objects, n, this.bmcOptions)).machine : undefined;
+    const started = await startWorkflow(this.objects, n, req);
     return { ...started, ...(machine ? { machine } : {}) };
   }
 
   /** Hardware alone (admission without a Workflow, retirement's bookkeeping). */
-  async ensureHardware(node: TinkNode): Promise<"created" | "updated" | "unchanged"> {
-    return ensureHardware(this.objects, node);
+  async ensureHardware(node: PlatformNode): Promise<"created" | "updated" | "unchanged"> {
+    return ensureHardware(this.objects, checkNode(node));
   }
 
-  async ensureBmcMachine(node: TinkNode): ReturnType<typeof ensureBmcMachine> {
-    return ensureBmcMachine(this.objects, node, this.bmcOptions);
+  async ensureBmcMachine(node: Pick<PlatformNode, "name" | "bmc">): ReturnType<typeof ensureBmcMachine> {
+    return ensureBmcMachine(this.objects, namedNode(node), this.bmcOptions);
   }
 
   workflowState(name: string): Promise<WorkflowState | undefined> {
@@ -85,9 +89,10 @@ export class TinkerbellEffects {
   }
 
   /** Power off through Rufio (Machine ensured first); returns the Job's name. */
-  async powerOff(node: TinkNode, requestId: string): Promise<string> {
-    await this.ensureBmcMachine(node);
-    return powerOff(this.objects, node, requestId);
+  async powerOff(node: Pick<PlatformNode, "name" | "bmc">, requestId: string): Promise<string> {
+    const n: NamedNode = namedNode(node);
+    await ensureBmcMachine(this.objects, n, this.bmcOptions);
+    return powerOff(this.objects, n, requestId);
   }
 
   jobState(name: string): Promise<JobState | undefined> {

@@ -8,14 +8,14 @@ import { HARDWARE, HardwareRead, LABEL_NODE } from "./api.js";
 import { TinkerbellError } from "./errors.js";
 import { buildHardware } from "./hardware.js";
 import { hardwareName } from "./names.js";
-import type { TinkNode } from "./node.js";
+import type { CheckedNode } from "./node.js";
 import type { Objects } from "./objects.js";
 import { syncObjects } from "./sync.js";
 
 export const HARDWARE_SPEC_KEYS = ["interfaces", "disks", "bmcRef", "metadata", "auto"] as const;
 
 /** Refuses when another Hardware in the namespace lists one of `node`'s MACs (compared lowercase). */
-export async function checkMacsUnique(objs: Objects, node: TinkNode): Promise<void> {
+export async function checkMacsUnique(objs: Objects, node: CheckedNode): Promise<void> {
   const own = hardwareName(node.name);
   const macs = new Set(node.macs);
   for (const hw of await objs.list(HARDWARE, "", HardwareRead)) {
@@ -27,7 +27,7 @@ export async function checkMacsUnique(objs: Objects, node: TinkNode): Promise<vo
   }
 }
 
-export async function ensureHardware(objs: Objects, node: TinkNode): Promise<"created" | "updated" | "unchanged"> {
+export async function ensureHardware(objs: Objects, node: CheckedNode): Promise<"created" | "updated" | "unchanged"> {
   const hw = buildHardware(node, objs.namespace);
   await checkMacsUnique(objs, node);
   const c = await syncObjects(objs, HARDWARE, [hw], { scope: `${LABEL_NODE}=${node.name}`, managedSpecKeys: HARDWARE_SPEC_KEYS, prune: false });

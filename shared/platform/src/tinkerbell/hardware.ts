@@ -6,7 +6,7 @@
  */
 import { apiVersionOf, BMC_MACHINE, HARDWARE, ownedLabels } from "./api.js";
 import { hardwareName, machineName } from "./names.js";
-import { checkNode, netmaskOf, type TinkNode } from "./node.js";
+import { netmaskOf, type CheckedNode } from "./node.js";
 
 export interface HardwareObject {
   apiVersion: string;
@@ -24,8 +24,7 @@ export interface HardwareObject {
   };
 }
 
-export function buildHardware(node: TinkNode, namespace: string): HardwareObject {
-  const n = checkNode(node);
+export function buildHardware(n: CheckedNode, namespace: string): HardwareObject {
   const ip = n.address
     ? { address: n.address.split("/")[0] as string, netmask: netmaskOf(Number(n.address.split("/")[1])), ...(n.gateway ? { gateway: n.gateway } : {}) }
     : undefined;

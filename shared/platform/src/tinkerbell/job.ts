@@ -4,6 +4,7 @@
  */
 import { apiVersionOf, BMC_JOB, LABEL_REQUEST, ownedLabels, type JobObject } from "./api.js";
 import { machineName, powerOffJobName, requestTag } from "./names.js";
+import type { NodeName } from "../fleet/node.js";
 
 export interface PowerJobObject {
   apiVersion: string;
@@ -12,7 +13,7 @@ export interface PowerJobObject {
   spec: { machineRef: { name: string; namespace: string }; tasks: { powerAction: "off" }[] };
 }
 
-export function buildPowerOffJob(node: string, requestId: string, namespace: string): PowerJobObject {
+export function buildPowerOffJob(node: NodeName, requestId: string, namespace: string): PowerJobObject {
   return {
     apiVersion: apiVersionOf(BMC_JOB),
     kind: "Job",

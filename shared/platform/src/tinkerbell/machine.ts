@@ -5,8 +5,8 @@
  * `connection.port` is never read by Rufio (tinkerbell.md §2): ports go in providerOptions. Pure.
  */
 import { apiVersionOf, BMC_MACHINE, ownedLabels } from "./api.js";
-import { machineName, requireNodeName } from "./names.js";
-import type { BmcInfo } from "../fleet/ports.js";
+import { machineName } from "./names.js";
+import type { BmcInfo, NodeName } from "../fleet/node.js";
 
 export interface SecretRef {
   name: string;
@@ -55,11 +55,11 @@ export function providerOptionsFor(bmc: BmcInfo, o: MachineOptions): ProviderOpt
   }
 }
 
-export function buildMachine(node: string, bmc: BmcInfo, secret: SecretRef, namespace: string, o: MachineOptions): MachineObject {
+export function buildMachine(node: NodeName, bmc: BmcInfo, secret: SecretRef, namespace: string, o: MachineOptions): MachineObject {
   return {
     apiVersion: apiVersionOf(BMC_MACHINE),
     kind: "Machine",
-    metadata: { name: machineName(requireNodeName(node)), namespace, labels: ownedLabels(node) },
+    metadata: { name: machineName(node), namespace, labels: ownedLabels(node) },
     spec: { connection: { host: bmc.address, insecureTLS: o.insecureTLS, authSecretRef: secret, providerOptions: providerOptionsFor(bmc, o) } },
   };
 }

@@ -3,14 +3,17 @@
  * node's objects are found by name and label alike.
  */
 import { createHash } from "node:crypto";
+import { isNodeName, type NodeName } from "../fleet/node.js";
 import { TinkerbellError } from "./errors.js";
 
 export type WorkflowMode = "provision" | "attest" | "wipe";
 
-const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-
-export function requireNodeName(node: string): string {
-  if (!DNS_LABEL.test(node)) throw new TinkerbellError("invalid_input", `node name "${node}" is not a DNS label`);
+/**
+ * The one check of a node name where it enters the Tinkerbell adapter (checkNode, the effects' entry points, the
+ * Workflow gate): a DNS label, or `invalid_input`. Everything below takes the `NodeName` it returns.
+ */
+export function requireNodeName(node: string): NodeName {
+  if (!isNodeName(node)) throw new TinkerbellError("invalid_input", `node name "${node}" is not a DNS label`);
   return node;
 }
 
@@ -19,13 +22,13 @@ export const requestTag = (requestId: string): string => createHash("sha256").up
 
 /** `fleetd-<node>-<mode>-<tag>`; at most 6+63+1+9+1+10 = 90 characters (Workflow names may have 253; the
  *  controller's Job `netboot-<workflow>` and its Tasks `<job>-task-<n>` stay well inside that). */
-export const workflowName = (node: string, mode: WorkflowMode, requestId: string): string => `fleetd-${requireNodeName(node)}-${mode}-${requestTag(requestId)}`;
+export const workflowName = (node: NodeName, mode: WorkflowMode, requestId: string): string => `fleetd-${node}-${mode}-${requestTag(requestId)}`;
 
 /** Hardware and BMC Machine are named as the node (different kinds; one each per node). */
-export const hardwareName = (node: string): string => requireNodeName(node);
-export const machineName = (node: string): string => requireNodeName(node);
-export const bmcSecretName = (node: string): string => `fleetd-bmc-${requireNodeName(node)}`;
-export const powerOffJobName = (node: string, requestId: string): string => `fleetd-${requireNodeName(node)}-poweroff-${requestTag(requestId)}`;
+export const hardwareName = (node: NodeName): string => node;
+export const machineName = (node: NodeName): string => node;
+export const bmcSecretName = (node: NodeName): string => `fleetd-bmc-${node}`;
+export const powerOffJobName = (node: NodeName, requestId: string): string => `fleetd-${node}-poweroff-${requestTag(requestId)}`;
 
 /** The Workflow tink-server creates for an auto-enrolled agent (TB tink/server/internal/grpc/kube.go makeValidName). */
 export function enrollmentWorkflowName(agentId: string): string {

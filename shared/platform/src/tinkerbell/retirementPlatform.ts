@@ -9,12 +9,12 @@ import { AnyObject, BMC_JOB, WORKFLOW, WorkflowObject } from "./api.js";
 import { bootFailure, bootRestartsOf, restartWorkflow } from "./bootRestart.js";
 import type { TinkerbellEffects } from "./effects.js";
 import { TinkerbellError } from "./errors.js";
-import type { TinkNode } from "./node.js";
+import type { PlatformNode } from "../fleet/node.js";
 
 export interface TinkerbellRetirementOptions {
   effects: TinkerbellEffects;
   /** The node as the effects need it (nodes file / NetBox + proven MACs). */
-  node(name: string): Promise<TinkNode>;
+  node(name: string): Promise<PlatformNode>;
   /** The retirement request (NetBox device + the change that set decommissioning): names the objects. */
   requestId: string;
   /** How often a wipe Workflow whose boot Job failed is started again (default: the site's tinkerbell.bootRetries). */

@@ -22,7 +22,7 @@ import { isOurs, LABEL_AUTO_ENROLLMENT, LABEL_MODE, WORKFLOW, WORKFLOW_RULE_SET,
 import { checkMacsUnique, ensureHardware } from "./ensureHardware.js";
 import { TinkerbellError } from "./errors.js";
 import { hardwareName } from "./names.js";
-import { checkNode, type TinkNode } from "./node.js";
+import type { CheckedNode } from "./node.js";
 import type { Objects } from "./objects.js";
 import { INTAKE_RULE_SET } from "./ruleSet.js";
 import { buildWorkflow, type WorkflowRequest } from "./workflow.js";
@@ -50,7 +50,7 @@ const macsNamed = (wf: WorkflowObject): string[] => [wf.status?.agentID ?? "", .
  * its MACs — another party's, another node's, an intake for another of its MACs — refuses the start and is
  * left alone: a MAC in the wrong record must never delete another machine's Workflow.
  */
-function relationOf(wf: WorkflowObject, node: TinkNode): "own" | "intake" | "conflict" | "unrelated" {
+function relationOf(wf: WorkflowObject, node: CheckedNode): "own" | "intake" | "conflict" | "unrelated" {
   const hw = hardwareName(node.name);
   if (isOurs(wf.metadata) && wf.spec.hardwareRef === hw) return "own";
   if (fromOurIntake(wf) && (wf.spec.hardwareMap?.["device_1"] ?? "").toLowerCase() === node.macs[0]) return "intake";
@@ -58,8 +58,8 @@ function relationOf(wf: WorkflowObject, node: TinkNode): "own" | "intake" | "con
   return "unrelated";
 }
 
-export async function startWorkflow(objs: Objects, node: TinkNode, req: WorkflowRequest): Promise<StartedWorkflow> {
-  checkNode(node);
+/** `node` was checked where it entered (TinkerbellEffects.start: checkNode). */
+export async function startWorkflow(objs: Objects, node: CheckedNode, req: WorkflowRequest): Promise<StartedWorkflow> {
   const want = buildWorkflow(node, req, objs.namespace);
   const name = want.metadata.name;
 

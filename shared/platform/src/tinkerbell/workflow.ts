@@ -7,7 +7,7 @@
  */
 import { apiVersionOf, LABEL_MODE, LABEL_REQUEST, LABEL_RETIREMENT, ownedLabels, WORKFLOW } from "./api.js";
 import { hardwareName, requestTag, workflowName, type WorkflowMode } from "./names.js";
-import { checkNode, type TinkNode } from "./node.js";
+import type { CheckedNode } from "./node.js";
 import { templateName } from "./templates.js";
 
 export interface WorkflowManifest {
@@ -32,8 +32,7 @@ export interface WorkflowRequest {
 
 export const ANNOTATION_REQUEST_ID = "fleetd.io/request-id";
 
-export function buildWorkflow(node: TinkNode, req: WorkflowRequest, namespace: string): WorkflowManifest {
-  const n = checkNode(node);
+export function buildWorkflow(n: CheckedNode, req: WorkflowRequest, namespace: string): WorkflowManifest {
   const name = workflowName(n.name, req.mode, req.requestId);
   return {
     apiVersion: apiVersionOf(WORKFLOW),

@@ -12,7 +12,7 @@
  */
 import type { Reason } from "@fleetd/verify/attest";
 import { LABEL_MANAGED_BY, LABEL_MODE, LABEL_NODE, MANAGED_BY, WORKFLOW, WorkflowObject } from "./api.js";
-import { enrollmentWorkflowName, hardwareName } from "./names.js";
+import { enrollmentWorkflowName, hardwareName, requireNodeName } from "./names.js";
 import type { Objects } from "./objects.js";
 import { templateName } from "./templates.js";
 import { isFinished } from "./workflowState.js";
@@ -48,7 +48,7 @@ export class TinkerbellWorkflowGate implements WorkflowGate {
     if (claimed.bootMac !== undefined && macKey(device) !== macKey(claimed.bootMac)) {
       return fail("workflow.device", `Workflow ${claimed.workflow} names another interface of this machine than the one it booted from (${claimed.bootMac})`);
     }
-    const hardware = hardwareName(node.name);
+    const hardware = hardwareName(requireNodeName(node.name)); // the node as the inventory names it: checked here, where it enters
     if (claimed.mode === "intake") {
       const ok = wf.spec.templateRef === templateName("intake") && claimed.workflow === enrollmentWorkflowName(device);
       if (!ok) return fail("workflow.mode", `Workflow ${claimed.workflow} is not an intake (enrollment from the fleetd-intake Template)`);

@@ -13,7 +13,7 @@ import { readPublicArea, objectName, type TPMT_PUBLIC } from "@fleetd/verify/tpm
 import { claimsHash } from "../bindings.js";
 import type { ChallengeRequest, ChallengeResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
-import type { NodeRecord } from "../../fleet/ports.js";
+import type { Node } from "../../fleet/node.js";
 import { answersOf, replay } from "./step.js";
 
 interface PresentedEk {
@@ -53,7 +53,7 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
 
   // Find the node by binding. Bindings are unique across the inventory, so the first match is the node; other
   // presented EKs matter only if the node approves them (secrets are wrapped to approved EKs alone).
-  let found: NodeRecord | undefined;
+  let found: Node | undefined;
   for (const ek of eks) {
     found = await ctx.inventory.findByEkBinding(ek.binding);
     if (found) break;
@@ -70,7 +70,7 @@ export async function challenge(ctx: ServerContext, req: ChallengeRequest, sourc
         : { check: "ek.unknown", detail: `no node approves EK ${eks.map((e) => e.binding).join(", ")}; listed as pending for an operator` },
     ]);
   }
-  const node: NodeRecord = found;
+  const node: Node = found;
   const ref = { deviceId: node.deviceId, name: node.name };
   const c = new Checks();
   // Until the activation secrets come back, the caller has shown nothing but public EK material: the reasons it

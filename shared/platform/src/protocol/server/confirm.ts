@@ -15,7 +15,7 @@ import { certificateToPem } from "@fleetd/verify/x509";
 import { confirmMessage } from "../bindings.js";
 import type { Confirm, ConfirmResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
-import type { NodeRecord } from "../../fleet/ports.js";
+import type { Node } from "../../fleet/node.js";
 import { type EvidenceSessionData, freshGates, spendingRefusals } from "./evidence.js";
 import { failpoint } from "../../outage/failpoint.js";
 import { outageOf } from "../../outage/outage.js";
@@ -107,7 +107,7 @@ async function confirmClaimed(ctx: ServerContext, req: Confirm, s: ClaimedStep):
  * provision: render the config, create its bootstrap token, and commit SHA-256(code) with the sealed config, the
  * token, the staged status and the journal entry with the session; the code goes to the TPM wrapped to its EK.
  */
-async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: EvidenceSessionData, node: NodeRecord, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
+async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: EvidenceSessionData, node: Node, ldevidCert: Uint8Array, ldevidPublic: string, now: Date): Promise<ConfirmResponse> {
   const session = s.session;
   const ref = session.node;
   const code = ctx.random(32);

@@ -19,7 +19,8 @@ import { Unavailable } from "../../outage/outage.js";
 import { uuidEqual } from "./challenge.js";
 import { type ClaimedStep, withClaim } from "./step.js";
 import { Refused, type ServerContext } from "./context.js";
-import type { Issued, NodeRecord, NodeRef } from "../../fleet/ports.js";
+import type { Node, NodeRef } from "../../fleet/node.js";
+import type { Issued } from "../../fleet/ports.js";
 
 const BANKS = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 } as const;
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
@@ -216,7 +217,7 @@ export async function spendingRefusals<T>(s: ClaimedStep, to: SessionState, chec
  * What a pass records in NetBox for both protocol variants: the verdict, the claimed MACs and boot MAC (bound by
  * the quote), serial and UUID — the UUID as the node's own at its first pass (recordUuid), compared afterwards.
  */
-export function passRecord(claims: Claims, node: NodeRecord, at: Date) {
+export function passRecord(claims: Claims, node: Node, at: Date) {
   return {
     verdict: "pass" as const,
     at,
@@ -239,7 +240,7 @@ type IssuancePlan = { issue: "new" | "none"; why: string };
  * for renewal (or it has none); `intake`/`provision` certify keys created in this session (a new key: always a
  * new pair, which the confirm then proves usable).
  */
-async function issuancePlan(ctx: ServerContext, node: NodeRecord, mode: Claims["mode"], now: Date): Promise<IssuancePlan> {
+async function issuancePlan(ctx: ServerContext, node: Node, mode: Claims["mode"], now: Date): Promise<IssuancePlan> {
   if (mode === "wipe") return { issue: "none", why: "wipe releases nothing" };
   if (NO_ISSUANCE_STATUSES.includes(node.status)) return { issue: "none", why: `the device is ${node.status}` };
   if (mode !== "attest") return { issue: "new", why: `${mode}: keys created in this session` };
@@ -273,8 +274,8 @@ export async function freshGates(
   session: Pick<SessionRecord, "node" | "mode" | "ekBindings">,
   claims: Claims,
   /** Gates of one protocol variant on top (the TPM 1.2 path: the node is still recorded with a TPM 1.2). */
-  also: (node: NodeRecord) => Reason[] = () => [],
-): Promise<NodeRecord> {
+  also: (node: Node) => Reason[] = () => [],
+): Promise<Node> {
   // NetBox must hold what fleetd recorded for this node before it is read (an outbox still delivering after an
   // outage): deliver it now, or wait — the gates never read a NetBox that is behind fleetd's own record.
   const id = session.node.deviceId;
@@ -295,7 +296,7 @@ export async function freshGates(
  * something (all but wipe) unless the nodes file waives it for this node. [] when all hold. Details name no
  * inventory value; `internal` carries them to the journal.
  */
-export function checkGates(ctx: ServerContext, node: NodeRecord | undefined, ref: NodeRef, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
+export function checkGates(ctx: ServerContext, node: Node | undefined, ref: NodeRef, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
   const c = new Checks();
   if (!node) return [{ check: "gate.node", detail: "the node is no longer in the inventory", internal: `device ${ref.deviceId} (${ref.name}) is gone` }];
   const allowed = ctx.settings.gates[mode];

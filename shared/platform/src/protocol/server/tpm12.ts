@@ -23,7 +23,7 @@ import { claimsHash, quoteExternalData12 } from "../bindings.js";
 import { TPM12_MODES, type Tpm12ChallengeRequest, type Tpm12ChallengeResponse, type Tpm12Evidence, type Tpm12EvidenceResponse } from "../messages.js";
 import { uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
-import type { NodeRecord } from "../../fleet/ports.js";
+import type { Node } from "../../fleet/node.js";
 import { type EvidenceSessionData, freshGates, passRecord, spendingRefusals, withEvidenceSession } from "./evidence.js";
 import { answersOf, replay, type ClaimedStep } from "./step.js";
 import type { SessionRecord } from "../../state/store.js";
@@ -70,7 +70,7 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
         : { check: "ek.unknown", detail: "no node approves the presented EK, and the pending list is full: an operator must clear it (`fleetd pending`) before this machine is listed" },
     ]);
   }
-  const node: NodeRecord = found;
+  const node: Node = found;
   const ref = { deviceId: node.deviceId, name: node.name };
   const c = new Checks();
   // As in challenge.ts: until the secret comes back, the caller showed only public EK material, so details name

@@ -24,7 +24,7 @@ import { call, DEFAULT_QUOTE_SELECTION, tpm2b, type ConfirmWire, type EvidenceWi
 import {
   certifyExtraData, claimsHash, confirmMessage, quoteExtraData, type ChallengeResponse, type Claims, type ConfirmResponse, type EvidenceResponse,
 } from "@fleetd/platform/protocol";
-import { DEFAULT_MODE_GATES, type NodeRecord } from "@fleetd/platform/fleet";
+import { DEFAULT_MODE_GATES, type Node } from "@fleetd/platform/fleet";
 import { OutboxWorker } from "@fleetd/platform/outbox";
 import { SqliteAttestationStore, type StepRecord } from "@fleetd/platform/state";
 import { akTemplate, lakTemplate, ldevidTemplate, type KeyAlg } from "@fleetd/platform/tpmclient";
@@ -120,7 +120,7 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
     const n = 40 + i - 1;
     const deviceId = i + 1;
     const chain = spec.chain !== false;
-    const node: NodeRecord = {
+    const node: Node = {
       deviceId,
       name,
       serial: name === NODE ? "7XK2LM4" : `7XK2LM4-${n}`,
@@ -133,6 +133,7 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
       ],
       status: "planned",
       desiredAction: null,
+      macs: [],
       switchPort: { device: "tor-a1", port: name === NODE ? "ethernet1/1/2" : `ethernet1/1/${n}` },
       unattributed: [],
       switchPortWaived: false,

@@ -1,7 +1,8 @@
 /** ConfigRenderer over fleetd's Talos config renderers, by the node's role (site settings are configuration). */
 import { renderNodeConfig } from "../../../talos/config/renderNode.js";
 import type { TalosSiteConfig } from "../../../talos/config/schemas.js";
-import type { ConfigRenderer, NodeRecord } from "../../../fleet/ports.js";
+import type { Node } from "../../../fleet/node.js";
+import type { ConfigRenderer } from "../../../fleet/ports.js";
 
 export class TalosRenderer implements ConfigRenderer {
   constructor(
@@ -10,7 +11,7 @@ export class TalosRenderer implements ConfigRenderer {
     private readonly now: () => Date,
   ) {}
 
-  async render(node: NodeRecord, input: Parameters<ConfigRenderer["render"]>[1]): ReturnType<ConfigRenderer["render"]> {
+  async render(node: Node, input: Parameters<ConfigRenderer["render"]>[1]): ReturnType<ConfigRenderer["render"]> {
     // The role is trusted here: checkGates refused the session unless the apply account wrote it (a control
     // plane's config carries the cluster's CA keys).
     const r = renderNodeConfig(this.site, node.role, {
