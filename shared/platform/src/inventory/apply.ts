@@ -12,7 +12,7 @@ import { missingCustomFields } from "../netbox/setup.js";
 import { diffFields, syncKind, type Change, type SyncKind } from "../netbox/sync.js";
 import { own, safeLine } from "@fleetd/verify/text";
 import type { NodesFile } from "../fleet/nodesFile.js";
-import { INTERFACE_TYPE, inventoryCustomFields, slugify } from "./netboxView.js";
+import { deviceFieldsFromEntry, INTERFACE_TYPE, slugify } from "./netboxView.js";
 
 export class InventoryError extends Error {
   override readonly name = "InventoryError";
@@ -161,8 +161,7 @@ async function reconcile(nb: NetBox, file: NodesFile, dryRun: boolean): Promise<
   // nodes
   for (const [name, n] of Object.entries(file.nodes)) {
     const existing = siteDevices.find((d) => d.name === name);
-    const cfWanted = inventoryCustomFields(n);
-    const top = { name, device_type: typeIdOf(n.model), role: roleId(file.roles[n.role].slug), site: siteId ?? 0, serial: n.serial };
+    const { fields: top, customFields: cfWanted } = deviceFieldsFromEntry(name, n, { deviceType: typeIdOf(n.model), role: roleId(file.roles[n.role].slug), site: siteId ?? 0 });
     let device: Obj | undefined = existing;
     if (!existing) {
       changes.push({ kind: "create", object: `dcim.device ${name}`, note: "status planned" });

@@ -1,4 +1,8 @@
-/** How a nodes-file entry is written into NetBox: slugs and the custom-field values `inventory apply` owns. */
+/**
+ * How a nodes-file entry is written into NetBox: slugs, and `deviceFieldsFromEntry`, the one conversion of a
+ * `NodeEntry` (judged by zod when the file was parsed) into the device fields and custom-field values `inventory
+ * apply` owns. NetBox's answer comes back as a `Node` through netbox/attestationInventory.ts `nodeFromDevice`.
+ */
 import type { NodeEntry, NodesFile } from "../fleet/nodesFile.js";
 
 export function slugify(s: string): string {
@@ -13,15 +17,29 @@ export function ekBindingsValue(n: NodeEntry): { alg: string; sha256: string; ch
   return n.ek.map((b) => ({ alg: b.alg, sha256: b.sha256, chain: b.chain }));
 }
 
-export function inventoryCustomFields(n: NodeEntry): Record<string, unknown> {
+/** The NetBox objects a device refers to by ID (looked up or created by `inventory apply`). */
+export interface DeviceRefs {
+  deviceType: number;
+  role: number;
+  site: number;
+}
+
+/**
+ * The nodes file's entry `name` as the NetBox device fields the apply account writes: the top-level fields and the
+ * custom fields (the boot interface, its address and cable are objects of their own, written beside the device).
+ */
+export function deviceFieldsFromEntry(name: string, n: NodeEntry, refs: DeviceRefs): { fields: { name: string; device_type: number; role: number; site: number; serial: string }; customFields: Record<string, unknown> } {
   return {
-    node_class: n.class,
-    tpm_version: n.tpm,
-    install_disk: n.installDisk,
-    network_gateway: n.address.gateway,
-    bmc: n.bmc.type === "none" ? { type: "none" } : { type: n.bmc.type, address: n.bmc.address, credentials: n.bmc.credentials },
-    ek_bindings: ekBindingsValue(n),
-    switch_port_check: n.switchPortCheck,
+    fields: { name, device_type: refs.deviceType, role: refs.role, site: refs.site, serial: n.serial },
+    customFields: {
+      node_class: n.class,
+      tpm_version: n.tpm,
+      install_disk: n.installDisk,
+      network_gateway: n.address.gateway,
+      bmc: n.bmc.type === "none" ? { type: "none" } : { type: n.bmc.type, address: n.bmc.address, credentials: n.bmc.credentials },
+      ek_bindings: ekBindingsValue(n),
+      switch_port_check: n.switchPortCheck,
+    },
   };
 }
 
