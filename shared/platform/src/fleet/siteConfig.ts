@@ -77,7 +77,7 @@ export const attestationAccount = (c: Pick<NetBoxSiteConfig, "accounts">): strin
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
-  readonly code = "config_invalid";
+  readonly code = "config-invalid";
 }
 
 /**

@@ -35,7 +35,7 @@ export function customLinkUrl(action: string): string {
 export class SetupError extends Error {
   override readonly name = "SetupError";
   constructor(
-    readonly code: "setup_no_webhook_config" | "setup_field_type_conflict",
+    readonly code: "setup-no-webhook-config" | "setup-field-type-conflict",
     message: string,
   ) {
     super(message);
@@ -67,7 +67,7 @@ function cfBody(d: CustomFieldDef, choiceSetId: number | undefined): Record<stri
 
 export async function netboxSetup(nb: NetBox, cfg: NetBoxSiteConfig, dryRun: boolean): Promise<Change[]> {
   const { api } = nb;
-  if (!cfg.webhook) throw new SetupError("setup_no_webhook_config", "the configuration has no webhook section (url, secret): netbox-script cannot be reached");
+  if (!cfg.webhook) throw new SetupError("setup-no-webhook-config", "the configuration has no webhook section (url, secret): netbox-script cannot be reached");
   const changes: Change[] = [];
 
   // 1. choice sets
@@ -91,7 +91,7 @@ export async function netboxSetup(nb: NetBox, cfg: NetBoxSiteConfig, dryRun: boo
   for (const d of CUSTOM_FIELDS) {
     const e = existingFields.find((f) => f.name === d.name);
     const t = e ? (e.type as unknown as { value?: string }).value ?? (e.type as unknown as string) : undefined;
-    if (e && t !== d.type) throw new SetupError("setup_field_type_conflict", `custom field ${d.name} exists with type ${t}, fleetd needs ${d.type}: rename or delete it`);
+    if (e && t !== d.type) throw new SetupError("setup-field-type-conflict", `custom field ${d.name} exists with type ${t}, fleetd needs ${d.type}: rename or delete it`);
   }
   const cf = await syncKind<Obj, Record<string, unknown> & { name: string }>(
     {

@@ -10,7 +10,7 @@ export type WorkflowMode = "provision" | "attest" | "wipe";
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 export function requireNodeName(node: string): string {
-  if (!DNS_LABEL.test(node)) throw new TinkerbellError("invalid_input", `node name "${node}" is not a DNS label`);
+  if (!DNS_LABEL.test(node)) throw new TinkerbellError("invalid-input", `node name "${node}" is not a DNS label`);
   return node;
 }
 
