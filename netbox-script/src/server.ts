@@ -35,16 +35,17 @@ const STATUS: Record<WebhookRefusal, number> = {
 };
 
 /** Every `outcome` this route answers (and counts in fleetd_netbox_script_webhooks_total). */
-export type WebhookOutcome =
-  | WebhookRefusal
-  | "accepted"
-  | "duplicate"
-  | "ignored-object-type"
-  | "ignored-own-write"
-  | "internal-error"
-  | "not-found"
-  | "webhook-body-too-large"
-  | "webhook-body-unreadable";
+export const WEBHOOK_OUTCOMES = [
+  "accepted",
+  "duplicate",
+  "ignored-object-type",
+  "ignored-own-write",
+  "internal-error",
+  "not-found",
+  "webhook-body-too-large",
+  "webhook-body-unreadable",
+] as const;
+export type WebhookOutcome = WebhookRefusal | (typeof WEBHOOK_OUTCOMES)[number];
 
 export function createApp(d: ServerDeps): express.Express {
   const app = express();

@@ -14,10 +14,12 @@ import { own, safeLine } from "@fleetd/verify/text";
 import type { NodesFile } from "../fleet/nodesFile.js";
 import { INTERFACE_TYPE, inventoryCustomFields, slugify } from "./netboxView.js";
 
+export const INVENTORY_ERROR_CODES = ["inventory-conflict", "inventory-missing-fields", "inventory-wrong-account"] as const;
+
 export class InventoryError extends Error {
   override readonly name = "InventoryError";
   constructor(
-    readonly code: "inventory-conflict" | "inventory-missing-fields" | "inventory-wrong-account",
+    readonly code: (typeof INVENTORY_ERROR_CODES)[number],
     message: string,
   ) {
     super(message);

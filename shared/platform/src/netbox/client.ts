@@ -10,11 +10,15 @@ import type { paths } from "./schema.js";
 
 export type NetBoxApi = Client<paths>;
 
+/** NetBoxError's codes: netbox-http (a non-2xx answer), netbox-conflict (412), netbox-unreachable, netbox-bad-response. */
+export const NETBOX_ERROR_CODES = ["netbox-http", "netbox-conflict", "netbox-unreachable", "netbox-bad-response"] as const;
+export type NetBoxErrorCode = (typeof NETBOX_ERROR_CODES)[number];
+
 export class NetBoxError extends Error implements MaybeOutage {
   override readonly name = "NetBoxError";
   constructor(
     /** Stable code: netbox-http (a non-2xx answer), netbox-conflict (412), netbox-unreachable, netbox-bad-response. */
-    readonly code: "netbox-http" | "netbox-conflict" | "netbox-unreachable" | "netbox-bad-response",
+    readonly code: NetBoxErrorCode,
     readonly what: string,
     readonly status: number | undefined,
     readonly detail: string,

@@ -66,19 +66,21 @@ export interface Facts {
 }
 
 /** Why the handler refuses a request (journalled on the device and logged). */
-export type RefusalCode =
-  | "not-authorized"
-  | "not-in-inventory"
-  | "status-not-allowed"
-  | "no-tpm"
-  | "tpm12-no-attestation"
-  | "tpm12-no-provision"
-  | "tpm12-no-ek"
-  | "ek-binding-unchecked"
-  | "control-planes-disabled"
+export const REFUSAL_CODES = [
+  "not-authorized",
+  "not-in-inventory",
+  "status-not-allowed",
+  "no-tpm",
+  "tpm12-no-attestation",
+  "tpm12-no-provision",
+  "tpm12-no-ek",
+  "ek-binding-unchecked",
+  "control-planes-disabled",
   /** netbox-script's worker: the device changed between the decision and the start of its effect. */
-  | "request-changed"
-  | AttributionCode;
+  "request-changed",
+] as const;
+/** REFUSAL_CODES, or an attribution check's code (`<field>-unattributed`, `boot-mac-unproven`). */
+export type RefusalCode = (typeof REFUSAL_CODES)[number] | AttributionCode;
 
 export type Decision =
   | { outcome: "ignore"; reason: string }

@@ -32,10 +32,12 @@ export function customLinkUrl(action: string): string {
   return `{{ object.get_absolute_url() }}edit/?cf_desired_action=${action}&return_url={{ object.get_absolute_url() }}`;
 }
 
+export const SETUP_ERROR_CODES = ["setup-no-webhook-config", "setup-field-type-conflict"] as const;
+
 export class SetupError extends Error {
   override readonly name = "SetupError";
   constructor(
-    readonly code: "setup-no-webhook-config" | "setup-field-type-conflict",
+    readonly code: (typeof SETUP_ERROR_CODES)[number],
     message: string,
   ) {
     super(message);

@@ -7,14 +7,16 @@ import { createHash, createHmac } from "node:crypto";
 import { z } from "zod";
 import { ctEqual } from "@fleetd/verify/crypto";
 
-export type WebhookRefusal =
-  | "webhook-signature-missing"
-  | "webhook-signature-malformed"
-  | "webhook-signature-mismatch"
-  | "webhook-body-not-json"
-  | "webhook-body-shape"
-  | "webhook-body-stale"
-  | "webhook-body-future";
+export const WEBHOOK_REFUSALS = [
+  "webhook-signature-missing",
+  "webhook-signature-malformed",
+  "webhook-signature-mismatch",
+  "webhook-body-not-json",
+  "webhook-body-shape",
+  "webhook-body-stale",
+  "webhook-body-future",
+] as const;
+export type WebhookRefusal = (typeof WEBHOOK_REFUSALS)[number];
 
 export class WebhookError extends Error {
   override readonly name = "WebhookError";

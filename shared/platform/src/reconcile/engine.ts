@@ -130,7 +130,8 @@ export interface ReconcileReport<Current, Key> {
   byKey: ReadonlyMap<Key, Current>;
 }
 
-export type ReconcileErrorCode = "duplicate-declared-key" | "repeated-page-token" | "too-many-pages" | "bad-keeper" | "bad-option";
+export const RECONCILE_ERROR_CODES = ["duplicate-declared-key", "repeated-page-token", "too-many-pages", "bad-keeper", "bad-option"] as const;
+export type ReconcileErrorCode = (typeof RECONCILE_ERROR_CODES)[number];
 
 /** A refusal before any write: the caller's input, the backend or the server broke a rule of the engine. */
 export class ReconcileError extends Error {

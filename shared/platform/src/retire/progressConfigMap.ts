@@ -13,9 +13,11 @@ const KEY = "progress.json";
 
 export const progressConfigMapName = (node: string): string => `fleetd-retire-${node}`;
 
+export const RETIREMENT_PROGRESS_ERROR_CODES = ["retire-progress-malformed", "retire-progress-foreign"] as const;
+
 export class RetirementProgressError extends Error {
   override readonly name = "RetirementProgressError";
-  constructor(readonly code: "retire-progress-malformed" | "retire-progress-foreign", message: string) {
+  constructor(readonly code: (typeof RETIREMENT_PROGRESS_ERROR_CODES)[number], message: string) {
     super(message);
   }
 }

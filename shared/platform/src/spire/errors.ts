@@ -6,15 +6,17 @@
 import * as grpc from "@grpc/grpc-js";
 import { type MaybeOutage, Unavailable } from "../outage/outage.js";
 
-export type SpireErrorCode =
+export const SPIRE_ERROR_CODES = [
   /** SPIRE did not answer or failed inside (gRPC UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, ABORTED). */
-  | "spire-unavailable"
+  "spire-unavailable",
   /** SPIRE answered with a refusal (PERMISSION_DENIED, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, …). */
-  | "spire-refused"
+  "spire-refused",
   /** SPIRE answered something this adapter cannot read (schema mismatch, wrong number of batch results). */
-  | "spire-bad-response"
+  "spire-bad-response",
   /** The caller asked for something the adapter refuses to send (checked before any RPC). */
-  | "spire-bad-request";
+  "spire-bad-request",
+] as const;
+export type SpireErrorCode = (typeof SPIRE_ERROR_CODES)[number];
 
 /**
  * gRPC codes that mean "not now" rather than "no". INTERNAL and UNKNOWN are what SPIRE returns when its datastore
