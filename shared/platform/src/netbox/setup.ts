@@ -3,7 +3,7 @@
  * fields.ts, the signed webhook to netbox-script, event rules that fire only on relevant changes, and custom
  * links that open NetBox's own device edit form with the action prefilled (authentication stays in NetBox).
  */
-import type { NetBoxSiteConfig } from "../fleet/siteConfig.js";
+import type { SiteConfig } from "../fleet/siteConfig.js";
 import { listAll, must, type NetBox } from "./client.js";
 import { CHOICE_SETS, CUSTOM_FIELDS, FLEETD_GROUP, DESIRED_ACTIONS, type CustomFieldDef } from "./fields.js";
 import { syncKind, type Change } from "./sync.js";
@@ -67,7 +67,7 @@ function cfBody(d: CustomFieldDef, choiceSetId: number | undefined): Record<stri
   };
 }
 
-export async function netboxSetup(nb: NetBox, cfg: NetBoxSiteConfig, dryRun: boolean): Promise<Change[]> {
+export async function netboxSetup(nb: NetBox, cfg: SiteConfig, dryRun: boolean): Promise<Change[]> {
   const { api } = nb;
   if (!cfg.webhook) throw new SetupError("setup-no-webhook-config", "the configuration has no webhook section (url, secret): netbox-script cannot be reached");
   const changes: Change[] = [];
