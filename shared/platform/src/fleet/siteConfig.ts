@@ -1,5 +1,6 @@
 /**
- * fleetd's site configuration for everything that talks to NetBox (CLI and netbox-script): a YAML/JSON file
+ * fleetd's site configuration (SiteConfig: NetBox and its accounts, the webhook, Kubernetes, Tinkerbell, and the
+ * handler's and server's own sections), read by the CLI, netbox-script and talos-config-server: a YAML/JSON file
  * (FLEETD_CONFIG or --config) whose values may be overridden by environment variables. Never constants.
  */
 import { readFileSync } from "node:fs";
