@@ -11,7 +11,7 @@ import {
   readDeviceIfExists, type DeviceRecord, type DesiredAction, writeJournal, comparableJson,
 } from "@fleetd/platform/netbox";
 import { mdCode, safeLine } from "@fleetd/verify/text";
-import { failpoint } from "@fleetd/platform/outage";
+import { backoffDelayMs, failpoint } from "@fleetd/platform/outage";
 import type { HandlerConfig } from "./config.js";
 import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
 import { Handled } from "./handled.js";
@@ -40,6 +40,8 @@ export interface WorkerDeps {
 }
 
 const MAX_CONFLICT_RETRIES = 5;
+/** A failed job's wait before it is taken again: 500 ms doubling per attempt up to a minute, with jitter. */
+const JOB_BACKOFF = { baseMs: 500, capMs: 60_000 };
 /** Jobs claimed in one take (the rest wait for the next pump). */
 const TAKE_LIMIT = 100;
 const DESIRED = "custom_fields.desired_action";
@@ -135,7 +137,7 @@ export class Worker {
       this.d.onDecision?.({ job, deviceId: job.deviceId, decision, at: Date.now() });
     } catch (e) {
       const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-      const delay = Math.min(60_000, 500 * 2 ** job.attempts);
+      const delay = backoffDelayMs(job.attempts + 1, Math.random(), JOB_BACKOFF);
       const r = await this.d.queue.retryLater(job, msg, delay, this.d.cfg.handler.maxAttempts).catch((e2: unknown) => {
         this.d.log.warn({ job: job.id, err: e2 instanceof Error ? e2.message : String(e2) }, "recording the failure failed (the job's claim goes stale and it is taken again)");
         return "lost" as const;
