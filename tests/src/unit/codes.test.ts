@@ -127,11 +127,11 @@ function scanSources(files: readonly { path: string; text: string }[]): { codes:
 
 test("the scan finds a snake code and a snake check name (it can fail)", () => {
   const r = scanSources([
-    { path: "a.ts", text: 'throw new TinkerbellError("mac_in_use", "x"); return refuse("no_tpm", "y"); const c = { code: "boot_mac_unproven" };' },
-    { path: "b.ts", text: 'c.check(false, "workflow.boot_job", "d"); c.fail("ek_unknown", "d"); ok = { code: "custom", check: "quote.extraData" };' },
+    { path: "a.ts", text: 'throw new TinkerbellError("snake_one", "x"); return refuse("snake_two", "y"); const c = { code: "snake_three" };' },
+    { path: "b.ts", text: 'c.check(false, "step.snake_check", "d"); c.fail("snake_fail", "d"); ok = { code: "custom", check: "quote.extraData" };' },
   ]);
-  assert.deepEqual(r.codes.sort(), ["a.ts: boot_mac_unproven", "a.ts: mac_in_use", "a.ts: no_tpm"]);
-  assert.deepEqual(r.checks, ["b.ts: workflow.boot_job", "b.ts: ek_unknown"]);
+  assert.deepEqual(r.codes.sort(), ["a.ts: snake_one", "a.ts: snake_three", "a.ts: snake_two"]);
+  assert.deepEqual(r.checks, ["b.ts: step.snake_check", "b.ts: snake_fail"]);
 });
 
 test("product sources use kebab-case codes and check names without underscores", () => {
