@@ -1,7 +1,7 @@
 /** netbox-script's configuration: fleetd's site configuration plus the `handler` section, zod-validated. */
 import { z } from "zod";
 import { ListenerLimits } from "@fleetd/platform/http";
-import { ConfigError, loadSiteConfig, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
+import { ConfigError, loadSiteConfig, type SiteConfig } from "@fleetd/platform/fleet";
 import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 
 export const HandlerSection = z.strictObject({
@@ -40,11 +40,11 @@ export const HandlerSection = z.strictObject({
 export type HandlerSection = z.infer<typeof HandlerSection>;
 
 export interface HandlerConfig {
-  site: NetBoxSiteConfig & { webhook: NonNullable<NetBoxSiteConfig["webhook"]> };
+  site: SiteConfig & { webhook: NonNullable<SiteConfig["webhook"]> };
   handler: HandlerSection;
 }
 
-export function toHandlerConfig(site: NetBoxSiteConfig): HandlerConfig {
+export function toHandlerConfig(site: SiteConfig): HandlerConfig {
   if (!site.webhook) throw new ConfigError("netbox-script needs the webhook section (secret, url)");
   const h = HandlerSection.safeParse(site.handler ?? {});
   if (!h.success) throw new ConfigError(`invalid handler configuration: ${h.error.issues.map((i) => `handler.${i.path.join(".")}: ${i.message}`).join("; ")}`);

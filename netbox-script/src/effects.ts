@@ -9,7 +9,7 @@
  */
 import { platformNodeFromEntry, type NodeEntry, type PlatformNode } from "@fleetd/platform/fleet";
 import type { Intent } from "@fleetd/platform/netbox";
-import { TinkerbellError, type TinkerbellEffects, canonicalMac } from "@fleetd/platform/tinkerbell";
+import { TinkerbellError, type TinkerbellEffects, type TinkerbellErrorCode, canonicalMac } from "@fleetd/platform/tinkerbell";
 
 export interface RetireRequest {
   node: string;
@@ -24,7 +24,7 @@ export type EffectOutcome =
   | { effect: "intent-only"; why: string }
   | { effect: "workflow"; workflow: string; created: boolean; deleted: string[] }
   | { effect: "retire" }
-  | { effect: "refused"; code: string; reason: string };
+  | { effect: "refused"; code: TinkerbellErrorCode | "not-in-inventory"; reason: string };
 
 export interface EffectDeps {
   tinkerbell?: TinkerbellEffects;
@@ -45,13 +45,13 @@ export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: str
     return { effect: "retire" };
   }
   if (!d.tinkerbell) return { effect: "intent-only", why: "no management cluster configured" };
-  if (!entry) return { effect: "refused", code: "not_in_inventory", reason: `${intent.node} is not in the nodes file` };
+  if (!entry) return { effect: "refused", code: "not-in-inventory", reason: `${intent.node} is not in the nodes file` };
   try {
     const node = platformNodeOf(intent.node, entry, await d.bootMac(intent.deviceId));
     const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey });
     return { effect: "workflow", workflow: s.name, created: s.created, deleted: s.deleted.map((x) => `${x.name} (${x.state}, ${x.why})`) };
   } catch (e) {
-    if (e instanceof TinkerbellError && e.code !== "bad_response") return { effect: "refused", code: e.code, reason: e.message };
+    if (e instanceof TinkerbellError && e.code !== "bad-response") return { effect: "refused", code: e.code, reason: e.message };
     throw e;
   }
 }

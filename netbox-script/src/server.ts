@@ -5,7 +5,7 @@
  */
 import express, { type NextFunction, type Request, type Response } from "express";
 import type { Logger } from "pino";
-import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, WebhookError } from "@fleetd/platform/netbox";
+import { checkFreshness, deliveryId, parseWebhookBody, verifyHookSignature, WebhookError, type WebhookRefusal } from "@fleetd/platform/netbox";
 import type { HandlerConfig } from "./config.js";
 import type { Metrics } from "./metrics.js";
 import type { JobQueue } from "./queue.js";
@@ -23,15 +23,29 @@ export interface ServerDeps {
   now?: () => Date;
 }
 
-const STATUS: Record<string, number> = {
-  webhook_signature_missing: 401,
-  webhook_signature_malformed: 401,
-  webhook_signature_mismatch: 401,
-  webhook_body_not_json: 400,
-  webhook_body_shape: 400,
-  webhook_body_stale: 409,
-  webhook_body_future: 409,
+/** Each webhook refusal's HTTP status (a Record over the union: a new refusal without a status does not compile). */
+const STATUS: Record<WebhookRefusal, number> = {
+  "webhook-signature-missing": 401,
+  "webhook-signature-malformed": 401,
+  "webhook-signature-mismatch": 401,
+  "webhook-body-not-json": 400,
+  "webhook-body-shape": 400,
+  "webhook-body-stale": 409,
+  "webhook-body-future": 409,
 };
+
+/** Every `outcome` this route answers (and counts in fleetd_netbox_script_webhooks_total). */
+export const WEBHOOK_OUTCOMES = [
+  "accepted",
+  "duplicate",
+  "ignored-object-type",
+  "ignored-own-write",
+  "internal-error",
+  "not-found",
+  "webhook-body-too-large",
+  "webhook-body-unreadable",
+] as const;
+export type WebhookOutcome = WebhookRefusal | (typeof WEBHOOK_OUTCOMES)[number];
 
 export function createApp(d: ServerDeps): express.Express {
   const app = express();
@@ -39,7 +53,7 @@ export function createApp(d: ServerDeps): express.Express {
   app.set("etag", false);
   const secret = d.cfg.site.webhook.secret;
   const maxAge = d.cfg.site.webhook.maxAgeSeconds;
-  const answer = (res: Response, status: number, outcome: string, detail?: string): void => {
+  const answer = (res: Response, status: number, outcome: WebhookOutcome, detail?: string): void => {
     d.metrics.webhooks.inc({ outcome });
     res.status(status).json(detail ? { outcome, detail } : { outcome });
   };
@@ -55,8 +69,8 @@ export function createApp(d: ServerDeps): express.Express {
         verifyHookSignature(raw, req.headers["x-hook-signature"], secret);
         const hint = parseWebhookBody(raw);
         checkFreshness(hint, d.now?.() ?? new Date(), maxAge);
-        if (hint.objectType !== "dcim.device") return answer(res, 202, "ignored_object_type", hint.objectType);
-        if (hint.actor !== null && hint.actor === d.cfg.site.accounts.handler) return answer(res, 200, "ignored_own_write");
+        if (hint.objectType !== "dcim.device") return answer(res, 202, "ignored-object-type", hint.objectType);
+        if (hint.actor !== null && hint.actor === d.cfg.site.accounts.handler) return answer(res, 200, "ignored-own-write");
         const id = deliveryId(raw);
         // Remember the id past the freshness window (+ clock slack): older replays are refused as stale.
         if (!(await d.queue.rememberDelivery(id, receivedAt + (maxAge + 120) * 1000))) return answer(res, 200, "duplicate");
@@ -67,10 +81,10 @@ export function createApp(d: ServerDeps): express.Express {
       } catch (e) {
         if (e instanceof WebhookError) {
           d.log.warn({ code: e.code, detail: e.message, from: req.socket.remoteAddress }, "webhook refused");
-          return answer(res, STATUS[e.code] ?? 400, e.code, e.message);
+          return answer(res, STATUS[e.code], e.code, e.message);
         }
         d.log.error({ err: e }, "webhook handling failed");
-        return answer(res, 503, "internal_error");
+        return answer(res, 503, "internal-error");
       }
     },
   );
@@ -80,12 +94,12 @@ export function createApp(d: ServerDeps): express.Express {
   app.get("/readyz", health.readyz);
   app.get("/metrics", health.metrics);
   app.use((_req: Request, res: Response) => {
-    res.status(404).json({ outcome: "not_found" });
+    res.status(404).json({ outcome: "not-found" });
   });
   // body-parser errors (413 too large, 400 aborted) — answered before any parsing of the body
   app.use((err: { status?: number; type?: string; message?: string }, _req: Request, res: Response, _next: NextFunction) => {
     const status = typeof err.status === "number" && err.status >= 400 && err.status < 600 ? err.status : 400;
-    const outcome = err.type === "entity.too.large" ? "webhook_body_too_large" : "webhook_body_unreadable";
+    const outcome: WebhookOutcome = err.type === "entity.too.large" ? "webhook-body-too-large" : "webhook-body-unreadable";
     d.metrics.webhooks.inc({ outcome });
     res.status(status).json({ outcome, detail: err.message ?? "" });
   });

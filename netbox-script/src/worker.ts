@@ -11,7 +11,7 @@ import {
   readDeviceIfExists, type DeviceRecord, type DesiredAction, writeJournal, comparableJson,
 } from "@fleetd/platform/netbox";
 import { mdCode, safeLine } from "@fleetd/verify/text";
-import { failpoint } from "@fleetd/platform/outage";
+import { backoffDelayMs, failpoint } from "@fleetd/platform/outage";
 import type { HandlerConfig } from "./config.js";
 import { applyIntent, type EffectDeps, type EffectOutcome } from "./effects.js";
 import { Handled } from "./handled.js";
@@ -40,6 +40,8 @@ export interface WorkerDeps {
 }
 
 const MAX_CONFLICT_RETRIES = 5;
+/** A failed job's wait before it is taken again: 500 ms doubling per attempt up to a minute, with jitter. */
+const JOB_BACKOFF = { baseMs: 500, capMs: 60_000 };
 /** Jobs claimed in one take (the rest wait for the next pump). */
 const TAKE_LIMIT = 100;
 const DESIRED = "custom_fields.desired_action";
@@ -135,7 +137,7 @@ export class Worker {
       this.d.onDecision?.({ job, deviceId: job.deviceId, decision, at: Date.now() });
     } catch (e) {
       const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-      const delay = Math.min(60_000, 500 * 2 ** job.attempts);
+      const delay = backoffDelayMs(job.attempts + 1, Math.random(), JOB_BACKOFF);
       const r = await this.d.queue.retryLater(job, msg, delay, this.d.cfg.handler.maxAttempts).catch((e2: unknown) => {
         this.d.log.warn({ job: job.id, err: e2 instanceof Error ? e2.message : String(e2) }, "recording the failure failed (the job's claim goes stale and it is taken again)");
         return "lost" as const;
@@ -151,7 +153,7 @@ export class Worker {
       try {
         return await this.processOnce(job);
       } catch (e) {
-        if (e instanceof NetBoxError && e.code === "netbox_conflict" && attempt < MAX_CONFLICT_RETRIES) {
+        if (e instanceof NetBoxError && e.code === "netbox-conflict" && attempt < MAX_CONFLICT_RETRIES) {
           this.d.log.info({ device: job.deviceId }, "device changed while deciding (412); re-reading");
           continue;
         }
@@ -244,7 +246,7 @@ export class Worker {
       if (moved !== undefined) return moved;
       if (trigger !== "desired_action" || desiredAction === null) return undefined;
       // Without an ETag the write would not be conditional: fail closed (retried as an error).
-      if (fresh.etag === null) throw new NetBoxError("netbox_bad_response", `read device ${device.id}`, undefined, "no ETag: the request cannot be taken conditionally");
+      if (fresh.etag === null) throw new NetBoxError("netbox-bad-response", `read device ${device.id}`, undefined, "no ETag: the request cannot be taken conditionally");
       await this.d.intents.claim(key, intent);
       try {
         await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, fresh.etag, takeMessage(desiredAction, key));
@@ -252,7 +254,7 @@ export class Worker {
       } catch (e) {
         // Not taken: the claim goes (a 412 reads and compares again; anything else fails the job, retried).
         await this.d.intents.abandon(key, device.id);
-        if (e instanceof NetBoxError && e.code === "netbox_conflict" && attempt < MAX_CONFLICT_RETRIES) continue;
+        if (e instanceof NetBoxError && e.code === "netbox-conflict" && attempt < MAX_CONFLICT_RETRIES) continue;
         throw e;
       }
     }
@@ -278,12 +280,12 @@ export class Worker {
   /** A request that changed under the decision: journalled, nothing run, desired_action left as it now is. */
   private async requestChanged(device: DeviceRecord, trigger: Trigger, desiredAction: DesiredAction | null, why: string): Promise<Decision> {
     const what = trigger === "decommissioning" ? "decommissioning" : desiredAction ?? "the request";
-    const d: Decision = { outcome: "refuse", code: "request_changed", reason: `${why}; nothing was started (a new request is decided on its own)`, clearDesiredAction: false };
+    const d: Decision = { outcome: "refuse", code: "request-changed", reason: `${why}; nothing was started (a new request is decided on its own)`, clearDesiredAction: false };
     // Journalled once per device state: a state that stays so (a change log that never matches) is re-queued by
     // every reconcile pass, but not journalled again.
     const once = device.last_updated ? `changed:${device.id}:${device.last_updated}` : undefined;
     if (once !== undefined && this.handled.has(once)) return d;
-    await writeJournal(this.d.nb, device.id, "warning", `fleetd did not act on ${what}: ${d.reason} [request_changed]`);
+    await writeJournal(this.d.nb, device.id, "warning", `fleetd did not act on ${what}: ${d.reason} [request-changed]`);
     if (once !== undefined) this.handled.add(once);
     this.d.log.warn({ device: device.id, reason: safeLine(d.reason) }, "request changed while deciding; nothing started");
     return d;

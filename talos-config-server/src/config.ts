@@ -17,7 +17,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { ListenerLimits } from "@fleetd/platform/http";
-import { ConfigError, parseSiteConfig, readConfigFile, type NetBoxSiteConfig, DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
+import { ConfigError, parseSiteConfig, readConfigFile, type SiteConfig, DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
 import { Pkcs11SignerConfig, MAX_LEAF_LIFETIME_DAYS } from "@fleetd/platform/pki";
 import { ConfigInputError, TalosSiteConfig, siteSecretsBundle } from "@fleetd/platform/talos/config";
 import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
@@ -200,7 +200,7 @@ export type ServerSection = z.infer<typeof ServerSection>;
 export interface ServerConfig {
   /** The file it came from. */
   path: string;
-  site: NetBoxSiteConfig;
+  site: SiteConfig;
   server: ServerSection;
   gates: ModeGates;
   talos: TalosSiteConfig;

@@ -5,7 +5,8 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { type PcrValues, parsePcrFile } from "@fleetd/verify/eventlog";
+import type { PcrValues } from "@fleetd/verify/attest";
+import { parsePcrFile } from "@fleetd/verify/eventlog";
 import { conformance } from "./conformance.js";
 
 export interface CorpusLog {

@@ -134,12 +134,12 @@ test("a device renamed by a NetBox user: every step refuses (the name is attribu
   const before = { issued: (await w.store.listIssued(id)).length, signatures: w.signatures() };
   const r = await refused(withMachine(machine(RENAMED), w.transport, async (m) => challenge(m, machine(RENAMED).claims({ mode: "intake" }))));
   assert.equal(r.status, 403);
-  assert.ok(r.refusal.reasons.some((x) => x.check === "attribution.name_unattributed"), JSON.stringify(r.refusal.reasons));
+  assert.ok(r.refusal.reasons.some((x) => x.check === "attribution.name-unattributed"), JSON.stringify(r.refusal.reasons));
   assert.ok(!JSON.stringify(r.refusal).includes(RENAMED), "the names are not disclosed to the machine");
   assert.equal((await w.store.listIssued(id)).length, before.issued);
   assert.equal(w.signatures(), before.signatures, "the CA key signed nothing");
   const entry = (await journal(id)).at(-1) ?? "";
-  assert.match(entry, /attribution\.name_unattributed/);
+  assert.match(entry, /attribution\.name-unattributed/);
   assert.match(entry, /device name was last changed by/);
 });
 

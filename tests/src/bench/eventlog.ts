@@ -14,12 +14,12 @@ import { createHash, createVerify, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { decodeExact } from "@fleetd/verify/codec";
-import { interpretLog, parseEventLog, replayLog, type PcrValues } from "@fleetd/verify/eventlog";
+import { interpretLog, parseEventLog, replayLog } from "@fleetd/verify/eventlog";
 import { resolveAuthorities, loadProfile } from "@fleetd/platform/trust";
 import { evaluateProfile, profileAuthorityRefs } from "@fleetd/verify/policy";
 import { conformance } from "@fleetd/testkit/conformance";
 import { corpusLogs } from "@fleetd/testkit/eventlogCorpus";
-import { verifyQuote } from "@fleetd/verify/attest";
+import { type PcrValues, verifyQuote } from "@fleetd/verify/attest";
 import { keyObjectFromTpmPublic, TPMT_PUBLIC, TPMT_SIGNATURE, type TPMT_PUBLIC as TpmtPublic } from "@fleetd/verify/tpm";
 
 export interface EventlogBenchRow {

@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { createNetBox, type NetBox } from "@fleetd/platform/netbox";
-import { parseSiteConfig, type NetBoxSiteConfig } from "@fleetd/platform/fleet";
+import { parseSiteConfig, type SiteConfig } from "@fleetd/platform/fleet";
 import { startNetBox, type NetBoxInstance } from "../harness/netbox.js";
 import { createAccount, createGroup, SERVICE_OBJECT_TYPES, type Account } from "../harness/netboxAccounts.js";
 import { freePort } from "../harness/ports.js";
@@ -27,7 +27,7 @@ export interface Fleet {
   webhookSecret: string;
   handlerPort: number;
   /** A site configuration whose token is `token` (default: the apply account's). */
-  config(token?: string, extra?: Partial<NetBoxSiteConfig>): NetBoxSiteConfig;
+  config(token?: string, extra?: Partial<SiteConfig>): SiteConfig;
   /** Writes a configuration file and returns its path. */
   configFile(token?: string, extra?: Record<string, unknown>): string;
   client(token: string): NetBox;

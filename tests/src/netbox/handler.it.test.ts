@@ -98,21 +98,21 @@ test("the handler's own PATCH does not loop", async () => {
   assert.equal(r.status, 401, "unsigned first");
   const b = body(w1.id, { user: "fleetd-handler" });
   const own = await post(b, { "x-hook-signature": signHookBody(Buffer.from(b), f.webhookSecret) });
-  assert.deepEqual(own, { status: 200, outcome: "ignored_own_write" });
+  assert.deepEqual(own, { status: 200, outcome: "ignored-own-write" });
 });
 
 test("forged signature, stale body and replayed body are refused; both payload generations are accepted", async () => {
   const e1 = await device(f, "edge-1");
   const fresh = body(e1.id);
   const forged = await post(fresh, { "x-hook-signature": signHookBody(Buffer.from(fresh), "not-the-secret-0123456789abcdefghij") });
-  assert.deepEqual(forged, { status: 401, outcome: "webhook_signature_mismatch" });
+  assert.deepEqual(forged, { status: 401, outcome: "webhook-signature-mismatch" });
   const tampered = await post(fresh.replace(`"id":${e1.id}`, `"id":${e1.id + 1}`), { "x-hook-signature": signHookBody(Buffer.from(fresh), f.webhookSecret) });
-  assert.equal(tampered.outcome, "webhook_signature_mismatch");
-  assert.equal((await post(fresh, {})).outcome, "webhook_signature_missing");
-  assert.equal((await post(fresh, { "x-hook-signature": "abc" })).outcome, "webhook_signature_malformed");
+  assert.equal(tampered.outcome, "webhook-signature-mismatch");
+  assert.equal((await post(fresh, {})).outcome, "webhook-signature-missing");
+  assert.equal((await post(fresh, { "x-hook-signature": "abc" })).outcome, "webhook-signature-malformed");
 
   const stale = body(e1.id, { ts: new Date(Date.now() - 10 * 60_000) });
-  assert.deepEqual(await post(stale, { "x-hook-signature": signHookBody(Buffer.from(stale), f.webhookSecret) }), { status: 409, outcome: "webhook_body_stale" });
+  assert.deepEqual(await post(stale, { "x-hook-signature": signHookBody(Buffer.from(stale), f.webhookSecret) }), { status: 409, outcome: "webhook-body-stale" });
 
   const sig = signHookBody(Buffer.from(fresh), f.webhookSecret);
   assert.deepEqual(await post(fresh, { "x-hook-signature": sig }), { status: 202, outcome: "accepted" });
@@ -126,19 +126,19 @@ test("bad bodies: wrong shape, not JSON, 10 MB — a clear error each, nothing c
   const before = await changeCount(f);
   const signed = (b: string | Buffer): Record<string, string> => ({ "x-hook-signature": signHookBody(typeof b === "string" ? Buffer.from(b) : b, f.webhookSecret) });
   const shapes: [string, string][] = [
-    [JSON.stringify({ event: "updated", timestamp: new Date().toISOString(), object_type: "dcim.device", data: { id: "7" } }), "webhook_body_shape"],
-    [JSON.stringify({ event: "exploded", timestamp: new Date().toISOString(), object_type: "dcim.device", data: { id: 7 } }), "webhook_body_shape"],
-    [JSON.stringify({ event: "updated", timestamp: "yesterday", object_type: "dcim.device", data: { id: 7 } }), "webhook_body_shape"],
-    [JSON.stringify([1, 2, 3]), "webhook_body_shape"],
-    ["{not json", "webhook_body_not_json"],
+    [JSON.stringify({ event: "updated", timestamp: new Date().toISOString(), object_type: "dcim.device", data: { id: "7" } }), "webhook-body-shape"],
+    [JSON.stringify({ event: "exploded", timestamp: new Date().toISOString(), object_type: "dcim.device", data: { id: 7 } }), "webhook-body-shape"],
+    [JSON.stringify({ event: "updated", timestamp: "yesterday", object_type: "dcim.device", data: { id: 7 } }), "webhook-body-shape"],
+    [JSON.stringify([1, 2, 3]), "webhook-body-shape"],
+    ["{not json", "webhook-body-not-json"],
   ];
   for (const [b, want] of shapes) assert.deepEqual(await post(b, signed(b)), { status: 400, outcome: want }, b);
   const huge = Buffer.alloc(10 * 1024 * 1024, 0x20);
   const r = await post(huge, { "x-hook-signature": "0".repeat(128) });
   assert.ok(r.status === 413 || r.status === -1, `10 MB body: ${JSON.stringify(r)}`);
-  if (r.status === 413) assert.equal(r.outcome, "webhook_body_too_large");
+  if (r.status === 413) assert.equal(r.outcome, "webhook-body-too-large");
   const other = JSON.stringify({ event: "updated", timestamp: new Date().toISOString(), object_type: "ipam.ipaddress", data: { id: 1 } });
-  assert.deepEqual(await post(other, signed(other)), { status: 202, outcome: "ignored_object_type" });
+  assert.deepEqual(await post(other, signed(other)), { status: 202, outcome: "ignored-object-type" });
   assert.equal(await changeCount(f), before);
   const health = await fetch(`${h?.url}/healthz`);
   assert.equal(health.status, 200);
@@ -150,11 +150,11 @@ test("a wipe requested by a user outside the configured group is refused with a 
   await requestAction(f, f.mallory.token, "worker-1", "wipe");
   const e = await rig.decisions.wait(mark, (x) => x.deviceId === w1.id && x.decision.outcome !== "ignore", "wipe by mallory");
   assert.equal(e.decision.outcome, "refuse");
-  assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_authorized");
+  assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not-authorized");
   assert.equal((await device(f, "worker-1")).cf["desired_action"], null, "the refused request is cleared");
   assert.ok(!(((await h?.intents.all()) ?? []).some((i) => i.deviceId === w1.id && i.action === "wipe")));
   const journal = await readJournal(f.admin, w1.id);
-  assert.ok(journal.some((j) => j.kind === "danger" && /refused wipe: wipe of worker-1 was requested by mallory, who is not in the group fleetd-operators \[not_authorized\]/.test(j.comments)), JSON.stringify(journal));
+  assert.ok(journal.some((j) => j.kind === "danger" && /refused wipe: wipe of worker-1 was requested by mallory, who is not in the group fleetd-operators \[not-authorized\]/.test(j.comments)), JSON.stringify(journal));
 
   const mark2 = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "worker-1", "wipe");
@@ -168,7 +168,7 @@ test("an EK binding edited by hand in NetBox is refused by the handler", async (
   const mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "edge-1", "attest");
   const e = await rig.decisions.wait(mark, (x) => x.deviceId === e1.id && x.decision.outcome !== "ignore", "attest edge-1 with forged binding");
-  assert.ok(e.decision.outcome === "refuse" && e.decision.code === "ek_binding_unattributed", JSON.stringify(e.decision));
+  assert.ok(e.decision.outcome === "refuse" && e.decision.code === "ek-binding-unattributed", JSON.stringify(e.decision));
   const journal = await readJournal(f.admin, e1.id);
   assert.ok(journal.some((j) => j.kind === "danger" && /EK bindings were last changed by admin/.test(j.comments)));
   // the apply account restores the file's bindings; the same request is then accepted
@@ -186,18 +186,18 @@ test("eligibility: control planes need the feature flag, a TPM 1.2 provision is 
   let mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "cp-1", "provision");
   const c = await rig.decisions.wait(mark, (x) => x.deviceId === cp.id && x.decision.outcome !== "ignore", "provision cp-1");
-  assert.ok(c.decision.outcome === "refuse" && c.decision.code === "control_planes_disabled");
+  assert.ok(c.decision.outcome === "refuse" && c.decision.code === "control-planes-disabled");
 
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "legacy-1", "provision");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "provision legacy-1");
-  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12_no_provision", JSON.stringify(l.decision));
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "tpm12-no-provision", JSON.stringify(l.decision));
   assert.ok(!(((await h?.intents.all()) ?? []).some((i) => i.deviceId === legacy.id)), "nothing started for legacy-1");
 
   mark = rig.decisions.events.length;
   await requestAction(f, f.alice.token, "stray-1", "provision");
   const s = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "provision stray-1");
-  assert.ok(s.decision.outcome === "refuse" && s.decision.code === "not_in_inventory");
+  assert.ok(s.decision.outcome === "refuse" && s.decision.code === "not-in-inventory");
 });
 
 test("device names that every JavaScript object inherits (constructor, __proto__, toString, hasOwnProperty) are not nodes: refused, nothing started", async () => {
@@ -214,7 +214,7 @@ test("device names that every JavaScript object inherits (constructor, __proto__
     const mark = rig.decisions.events.length;
     await requestAction(f, f.alice.token, name, "provision");
     const e = await rig.decisions.wait(mark, (x) => x.deviceId === d.id && x.decision.outcome !== "ignore", `provision ${name}`);
-    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not_in_inventory", `${name}: ${JSON.stringify(e.decision)}`);
+    assert.ok(e.decision.outcome === "refuse" && e.decision.code === "not-in-inventory", `${name}: ${JSON.stringify(e.decision)}`);
     assert.ok(!(((await h?.intents.all()) ?? []).some((i) => i.deviceId === d.id)), `${name}: no intent`);
     assert.ok((await readJournal(f.admin, d.id)).some((j) => j.kind === "danger" && j.comments.includes(`\`${name}\` is not in the nodes file`)), name);
   }
@@ -232,22 +232,22 @@ test("a TPM 1.2 node's wipe: refused without a boot MAC the attestation account 
   };
   // No boot MAC proven yet (no TPM 1.2 intake passed): nothing starts, whoever asks.
   const a = await ask("alice", f.alice.token, "wipe");
-  assert.ok(a.e.decision.outcome === "refuse" && a.e.decision.code === "boot_mac_unproven", JSON.stringify(a.e.decision));
+  assert.ok(a.e.decision.outcome === "refuse" && a.e.decision.code === "boot-mac-unproven", JSON.stringify(a.e.decision));
   assert.equal((await device(f, "legacy-1")).cf["desired_action"], null, "the refused request is cleared");
-  assert.ok(a.added.some((j) => j.kind === "danger" && /^fleetd refused wipe: the wipe of legacy-1 \(TPM 1\.2\) targets only a boot MAC proven by a passing TPM 1\.2 intake, and there is none: .*Run its intake first.*\[boot_mac_unproven\]$/.test(j.comments)), JSON.stringify(a.added));
+  assert.ok(a.added.some((j) => j.kind === "danger" && /^fleetd refused wipe: the wipe of legacy-1 \(TPM 1\.2\) targets only a boot MAC proven by a passing TPM 1\.2 intake, and there is none: .*Run its intake first.*\[boot-mac-unproven\]$/.test(j.comments)), JSON.stringify(a.added));
   // A boot MAC a NetBox user typed is not proof.
   await patchDevice(f.client(f.alice.token), legacy.id, { custom_fields: { boot_mac: "b0:7b:25:00:12:99" } }, null, "test: alice types a boot MAC");
   const typed = await ask("alice", f.alice.token, "wipe");
-  assert.ok(typed.e.decision.outcome === "refuse" && typed.e.decision.code === "boot_mac_unproven", JSON.stringify(typed.e.decision));
+  assert.ok(typed.e.decision.outcome === "refuse" && typed.e.decision.code === "boot-mac-unproven", JSON.stringify(typed.e.decision));
   assert.match(typed.e.decision.outcome === "refuse" ? typed.e.decision.reason : "", /last changed by alice .* not by the account fleetd-handler/);
   // The attestation account (here the handler's, as the site configures no separate one) recorded it after a passing TPM 1.2 intake.
   await patchDevice(f.client(f.handler.token), legacy.id, { custom_fields: { boot_mac: mac } }, null, "fleetd: TPM 1.2 intake passed");
   const m = await ask("mallory", f.mallory.token, "wipe");
-  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "not_authorized", JSON.stringify(m.e.decision));
+  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "not-authorized", JSON.stringify(m.e.decision));
   for (const [who, token] of [["mallory", f.mallory.token], ["alice", f.alice.token]] as const) {
     const p = await ask(who, token, "provision");
-    assert.ok(p.e.decision.outcome === "refuse" && p.e.decision.code === "tpm12_no_provision", `${who}: ${JSON.stringify(p.e.decision)}`);
-    assert.ok(p.added.some((j) => j.kind === "danger" && /^fleetd refused provision: legacy-1 has a TPM 1\.2 \(nodes file\): fleetd does not install it .*\[tpm12_no_provision\]$/.test(j.comments)), JSON.stringify(p.added));
+    assert.ok(p.e.decision.outcome === "refuse" && p.e.decision.code === "tpm12-no-provision", `${who}: ${JSON.stringify(p.e.decision)}`);
+    assert.ok(p.added.some((j) => j.kind === "danger" && /^fleetd refused provision: legacy-1 has a TPM 1\.2 \(nodes file\): fleetd does not install it .*\[tpm12-no-provision\]$/.test(j.comments)), JSON.stringify(p.added));
   }
   assert.deepEqual(((await h?.intents.all()) ?? []).filter((i) => i.deviceId === legacy.id), [], "nothing started so far");
   const ok = await ask("alice", f.alice.token, "wipe");
@@ -269,12 +269,12 @@ test("status → decommissioning: dispatched for a group member, refused for any
   mark = rig.decisions.events.length;
   await patchDevice(f.client(f.alice.token), legacy.id, { status: "decommissioning" }, null, "retire");
   const l = await rig.decisions.wait(mark, (x) => x.deviceId === legacy.id && x.decision.outcome !== "ignore", "decommission legacy-1");
-  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "boot_mac_unproven", JSON.stringify(l.decision));
+  assert.ok(l.decision.outcome === "refuse" && l.decision.code === "boot-mac-unproven", JSON.stringify(l.decision));
   assert.ok((await readJournal(f.admin, legacy.id)).some((j) => /^fleetd refused decommissioning: the retirement's wipe of legacy-1 \(TPM 1\.2\) targets only a boot MAC proven/.test(j.comments)));
   mark = rig.decisions.events.length;
   await patchDevice(f.client(f.mallory.token), stray.id, { status: "decommissioning" }, null, "retire");
   const no = await rig.decisions.wait(mark, (x) => x.deviceId === stray.id && x.decision.outcome !== "ignore", "decommission stray-1");
-  assert.ok(no.decision.outcome === "refuse" && no.decision.code === "not_authorized");
+  assert.ok(no.decision.outcome === "refuse" && no.decision.code === "not-authorized");
   assert.ok((await readJournal(f.admin, stray.id)).some((j) => /refused decommissioning: .*mallory/.test(j.comments)));
 });
 
@@ -299,10 +299,10 @@ test("authorization race: a request reverted by another user between fleetd's re
       await o.request();
       await reverted;
       const e = await rig.decisions.wait(mark, (x) => x.deviceId === o.id, o.what);
-      assert.ok(e.decision.outcome === "refuse" && e.decision.code === "request_changed", `${o.what}: ${JSON.stringify(e.decision)}`);
+      assert.ok(e.decision.outcome === "refuse" && e.decision.code === "request-changed", `${o.what}: ${JSON.stringify(e.decision)}`);
       assert.equal(await intentsOf(o.id, o.action), intentsBefore, `${o.what}: nothing started`);
       const added = (await readJournal(f.admin, o.id)).slice(journalBefore);
-      assert.ok(added.some((j) => o.journal.test(j.comments) && /nothing was started.*\[request_changed\]$/.test(j.comments)), `${o.what}: ${JSON.stringify(added.map((j) => j.comments))}`);
+      assert.ok(added.some((j) => o.journal.test(j.comments) && /nothing was started.*\[request-changed\]$/.test(j.comments)), `${o.what}: ${JSON.stringify(added.map((j) => j.comments))}`);
     };
     const changesOf = (id: number) => (m: string, p: string) => m === "GET" && p.startsWith("/api/core/object-changes/") && p.includes(`changed_object_id=${id}`);
     const groupsLookup = (m: string, p: string) => m === "GET" && p.startsWith("/api/users/users/");

@@ -110,9 +110,9 @@ test("the attestation server's inventory: a role (or name) another account set i
   await patchDevice(f.client(f.mallory.token), id, { role: await roleId("fleetd-control-plane") }, null, "mallory makes worker-1 a control plane");
   assert.equal((await readDevice(f.admin, id)).device.role.slug, "fleetd-control-plane", "NetBox took the edit");
   const edited = await inv.reread(id);
-  assert.ok(edited?.unattributed.some((u) => u.code === "role_unattributed" && u.reason.includes(f.mallory.username)), JSON.stringify(edited?.unattributed));
+  assert.ok(edited?.unattributed.some((u) => u.code === "role-unattributed" && u.reason.includes(f.mallory.username)), JSON.stringify(edited?.unattributed));
   await patchDevice(f.admin, id, { role: await roleId("fleetd-worker") }, null, "back to the nodes file's role");
-  assert.ok((await inv.reread(id))?.unattributed.some((u) => u.code === "role_unattributed"), "reverted by hand is still not the apply account's write");
+  assert.ok((await inv.reread(id))?.unattributed.some((u) => u.code === "role-unattributed"), "reverted by hand is still not the apply account's write");
 });
 
 test("inventory check detects drift: hand-edited serial, reported port, hand-edited EK bindings", async () => {
@@ -151,13 +151,13 @@ test("inventory check detects drift: hand-edited serial, reported port, hand-edi
   assert.equal(fleetd(["inventory", "check", EXAMPLE_NODES, "--config", applyCfg]).code, 0);
 });
 
-test("If-Match: a PATCH with a stale ETag is refused by NetBox (412 → netbox_conflict)", async () => {
+test("If-Match: a PATCH with a stale ETag is refused by NetBox (412 → netbox-conflict)", async () => {
   const d = (await listDevices(f.admin, { name: ["edge-1"] }))[0];
   assert.ok(d);
   const { etag } = await readDevice(f.admin, d.id);
   assert.ok(etag, "NetBox sends an ETag");
   await patchDevice(f.admin, d.id, { description: "changed meanwhile" }, null, "test");
-  await assert.rejects(patchDevice(f.admin, d.id, { custom_fields: { desired_action: null } }, etag, "test"), (e: unknown) => e instanceof NetBoxError && e.code === "netbox_conflict" && e.status === 412);
+  await assert.rejects(patchDevice(f.admin, d.id, { custom_fields: { desired_action: null } }, etag, "test"), (e: unknown) => e instanceof NetBoxError && e.code === "netbox-conflict" && e.status === 412);
   const fresh = await readDevice(f.admin, d.id);
   await patchDevice(f.admin, d.id, { description: "" }, fresh.etag, "test");
 });

@@ -133,11 +133,11 @@ test("bad input is refused before any RPC and changes nothing; SPIRE's own refus
     [spire.batchDeleteEntry(["a", ""]), /empty entry ID/],
     [spire.listEntries({}, 0), /page size/],
   ];
-  for (const [p, why] of bad) await assert.rejects(p, (e: unknown) => e instanceof SpireApiError && e.code === "spire_bad_request" && why.test(e.message) && outageOf(e) === undefined);
+  for (const [p, why] of bad) await assert.rejects(p, (e: unknown) => e instanceof SpireApiError && e.code === "spire-bad-request" && why.test(e.message) && outageOf(e) === undefined);
   assert.equal(rpcs.length, count, "no RPC was made");
   assert.equal((await spire.listEntries({ bySpiffeId: `spiffe://${td()}/node/ok-1` })).length, 0, "the good entry of a refused batch was not created");
   // SPIRE refuses a reserved SPIFFE ID as a filter: an RPC-level INVALID_ARGUMENT
-  await assert.rejects(spire.listEntries({ bySpiffeId: `spiffe://${td()}/spire/server` }), (e: unknown) => e instanceof SpireApiError && e.code === "spire_refused" && e.grpcCode === 3 && outageOf(e) === undefined);
+  await assert.rejects(spire.listEntries({ bySpiffeId: `spiffe://${td()}/spire/server` }), (e: unknown) => e instanceof SpireApiError && e.code === "spire-refused" && e.grpcCode === 3 && outageOf(e) === undefined);
 });
 
 test("a stopped server is an outage (spire-unavailable) for every RPC, and the same client works again once it is back, data kept", async () => {
@@ -147,7 +147,7 @@ test("a stopped server is an outage (spire-unavailable) for every RPC, and the s
   for (const p of down) {
     await assert.rejects(p, (e: unknown) => {
       const o = outageOf(e);
-      return e instanceof SpireApiError && e.code === "spire_unavailable" && o?.reason === "spire-unavailable" && /SPIRE did not answer/.test(o.detail);
+      return e instanceof SpireApiError && e.code === "spire-unavailable" && o?.reason === "spire-unavailable" && /SPIRE did not answer/.test(o.detail);
     });
   }
   assert.ok(rpcs.slice(-down.length).every((r) => r.outcome === "unavailable"));

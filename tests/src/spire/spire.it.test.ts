@@ -152,7 +152,7 @@ test("a node entry made through the adapter makes the agent that node: a workloa
 test("BanAgent, found by the agent ID SPIRE derives from the LDevID leaf; an unknown agent is a refusal, not an outage", async () => {
   const id = tpmDevidAgentId(server.trustDomain, leafDer);
   const unknown = tpmDevidAgentId(server.trustDomain, new Uint8Array([1, 2, 3]));
-  await assert.rejects(spire.banAgent(unknown), (e: unknown) => e instanceof SpireApiError && e.code === "spire_refused" && e.grpcCode === 5 && outageOf(e) === undefined);
+  await assert.rejects(spire.banAgent(unknown), (e: unknown) => e instanceof SpireApiError && e.code === "spire-refused" && e.grpcCode === 5 && outageOf(e) === undefined);
   await spire.banAgent(id);
   const banned = await spire.listAgents({ byBanned: true });
   assert.deepEqual(

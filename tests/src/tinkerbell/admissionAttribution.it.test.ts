@@ -99,7 +99,7 @@ test("a BMC address edited by a device editor (the credentials reference kept): 
   const d = await device(f, "adm-b");
   await patchDevice(f.client(f.mallory.token), d.id, { custom_fields: { bmc: { type: "redfish", address: "203.0.113.66", credentials: `secret:${NS}/fleetd-bmc-adm-b` } } }, null, "mallory: my BMC");
   const last = await admit("adm-b", "0c:c4:7a:00:0c:02");
-  assert.match(last, /admission failed \(bmc_unattributed\)/);
+  assert.match(last, /admission failed \(bmc-unattributed\)/);
   assert.match(last, /last changed by mallory/);
   assert.equal(await objectExists("hardware", "adm-b"), false, "no Hardware");
   assert.equal(await objectExists("machines", "adm-b", "bmc.tinkerbell.org"), false, "no Machine pointing at mallory's host");
@@ -116,7 +116,7 @@ test("an install disk edited by a device editor: admission refused and journalle
   const d = await device(f, "adm-c");
   await patchDevice(f.client(f.mallory.token), d.id, { custom_fields: { install_disk: "/dev/sdb" } }, null, "mallory: wipe that one");
   const last = await admit("adm-c", "0c:c4:7a:00:0c:03");
-  assert.match(last, /admission failed \(install_disk_unattributed\)/);
+  assert.match(last, /admission failed \(install-disk-unattributed\)/);
   assert.equal(await objectExists("hardware", "adm-c"), false);
   assert.equal(await objectExists("machines", "adm-c", "bmc.tinkerbell.org"), false);
 });

@@ -115,13 +115,13 @@ test("MACs: the CRD refuses an uppercase MAC; fleetd refuses it too (checkNode, 
   upper.spec.interfaces[0]!.dhcp.mac = "0C:C4:7A:00:00:0A";
   const upperStatus = await apiStatus(custom().createNamespacedCustomObject({ ...tink("hardware"), body: upper }));
   assert.equal(upperStatus, 422, "the Hardware CRD refuses an uppercase MAC");
-  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(checkNode(node("mac-upper", "0C:C4:7A:00:00:0A")), NS)))).code, "mac_not_canonical");
+  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(checkNode(node("mac-upper", "0C:C4:7A:00:00:0A")), NS)))).code, "mac-not-canonical");
   // The CRD pattern ([0-9a-f]{2}[:]){5}([0-9a-f]{2}) is not anchored: a value containing a lowercase MAC passes.
   const sloppy = structuredClone(hw);
   sloppy.metadata.name = "mac-sloppy";
   sloppy.spec.interfaces[0]!.dhcp.mac = "XX0c:c4:7a:00:00:0b";
   assert.equal(await apiStatus(custom().createNamespacedCustomObject({ ...tink("hardware"), body: sloppy })), 200, "the CRD's pattern is unanchored");
-  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(checkNode(node("mac-sloppy", "XX0c:c4:7a:00:00:0b")), NS)))).code, "mac_not_canonical");
+  assert.equal((await refusal(Promise.resolve().then(() => buildHardware(checkNode(node("mac-sloppy", "XX0c:c4:7a:00:00:0b")), NS)))).code, "mac-not-canonical");
   await custom().deleteNamespacedCustomObject({ ...tink("hardware"), name: "mac-sloppy" });
 });
 
@@ -201,7 +201,7 @@ test("an unfinished Workflow blocks the next with a clear reason; re-provision a
   for (const state of ["", "PREPARING", "PENDING", "RUNNING", "POST"]) {
     if (state) await setWorkflowState(first.name, state, "0c:c4:7a:00:00:03"); // as tink-controller/tink-server would
     const e = await refusal(effects.start(n, { mode: "provision", requestId: "r2" }));
-    assert.equal(e.code, "workflow_in_progress");
+    assert.equal(e.code, "workflow-in-progress");
     assert.match(e.message, new RegExp(`${first.name} \\(${state || "not yet reconciled"}\\) is still in progress`));
   }
   await setWorkflowState(first.name, "SUCCESS");
@@ -213,12 +213,12 @@ test("an unfinished Workflow blocks the next with a clear reason; re-provision a
 
   // A running provision: attest is refused, wipe supersedes it; a second wipe is refused while the first runs.
   await setWorkflowState(second.name, "RUNNING", "0c:c4:7a:00:00:03");
-  assert.equal((await refusal(effects.start(n, { mode: "attest", requestId: "r3" }))).code, "workflow_in_progress");
+  assert.equal((await refusal(effects.start(n, { mode: "attest", requestId: "r3" }))).code, "workflow-in-progress");
   const wipe = await effects.start(n, { mode: "wipe", requestId: "r4" });
   assert.deepEqual(wipe.deleted, [{ name: second.name, state: "RUNNING", why: "superseded by wipe" }]);
   assert.equal((await get(tink("workflows"), wipe.name)).spec["templateRef"], "fleetd-wipe");
   const again = await refusal(effects.start(n, { mode: "wipe", requestId: "r5" }));
-  assert.equal(again.code, "workflow_in_progress");
+  assert.equal(again.code, "workflow-in-progress");
   for (const state of ["FAILED", "TIMEOUT"]) {
     const cur = (await list(tink("workflows"), "fleetd.io/node=node-c"))[0]!;
     await setWorkflowState(cur.metadata.name, state);
@@ -248,7 +248,7 @@ test("admission supersedes the machine's intake Workflow (from fleetd's rule set
   await custom().createNamespacedCustomObject({ ...tink("workflows"), body: foreign });
   await setWorkflowState("someone-elses", "SUCCESS");
   const e = await refusal(effects.start(node("node-e", "0c:c4:7a:00:00:05"), { mode: "provision", requestId: "x" }));
-  assert.equal(e.code, "not_ours");
+  assert.equal(e.code, "not-ours");
   assert.match(e.message, /someone-elses \(SUCCESS\) targets this machine and is not fleetd's/);
   assert.equal((await get(tink("workflows"), "someone-elses")).metadata.name, "someone-elses", "left alone");
   assert.equal(await apiStatus(get(tink("hardware"), "node-e")), 404, "nothing created for the refused start");
@@ -263,18 +263,18 @@ test("one MAC, one machine: a MAC in another node's (or anyone's) Hardware refus
   // mac-b claims mac-a's MAC (a wrong boot MAC in the inventory): refused for every mode, wipe above all.
   for (const mode of ["provision", "wipe"] as const) {
     const e = await refusal(effects.start(node("mac-b", "0c:c4:7a:00:0b:01"), { mode, requestId: `mac-b:${mode}` }));
-    assert.equal(e.code, "mac_in_use", mode);
+    assert.equal(e.code, "mac-in-use", mode);
     assert.match(e.message, /MAC 0c:c4:7a:00:0b:01 is already in Hardware tinkerbell\/mac-a/);
   }
   // ... also as a second MAC of its own.
-  assert.equal((await refusal(effects.start({ ...node("mac-b", "0c:c4:7a:00:0b:02"), macs: ["0c:c4:7a:00:0b:02", "0c:c4:7a:00:0b:01"] }, { mode: "provision", requestId: "mac-b:2" }))).code, "mac_in_use");
+  assert.equal((await refusal(effects.start({ ...node("mac-b", "0c:c4:7a:00:0b:02"), macs: ["0c:c4:7a:00:0b:02", "0c:c4:7a:00:0b:01"] }, { mode: "provision", requestId: "mac-b:2" }))).code, "mac-in-use");
   assert.equal(at(await get(tink("workflows"), wfA.name), "status.state"), "RUNNING", "mac-a's running provision is untouched");
   assert.equal((await get(tink("hardware"), "mac-a")).metadata.resourceVersion, hwA.metadata.resourceVersion, "mac-a's Hardware is untouched");
   assert.equal(await apiStatus(get(tink("hardware"), "mac-b")), 404, "no Hardware for mac-b");
   assert.equal(await apiStatus(get(bmcApi("machines"), "mac-b")), 404);
   // Hardware that is not fleetd's holds a MAC: refused the same way.
   await custom().createNamespacedCustomObject({ ...tink("hardware"), body: { apiVersion: "tinkerbell.org/v1alpha1", kind: "Hardware", metadata: { name: "theirs-c" }, spec: { interfaces: [{ dhcp: { mac: "0c:c4:7a:00:0b:03" } }] } } });
-  assert.equal((await refusal(effects.start(node("mac-c", "0c:c4:7a:00:0b:03"), { mode: "provision", requestId: "mac-c" }))).code, "mac_in_use");
+  assert.equal((await refusal(effects.start(node("mac-c", "0c:c4:7a:00:0b:03"), { mode: "provision", requestId: "mac-c" }))).code, "mac-in-use");
 
   // A fleetd Workflow of another node that names this node's MAC (its Hardware changed since; no Hardware holds
   // the MAC now): a wipe of mac-d does not supersede it — it refuses and leaves it.
@@ -286,7 +286,7 @@ test("one MAC, one machine: a MAC in another node's (or anyone's) Hardware refus
   for (const state of ["RUNNING", "SUCCESS"]) {
     await setWorkflowState("fleetd-other-provision-0000000001", state, "0c:c4:7a:00:0b:04");
     const e = await refusal(effects.start(node("mac-d", "0c:c4:7a:00:0b:04"), { mode: "wipe", requestId: `mac-d:${state}` }));
-    assert.equal(e.code, "mac_in_use", state);
+    assert.equal(e.code, "mac-in-use", state);
     assert.equal(at(await get(tink("workflows"), "fleetd-other-provision-0000000001"), "status.state"), state, "another node's Workflow is never deleted");
   }
   assert.equal(await apiStatus(get(tink("hardware"), "mac-d")), 404);
@@ -303,7 +303,7 @@ test("one MAC, one machine: a MAC in another node's (or anyone's) Hardware refus
   } });
   await setWorkflowState("enrollment-0c-c4-7a-00-0b-06", "RUNNING", "0c:c4:7a:00:0b:06");
   const e = await refusal(effects.start({ ...node("mac-e", "0c:c4:7a:00:0b:05"), macs: ["0c:c4:7a:00:0b:05", "0c:c4:7a:00:0b:06"] }, { mode: "provision", requestId: "mac-e" }));
-  assert.equal(e.code, "mac_in_use");
+  assert.equal(e.code, "mac-in-use");
   assert.equal(at(await get(tink("workflows"), "enrollment-0c-c4-7a-00-0b-06"), "status.state"), "RUNNING", "the other interface's intake is left alone");
   // With that MAC as the boot MAC, the intake is this node's and is superseded.
   const ok = await effects.start({ ...node("mac-e", "0c:c4:7a:00:0b:06"), macs: ["0c:c4:7a:00:0b:06", "0c:c4:7a:00:0b:05"] }, { mode: "provision", requestId: "mac-e:2" });
@@ -316,7 +316,7 @@ test("objects not labelled as fleetd's are never changed: Hardware, Template, Ma
   await custom().createNamespacedCustomObject({ ...tink("hardware"), body: theirs });
   const before = await get(tink("hardware"), "node-f");
   const e = await refusal(effects.start(node("node-f", "0c:c4:7a:00:00:06"), { mode: "provision", requestId: "f" }));
-  assert.equal(e.code, "not_ours");
+  assert.equal(e.code, "not-ours");
   const afterHw = await get(tink("hardware"), "node-f");
   assert.equal(afterHw.metadata.resourceVersion, before.metadata.resourceVersion);
   // The Workflow was not created either (Hardware is ensured before it).
@@ -332,7 +332,7 @@ test("objects not labelled as fleetd's are never changed: Hardware, Template, Ma
 
   // Machine.
   await custom().createNamespacedCustomObject({ ...bmcApi("machines"), namespace: "other", body: { apiVersion: "bmc.tinkerbell.org/v1alpha1", kind: "Machine", metadata: { name: "node-g" }, spec: { connection: { host: "x", insecureTLS: false } } } });
-  assert.equal((await refusal(other.ensureBmcMachine(node("node-g", "0c:c4:7a:00:00:07", { type: "ipmi", address: "10.30.0.7", credentials: "secret:other/fleetd-bmc-node-g" })))).code, "not_ours");
+  assert.equal((await refusal(other.ensureBmcMachine(node("node-g", "0c:c4:7a:00:00:07", { type: "ipmi", address: "10.30.0.7", credentials: "secret:other/fleetd-bmc-node-g" })))).code, "not-ours");
 });
 
 test("Template sync writes nothing when nothing changed, updates a changed image, refuses an unpinned one", async () => {
@@ -360,7 +360,7 @@ test("Template sync writes nothing when nothing changed, updates a changed image
 
   assert.throws(() => site({ images: { ...site().images, wipe: "docker.io/library/debian:bookworm-slim" } }), /pinned by digest/);
   assert.throws(() => checkTemplateData({ version: "0.1", name: "t", global_timeout: 60, tasks: [{ name: "a", worker: "{{ .device_1 }}", actions: [{ name: "x", image: "quay.io/x/y:latest", timeout: 60 }] }] }, "t"),
-    (e: unknown) => e instanceof TinkerbellError && e.code === "image_not_pinned");
+    (e: unknown) => e instanceof TinkerbellError && e.code === "image-not-pinned");
 });
 
 test("Rufio Machines for amt, ipmi and redfish are accepted by the real CRD; a wrong provider name is refused by it", async () => {
@@ -395,7 +395,7 @@ test("BMC credentials: only the node's own Secret in the Tinkerbell namespace; a
   // Another node's Secret, another namespace (even with the node's own Secret name), a lookalike name.
   for (const ref of [own("cred-b"), "secret:kube-system/fleetd-bmc-cred-a", "secret:other/fleetd-bmc-cred-a", `secret:${NS}/bmc-shared`, `${own("cred-a")}-x`]) {
     const e = await refusal(effects.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, credentials: ref } }));
-    assert.equal(e.code, "credentials_not_own", ref);
+    assert.equal(e.code, "credentials-not-own", ref);
     assert.match(e.message, new RegExp(`only secret:${NS}/fleetd-bmc-cred-a is accepted`));
   }
   // env: and file: would have fleetd read a password from its own environment or file system: refused.
@@ -410,7 +410,7 @@ test("BMC credentials: only the node's own Secret in the Tinkerbell namespace; a
   try {
     for (const ref of [envRef, `file:${dir}`]) {
       const e = await refusal(effects.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, credentials: ref } }));
-      assert.equal(e.code, "credentials_unsupported", ref);
+      assert.equal(e.code, "credentials-unsupported", ref);
       assert.doesNotMatch(e.message, /calvin/);
     }
   } finally {
@@ -418,7 +418,7 @@ test("BMC credentials: only the node's own Secret in the Tinkerbell namespace; a
     delete process.env["FLEETD_IT_CRED_PASSWORD"];
   }
   const v = await refusal(effects.ensureBmcMachine({ ...n, bmc: { ...n.bmc!, credentials: "vault:kv/bmc/cred-a" } }));
-  assert.equal(v.code, "credentials_unsupported");
+  assert.equal(v.code, "credentials-unsupported");
   assert.match(v.message, /not supported by this deployment/);
   assert.equal(await apiStatus(get(bmcApi("machines"), "cred-a")), 404, "no Machine for a refused reference");
   assert.equal(await apiStatus(admin.core.readNamespacedSecret({ namespace: NS, name: "fleetd-bmc-cred-a" })), 404, "no Secret written");
@@ -441,7 +441,7 @@ test("power off: a Rufio Job the CRD accepts, one per request, its state read fr
   assert.deepEqual(await effects.jobState(job), { state: "failed", message: "BMC unreachable" });
   await setJob([{ type: "Completed", status: "True" }]);
   assert.deepEqual(await effects.jobState(job), { state: "completed" });
-  assert.equal((await refusal(effects.powerOff(node("node-q", "0c:c4:7a:00:03:01"), "x"))).code, "no_bmc");
+  assert.equal((await refusal(effects.powerOff(node("node-q", "0c:c4:7a:00:03:01"), "x"))).code, "no-bmc");
 });
 
 test("the management RBAC manifest is enough: every effect runs as a ServiceAccount bound to exactly that Role", async () => {
@@ -544,19 +544,19 @@ test("admission (talos-config-server): Hardware with the intake's boot MAC first
   // Two MACs and no intake Workflow naming one: which boots is unknown — refused in the journal, nothing created.
   await adm.admit(record("adm-2"), { macs: ["0c:c4:7a:00:06:01", "0c:c4:7a:00:06:02"], uuid: "u2" });
   assert.equal(journal.entries[1]!.entry.kind, "danger");
-  assert.match(journal.entries[1]!.entry.summary, /cannot tell which of the 2 proven MACs .* boots.*\[no_proven_mac\]/);
+  assert.match(journal.entries[1]!.entry.summary, /cannot tell which of the 2 proven MACs .* boots.*\[no-proven-mac\]/);
   assert.equal(await apiStatus(get(tink("hardware"), "adm-2")), 404);
   // One MAC: it is the boot MAC. vault: credentials: refused, journalled, not thrown.
   await adm.admit(record("adm-3", { type: "redfish", address: "10.30.0.53", credentials: "vault:kv/x" }), { macs: ["0c:c4:7a:00:07:01"], uuid: "u3" });
   assert.equal(journal.entries[2]!.entry.kind, "danger");
-  assert.match(journal.entries[2]!.entry.summary, /\[credentials_unsupported\]/);
+  assert.match(journal.entries[2]!.entry.summary, /\[credentials-unsupported\]/);
   await adm.admit(record("adm-4"), { macs: ["0c:c4:7a:00:08:01"], uuid: "u4" });
   assert.equal(journal.entries[3]!.entry.kind, "success");
   // An API error (a namespace that does not exist) is journalled too, not thrown.
   const broken = new TinkerbellAdmission(new TinkerbellEffects({ kube: admin, namespace: "no-such-namespace", site: site(), serverCaPem: cp.caPem }), journal, attributed);
   await broken.admit(record("adm-5"), { macs: ["0c:c4:7a:00:09:01"], uuid: "u5" });
   assert.equal(journal.entries[4]!.entry.kind, "danger");
-  assert.match(journal.entries[4]!.entry.summary, /admission failed \(kubernetes_api\): `Kubernetes API/);
+  assert.match(journal.entries[4]!.entry.summary, /admission failed \(kubernetes-api\): `Kubernetes API/);
 });
 
 /** What tink-controller writes when the netboot Job fails (and the Job and Task it made, owned as it owns them). */
@@ -609,7 +609,7 @@ test("Workflow outcomes: a boot-Job failure starts the same Workflow again after
   assert.deepEqual(await follow(), { journalled: [a.name], restarted: [], errors: [] });
   assert.equal(journal.entries.at(-1)!.entry.kind, "danger");
   assert.match(journal.entries.at(-1)!.entry.summary, /failed: the boot Job failed before any action ran, also after 2 restart\(s\); no action ran/);
-  assert.deepEqual(journal.entries.at(-1)!.entry.reasons, [{ check: "workflow.boot_job", detail: `netboot-${a.name}: \`BootJobFailed: power on: connection refused\`` }]);
+  assert.deepEqual(journal.entries.at(-1)!.entry.reasons, [{ check: "workflow.boot-job", detail: `netboot-${a.name}: \`BootJobFailed: power on: connection refused\`` }]);
   const count = journal.entries.length;
   assert.deepEqual(await follow(), { journalled: [], restarted: [], errors: [] }, "journalled once");
   assert.equal(journal.entries.length, count);

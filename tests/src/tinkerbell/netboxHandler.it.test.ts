@@ -113,7 +113,7 @@ test("re-provision replaces the finished Workflow; while one runs, the request i
   const busy = await request("edge-1", "attest");
   assert.equal(busy.e.decision.outcome, "dispatch");
   const j1 = await readJournal(f.admin, busy.d.id);
-  assert.ok(j1.some((j) => j.kind === "danger" && j.comments.includes(`Workflow ${old!.metadata.name} (RUNNING) is still in progress`) && j.comments.includes("[workflow_in_progress]")), JSON.stringify(j1.map((j) => j.comments)));
+  assert.ok(j1.some((j) => j.kind === "danger" && j.comments.includes(`Workflow ${old!.metadata.name} (RUNNING) is still in progress`) && j.comments.includes("[workflow-in-progress]")), JSON.stringify(j1.map((j) => j.comments)));
   assert.equal((await device(f, "edge-1")).cf["desired_action"], null, "a refusal is final for the request: cleared, not retried");
 
   await setState(old!.metadata.name, "SUCCESS");
@@ -127,16 +127,16 @@ test("re-provision replaces the finished Workflow; while one runs, the request i
 
 test("refusals: vault: BMC credentials, and a node with no proven MAC — journalled with the reason, nothing created", async () => {
   const w = await request("worker-1", "provision");
-  assert.ok((await readJournal(f.admin, w.d.id)).some((j) => j.kind === "danger" && /vault: is not supported by this deployment.*\[credentials_unsupported\]/.test(j.comments)));
+  assert.ok((await readJournal(f.admin, w.d.id)).some((j) => j.kind === "danger" && /vault: is not supported by this deployment.*\[credentials-unsupported\]/.test(j.comments)));
   assert.equal((await list("workflows", "fleetd.io/node=worker-1")).length, 0);
 
   const l = await request("legacy-1", "provision"); // TPM 1.2: fleetd installs nothing on it, refused before any effect
-  assert.ok(l.e.decision.outcome === "refuse" && l.e.decision.code === "tpm12_no_provision");
+  assert.ok(l.e.decision.outcome === "refuse" && l.e.decision.code === "tpm12-no-provision");
   const m = await request("legacy-1", "provision", f.mallory.token); // the reviewer's attack: an unprivileged "provision" became a wipe
-  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "tpm12_no_provision");
-  assert.ok((await readJournal(f.admin, l.d.id)).some((j) => j.kind === "danger" && /fleetd does not install it.*\[tpm12_no_provision\]/.test(j.comments)));
+  assert.ok(m.e.decision.outcome === "refuse" && m.e.decision.code === "tpm12-no-provision");
+  assert.ok((await readJournal(f.admin, l.d.id)).some((j) => j.kind === "danger" && /fleetd does not install it.*\[tpm12-no-provision\]/.test(j.comments)));
   const nw = await request("legacy-1", "wipe"); // a group member's wipe, but no TPM 1.2 intake has proven a boot MAC
-  assert.ok(nw.e.decision.outcome === "refuse" && nw.e.decision.code === "boot_mac_unproven");
+  assert.ok(nw.e.decision.outcome === "refuse" && nw.e.decision.code === "boot-mac-unproven");
   assert.equal((await list("hardware", "fleetd.io/node=legacy-1")).length, 0);
   assert.equal((await list("workflows", "fleetd.io/node=legacy-1")).length, 0);
 });
@@ -147,7 +147,7 @@ test("a TPM 1.2 node's wipe with a boot MAC its TPM 1.2 intake proved: Hardware 
   // what the attestation server writes after a passing TPM 1.2 intake (the attestation account is the handler's here)
   await patchDevice(f.client(f.handler.token), legacy.id, { custom_fields: { boot_mac: mac } }, null, "fleetd: TPM 1.2 intake passed");
   const no = await request("legacy-1", "wipe", f.mallory.token);
-  assert.ok(no.e.decision.outcome === "refuse" && no.e.decision.code === "not_authorized");
+  assert.ok(no.e.decision.outcome === "refuse" && no.e.decision.code === "not-authorized");
   assert.equal((await list("workflows", "fleetd.io/node=legacy-1")).length, 0);
   const ok = await request("legacy-1", "wipe");
   assert.ok(ok.e.decision.outcome === "dispatch" && ok.e.decision.intent.action === "wipe", JSON.stringify(ok.e.decision));

@@ -16,9 +16,9 @@ test("exitCodeOf: usage errors 2, outages and the binary's unavailable classes 5
   assert.equal(exitCodeOf(new ParseError("truncated", "TPMS_ATTEST", 0, "need 4 bytes")), EXIT.internal, "not a usage class of this binary");
   assert.equal(exitCodeOf(new ParseError("truncated", "TPMS_ATTEST", 0, "need 4 bytes"), { usage: [ParseError] }), EXIT.usage);
   assert.equal(exitCodeOf(new Unavailable("netbox-unavailable", "GET /api/status/")), EXIT.unavailable);
-  const down = new NetBoxError("netbox_unreachable", "GET /api/dcim/devices/", undefined, "ECONNREFUSED");
+  const down = new NetBoxError("netbox-unreachable", "GET /api/dcim/devices/", undefined, "ECONNREFUSED");
   assert.equal(exitCodeOf(down, { usage: [NetBoxError] }), EXIT.unavailable, "an outage is not a usage error even when its class is listed");
-  assert.equal(exitCodeOf(new NetBoxError("netbox_http", "PATCH", 403, "forbidden"), { usage: [NetBoxError] }), EXIT.usage);
+  assert.equal(exitCodeOf(new NetBoxError("netbox-http", "PATCH", 403, "forbidden"), { usage: [NetBoxError] }), EXIT.usage);
   assert.equal(exitCodeOf(new ParseError("truncated", "TPMS_ATTEST", 0, "need 4 bytes"), { unavailable: [ParseError] }), EXIT.unavailable);
   assert.equal(exitCodeOf(new TypeError("x is undefined")), EXIT.internal);
   assert.equal(exitCodeOf("a string"), EXIT.internal);

@@ -153,7 +153,7 @@ export interface NodesFileIssue {
 
 export class NodesFileError extends Error {
   override readonly name = "NodesFileError";
-  readonly code = "nodes_file_invalid";
+  readonly code = "nodes-file-invalid";
   constructor(
     readonly file: string,
     readonly issues: NodesFileIssue[],

@@ -122,7 +122,7 @@ export interface PlatformFields {
 }
 
 export interface PlatformFieldRefusal {
-  code: "bmc_unattributed" | "install_disk_unattributed";
+  code: "bmc-unattributed" | "install-disk-unattributed";
   reason: string;
 }
 

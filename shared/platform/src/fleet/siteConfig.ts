@@ -1,5 +1,6 @@
 /**
- * fleetd's site configuration for everything that talks to NetBox (CLI and netbox-script): a YAML/JSON file
+ * fleetd's site configuration (SiteConfig: NetBox and its accounts, the webhook, Kubernetes, Tinkerbell, and the
+ * handler's and server's own sections), read by the CLI, netbox-script and talos-config-server: a YAML/JSON file
  * (FLEETD_CONFIG or --config) whose values may be overridden by environment variables. Never constants.
  */
 import { readFileSync } from "node:fs";
@@ -10,7 +11,7 @@ import { TinkerbellSiteConfig } from "./tinkerbellSiteConfig.js";
 const Url = z.string().url().refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL");
 const Secret = z.string().min(1);
 
-export const NetBoxSiteConfig = z.strictObject({
+export const SiteConfig = z.strictObject({
   netbox: z.strictObject({
     url: Url,
     /** v2 token `nbt_<key>.<secret>` of the service account that runs the command. */
@@ -70,14 +71,14 @@ export const NetBoxSiteConfig = z.strictObject({
     })
     .default({ controlPlanes: false }),
 });
-export type NetBoxSiteConfig = z.infer<typeof NetBoxSiteConfig>;
+export type SiteConfig = z.infer<typeof SiteConfig>;
 
 /** The account whose writes of `boot_mac` (and verdicts) count: accounts.attestation, else the handler's. */
-export const attestationAccount = (c: Pick<NetBoxSiteConfig, "accounts">): string => c.accounts.attestation ?? c.accounts.handler;
+export const attestationAccount = (c: Pick<SiteConfig, "accounts">): string => c.accounts.attestation ?? c.accounts.handler;
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
-  readonly code = "config_invalid";
+  readonly code = "config-invalid";
 }
 
 /**
@@ -115,9 +116,9 @@ export function readSecretFile(path: string, what: string): string {
   return value;
 }
 
-export function parseSiteConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): NetBoxSiteConfig {
+export function parseSiteConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): SiteConfig {
   if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError("configuration must be a mapping");
-  const res = NetBoxSiteConfig.safeParse(applyEnv(raw as Record<string, unknown>, env));
+  const res = SiteConfig.safeParse(applyEnv(raw as Record<string, unknown>, env));
   if (!res.success) {
     const issues = res.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`);
     throw new ConfigError(`invalid fleetd configuration: ${issues.join("; ")}`);
@@ -125,7 +126,7 @@ export function parseSiteConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): NetB
   return res.data;
 }
 
-export function loadSiteConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): NetBoxSiteConfig {
+export function loadSiteConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): SiteConfig {
   return parseSiteConfig(readConfigFile(path, env).raw, env);
 }
 

@@ -14,10 +14,12 @@ import { own, safeLine } from "@fleetd/verify/text";
 import type { NodesFile } from "../fleet/nodesFile.js";
 import { deviceFieldsFromEntry, INTERFACE_TYPE, slugify } from "./netboxView.js";
 
+export const INVENTORY_ERROR_CODES = ["inventory-conflict", "inventory-missing-fields", "inventory-wrong-account"] as const;
+
 export class InventoryError extends Error {
   override readonly name = "InventoryError";
   constructor(
-    readonly code: "inventory_conflict" | "inventory_missing_fields" | "inventory_wrong_account",
+    readonly code: (typeof INVENTORY_ERROR_CODES)[number],
     message: string,
   ) {
     super(message);
@@ -60,11 +62,11 @@ export async function whoAmI(nb: NetBox): Promise<{ id: number; username: string
 export async function inventoryApply(nb: NetBox, file: NodesFile, opts: { dryRun: boolean; applyAccount: string }): Promise<ApplyResult> {
   const me = await whoAmI(nb);
   if (me.username !== opts.applyAccount) {
-    throw new InventoryError("inventory_wrong_account", `the token belongs to ${me.username}, but EK bindings are accepted only from the apply account ${opts.applyAccount}: use that account's token`);
+    throw new InventoryError("inventory-wrong-account", `the token belongs to ${me.username}, but EK bindings are accepted only from the apply account ${opts.applyAccount}: use that account's token`);
   }
   const missing = await missingCustomFields(nb, INVENTORY_FIELDS);
   if (missing.length > 0) {
-    throw new InventoryError("inventory_missing_fields", `NetBox lacks fleetd's custom fields ${missing.join(", ")} on dcim.device: run \`fleetd netbox setup\` first`);
+    throw new InventoryError("inventory-missing-fields", `NetBox lacks fleetd's custom fields ${missing.join(", ")} on dcim.device: run \`fleetd netbox setup\` first`);
   }
   const plan = await reconcile(nb, file, true);
   if (opts.dryRun || plan.conflicts.length > 0) return plan;
@@ -276,7 +278,7 @@ async function reconcileCable(nb: NetBox, a: CableArgs, dryRun: boolean, changes
   }
   changes.push({ kind: "create", object: `dcim.cable ${a.ifaceLabel} <-> ${a.portLabel}` });
   if (dryRun) return;
-  if (!a.iface || !a.port) throw new NetBoxError("netbox_bad_response", `cable for ${a.node}`, undefined, "interface or switch port missing after creation");
+  if (!a.iface || !a.port) throw new NetBoxError("netbox-bad-response", `cable for ${a.node}`, undefined, "interface or switch port missing after creation");
   await must(
     api.POST("/api/dcim/cables/", {
       body: {

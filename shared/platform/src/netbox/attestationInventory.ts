@@ -71,10 +71,13 @@ export const UUID_FIELD = "attested_uuid";
  * Change-log paths hold what NetBox's change log stores (related objects as IDs). A field that is empty and was
  * never written is not a finding; emptied by someone else, it is.
  */
+/** The refusal code of a field someone other than its owning account wrote: `primary_ip4` → `primary-ip4-unattributed`. */
+export const unattributedCode = (field: string): `${string}-unattributed` => `${field.replaceAll("_", "-")}-unattributed`;
+
 function attributedFields(d: DeviceRecord, o: NetBoxInventoryOptions): AttributedField[] {
-  const apply = (path: string, current: unknown, label: string, plural = false): AttributedField => ({ path, current, account: o.applyAccount, code: `${path.replace(/^custom_fields\./, "")}_unattributed`, label, plural });
+  const apply = (path: string, current: unknown, label: string, plural = false): AttributedField => ({ path, current, account: o.applyAccount, code: unattributedCode(path.replace(/^custom_fields\./, "")), label, plural });
   const cf = (name: string, label: string, plural = false) => apply(`custom_fields.${name}`, d.cf[name] ?? null, label, plural);
-  const recorded = (name: string, label: string): AttributedField => ({ path: `custom_fields.${name}`, current: d.cf[name] ?? null, account: o.attestationAccount, code: `${name}_unattributed`, label });
+  const recorded = (name: string, label: string): AttributedField => ({ path: `custom_fields.${name}`, current: d.cf[name] ?? null, account: o.attestationAccount, code: unattributedCode(name), label });
   return [
     apply("name", d.name, "device name"),
     apply("serial", d.serial === "" ? "" : d.serial, "serial number"),
@@ -255,7 +258,7 @@ export class NetBoxInventory implements Inventory, Journal {
     try {
       await patchDevice(this.nb, node.deviceId, { status: "failed" }, r.etag, `fleetd: ${why}`.slice(0, 200));
     } catch (e) {
-      if (!(e instanceof NetBoxError && e.code === "netbox_conflict")) throw e; // changed meanwhile: leave it to its editor
+      if (!(e instanceof NetBoxError && e.code === "netbox-conflict")) throw e; // changed meanwhile: leave it to its editor
     }
   }
 

@@ -9,7 +9,7 @@ import { checkAttribution } from "./changelog.js";
 import type { NetBox } from "./client.js";
 import { readDevice, type DeviceRecord } from "./device.js";
 
-export type ProvenMac = { ok: true; mac: string } | { ok: false; code: "boot_mac_unproven"; reason: string };
+export type ProvenMac = { ok: true; mac: string } | { ok: false; code: "boot-mac-unproven"; reason: string };
 
 const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 export const BOOT_MAC_FIELD = "boot_mac";
@@ -18,12 +18,12 @@ export const BOOT_MAC_FIELD = "boot_mac";
 export async function provenBootMacOf(nb: NetBox, device: DeviceRecord, attestationAccount: string): Promise<ProvenMac> {
   const v = device.cf[BOOT_MAC_FIELD];
   if (v === null || v === undefined || v === "") {
-    return { ok: false, code: "boot_mac_unproven", reason: "no boot MAC proven by TPM evidence yet (the machine has not passed an attestation)" };
+    return { ok: false, code: "boot-mac-unproven", reason: "no boot MAC proven by TPM evidence yet (the machine has not passed an attestation)" };
   }
-  if (typeof v !== "string" || !MAC.test(v)) return { ok: false, code: "boot_mac_unproven", reason: "the boot_mac field does not hold a lowercase MAC address" };
+  if (typeof v !== "string" || !MAC.test(v)) return { ok: false, code: "boot-mac-unproven", reason: "the boot_mac field does not hold a lowercase MAC address" };
   const path = `custom_fields.${BOOT_MAC_FIELD}`;
-  const a = (await checkAttribution(nb, device.id, [{ path, current: v, account: attestationAccount, code: "boot_mac_unproven", label: "boot MAC" }])).get(path);
-  if (!a?.ok) return { ok: false, code: "boot_mac_unproven", reason: a ? a.reason : "boot MAC not checked" };
+  const a = (await checkAttribution(nb, device.id, [{ path, current: v, account: attestationAccount, code: "boot-mac-unproven", label: "boot MAC" }])).get(path);
+  if (!a?.ok) return { ok: false, code: "boot-mac-unproven", reason: a ? a.reason : "boot MAC not checked" };
   return { ok: true, mac: v };
 }
 

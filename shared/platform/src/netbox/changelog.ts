@@ -36,7 +36,7 @@ export async function* deviceChanges(nb: NetBox, deviceId: number): AsyncGenerat
     );
     for (const raw of data.results) {
       const r = Change.safeParse(raw);
-      if (!r.success) throw new NetBoxError("netbox_bad_response", `change log of device ${deviceId}`, undefined, r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+      if (!r.success) throw new NetBoxError("netbox-bad-response", `change log of device ${deviceId}`, undefined, r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
       yield r.data;
     }
     if (!data.next) return;
@@ -104,7 +104,12 @@ export async function lastChangesOf(nb: NetBox, deviceId: number, paths: readonl
   return found;
 }
 
-export type Attribution = { ok: true; by: string; time: string; change: number } | { ok: false; code: string; reason: string };
+/** The refusal code of a field its owning account did not write last, e.g. "ek-binding-unattributed", "role-unattributed". */
+export type UnattributedCode = `${string}-unattributed`;
+/** What an attribution check refuses with: an unattributed field, or a boot MAC no passing attestation wrote. */
+export type AttributionCode = UnattributedCode | "boot-mac-unproven";
+
+export type Attribution = { ok: true; by: string; time: string; change: number } | { ok: false; code: AttributionCode; reason: string };
 
 /** A device field whose current value must be the one a given account wrote last. */
 export interface AttributedField {
@@ -114,8 +119,8 @@ export interface AttributedField {
   current: unknown;
   /** The only NetBox username whose write counts. */
   account: string;
-  /** The refusal code when it does not hold, e.g. "ek_binding_unattributed". */
-  code: string;
+  /** The refusal code when it does not hold, e.g. "ek-binding-unattributed". */
+  code: AttributionCode;
   /** What the field is, for people: "EK bindings", "device name". */
   label: string;
   /** The label is a plural noun ("EK bindings were…"). */
@@ -155,7 +160,7 @@ export async function checkAttribution(nb: NetBox, deviceId: number, fields: rea
  */
 export async function checkEkAttribution(nb: NetBox, deviceId: number, current: unknown, applyAccount: string): Promise<Attribution> {
   const path = "custom_fields.ek_bindings";
-  const r = await checkAttribution(nb, deviceId, [{ path, current, account: applyAccount, code: "ek_binding_unattributed", label: "EK bindings", plural: true }]);
+  const r = await checkAttribution(nb, deviceId, [{ path, current, account: applyAccount, code: "ek-binding-unattributed", label: "EK bindings", plural: true }]);
   return r.get(path) as Attribution;
 }
 

@@ -10,11 +10,15 @@ import type { paths } from "./schema.js";
 
 export type NetBoxApi = Client<paths>;
 
+/** NetBoxError's codes: netbox-http (a non-2xx answer), netbox-conflict (412), netbox-unreachable, netbox-bad-response. */
+export const NETBOX_ERROR_CODES = ["netbox-http", "netbox-conflict", "netbox-unreachable", "netbox-bad-response"] as const;
+export type NetBoxErrorCode = (typeof NETBOX_ERROR_CODES)[number];
+
 export class NetBoxError extends Error implements MaybeOutage {
   override readonly name = "NetBoxError";
   constructor(
-    /** Stable code: netbox_http (a non-2xx answer), netbox_conflict (412), netbox_unreachable, netbox_bad_response. */
-    readonly code: "netbox_http" | "netbox_conflict" | "netbox_unreachable" | "netbox_bad_response",
+    /** Stable code: netbox-http (a non-2xx answer), netbox-conflict (412), netbox-unreachable, netbox-bad-response. */
+    readonly code: NetBoxErrorCode,
     readonly what: string,
     readonly status: number | undefined,
     readonly detail: string,
@@ -24,8 +28,8 @@ export class NetBoxError extends Error implements MaybeOutage {
 
   /** NetBox did not answer, or answered 5xx (its database or a worker is down): an outage, not an answer. */
   outage(): Unavailable | undefined {
-    if (this.code === "netbox_unreachable") return new Unavailable("netbox-unavailable", `${this.what}: NetBox did not answer`);
-    if (this.code === "netbox_http" && this.status !== undefined && this.status >= 500) return new Unavailable("netbox-unavailable", `${this.what}: NetBox answered HTTP ${this.status}`);
+    if (this.code === "netbox-unreachable") return new Unavailable("netbox-unavailable", `${this.what}: NetBox did not answer`);
+    if (this.code === "netbox-http" && this.status !== undefined && this.status >= 500) return new Unavailable("netbox-unavailable", `${this.what}: NetBox answered HTTP ${this.status}`);
     return undefined;
   }
 }
@@ -60,7 +64,7 @@ export function createNetBox(opts: NetBoxClientOptions): NetBox {
       try {
         return await fetch(req, { signal: AbortSignal.timeout(timeoutMs) });
       } catch (e) {
-        throw new NetBoxError("netbox_unreachable", `${req.method} ${new URL(req.url).pathname}`, undefined, (e as Error).message);
+        throw new NetBoxError("netbox-unreachable", `${req.method} ${new URL(req.url).pathname}`, undefined, (e as Error).message);
       }
     },
   });
@@ -90,7 +94,7 @@ export async function must<T>(call: Promise<FetchResult<T>>, what: string): Prom
   if (res.response.ok && res.data !== undefined) return { data: res.data, response: res.response };
   if (res.response.ok && res.response.status === 204) return { data: undefined as T, response: res.response };
   const detail = typeof res.error === "string" ? res.error : JSON.stringify(res.error ?? null).slice(0, 2000);
-  throw new NetBoxError(res.response.status === 412 ? "netbox_conflict" : "netbox_http", what, res.response.status, detail);
+  throw new NetBoxError(res.response.status === 412 ? "netbox-conflict" : "netbox-http", what, res.response.status, detail);
 }
 
 /** Follows `next` links of a paginated list (NetBox's `{count,next,results}`). */
@@ -104,11 +108,11 @@ export async function listAll<T>(
   let next = data.next ?? null;
   let pages = 0;
   while (next) {
-    if (++pages > 1000) throw new NetBoxError("netbox_bad_response", what, undefined, "more than 1000 pages");
+    if (++pages > 1000) throw new NetBoxError("netbox-bad-response", what, undefined, "more than 1000 pages");
     // Follow only the path and query of `next`: the token goes to the configured NetBox, never elsewhere.
     const u = new URL(next);
     const r = await fetch(`${nb.url}${u.pathname}${u.search}`, { headers: { authorization: nb.authorization, accept: "application/json" }, signal: AbortSignal.timeout(30_000) });
-    if (!r.ok) throw new NetBoxError("netbox_http", what, r.status, (await r.text()).slice(0, 2000));
+    if (!r.ok) throw new NetBoxError("netbox-http", what, r.status, (await r.text()).slice(0, 2000));
     const page = (await r.json()) as { results: T[]; next?: string | null };
     out.push(...page.results);
     next = page.next ?? null;

@@ -24,14 +24,14 @@
  * need TPM 2.0). So a TPM 1.2 node is taken in (intake) and wiped, nothing else:
  *  - wipe and decommission: as above — group members only, the node's EK bindings written by the apply account,
  *    and a boot MAC proven by a passing TPM 1.2 intake (`bootMac` below); without one, refused before any effect;
- *  - provision: refused (`tpm12_no_provision`) — it stays refused rather than becoming a wipe, so that a device
+ *  - provision: refused (`tpm12-no-provision`) — it stays refused rather than becoming a wipe, so that a device
  *    editor's provision request never turns into a disk wipe; a group member asks for `wipe` explicitly;
- *  - attest: refused (`tpm12_no_attestation`) — there is nothing to verify or renew.
+ *  - attest: refused (`tpm12-no-attestation`) — there is nothing to verify or renew.
  */
 import type { NodeEntry } from "../fleet/nodesFile.js";
 import { mdCode } from "@fleetd/verify/text";
 import type { ProvenMac } from "./bootMac.js";
-import type { Attribution } from "./changelog.js";
+import type { Attribution, AttributionCode } from "./changelog.js";
 import type { DeviceRecord } from "./device.js";
 import type { DesiredAction } from "./fields.js";
 
@@ -65,10 +65,27 @@ export interface Facts {
   features: { controlPlanes: boolean };
 }
 
+/** Why the handler refuses a request (journalled on the device and logged). */
+export const REFUSAL_CODES = [
+  "not-authorized",
+  "not-in-inventory",
+  "status-not-allowed",
+  "no-tpm",
+  "tpm12-no-attestation",
+  "tpm12-no-provision",
+  "tpm12-no-ek",
+  "ek-binding-unchecked",
+  "control-planes-disabled",
+  /** netbox-script's worker: the device changed between the decision and the start of its effect. */
+  "request-changed",
+] as const;
+/** REFUSAL_CODES, or an attribution check's code (`<field>-unattributed`, `boot-mac-unproven`). */
+export type RefusalCode = (typeof REFUSAL_CODES)[number] | AttributionCode;
+
 export type Decision =
   | { outcome: "ignore"; reason: string }
   | { outcome: "dispatch"; intent: Intent; clearDesiredAction: boolean; journal: { kind: "success" | "warning" | "info"; text: string } }
-  | { outcome: "refuse"; code: string; reason: string; clearDesiredAction: boolean };
+  | { outcome: "refuse"; code: RefusalCode; reason: string; clearDesiredAction: boolean };
 
 /** Device statuses each action may start from. */
 export const ALLOWED_STATUS: Record<DesiredAction, readonly string[]> = {
@@ -85,18 +102,18 @@ export const PRIVILEGED: readonly Intent["action"][] = ["wipe", "decommission"];
  * and a boot MAC that a passing TPM 1.2 attestation proved (the Workflow netboots whatever machine answers to that
  * MAC; only TPM evidence ties the MAC to the approved EK).
  */
-function tpm12WipeBlocked(f: Facts, name: string, what: string): { code: string; reason: string } | undefined {
+function tpm12WipeBlocked(f: Facts, name: string, what: string): { code: RefusalCode; reason: string } | undefined {
   if (!f.node?.ek || f.node.ek.length === 0) {
-    return { code: "tpm12_no_ek", reason: `${name} has a TPM 1.2 but the nodes file approves no EK for it: no TPM evidence could prove which machine ${what} reaches` };
+    return { code: "tpm12-no-ek", reason: `${name} has a TPM 1.2 but the nodes file approves no EK for it: no TPM evidence could prove which machine ${what} reaches` };
   }
   if (f.trigger === "desired_action") {
-    if (!f.ekAttribution) return { code: "ek_binding_unchecked", reason: "EK bindings were not checked" };
+    if (!f.ekAttribution) return { code: "ek-binding-unchecked", reason: "EK bindings were not checked" };
     if (!f.ekAttribution.ok) return { code: f.ekAttribution.code, reason: f.ekAttribution.reason };
   }
-  if (!f.bootMac) return { code: "boot_mac_unproven", reason: `the boot MAC of ${name} was not checked` };
+  if (!f.bootMac) return { code: "boot-mac-unproven", reason: `the boot MAC of ${name} was not checked` };
   if (!f.bootMac.ok) {
     return {
-      code: "boot_mac_unproven",
+      code: "boot-mac-unproven",
       reason: `${what} of ${name} (TPM 1.2) targets only a boot MAC proven by a passing TPM 1.2 intake, and there is none: ${f.bootMac.reason}. Run its intake first (netboot it into the intake Workflow)`,
     };
   }
@@ -108,13 +125,13 @@ export function decide(f: Facts): Decision {
   // For journals: a name the nodes file does not vouch for (any NetBox user can type one) as a code span.
   const name = f.node ? node : mdCode(node);
   const who = f.requester?.username ?? null;
-  const refuse = (code: string, reason: string): Decision => ({ outcome: "refuse", code, reason, clearDesiredAction: f.trigger === "desired_action" });
+  const refuse = (code: RefusalCode, reason: string): Decision => ({ outcome: "refuse", code, reason, clearDesiredAction: f.trigger === "desired_action" });
   const authorized = (): boolean => f.requester !== null && f.requester.groups.includes(f.authorizedGroup);
   /** The one way out with an intent: the action that will run is the one authorized. */
   const dispatch = (intent: Intent, clearDesiredAction: boolean, journal: { kind: "success" | "warning" | "info"; text: string }): Decision => {
     if (PRIVILEGED.includes(intent.action) && !authorized()) {
       const what = intent.action === "decommission" ? `decommissioning ${name}` : `${intent.action} of ${name}`;
-      return refuse("not_authorized", `${what} was requested by ${who ?? "an unknown user"}, who is not in the group ${f.authorizedGroup}`);
+      return refuse("not-authorized", `${what} was requested by ${who ?? "an unknown user"}, who is not in the group ${f.authorizedGroup}`);
     }
     return { outcome: "dispatch", intent, clearDesiredAction, journal };
   };
@@ -134,18 +151,18 @@ export function decide(f: Facts): Decision {
 
   const action = f.desiredAction;
   if (action === null) return { outcome: "ignore", reason: "desired_action is not set (already taken or cleared)" };
-  if (!f.node) return refuse("not_in_inventory", `${name} is not in the nodes file: fleetd acts only on inventoried nodes`);
+  if (!f.node) return refuse("not-in-inventory", `${name} is not in the nodes file: fleetd acts only on inventoried nodes`);
   if (!ALLOWED_STATUS[action].includes(f.device.status)) {
-    return refuse("status_not_allowed", `${action} is not allowed while the device status is ${f.device.status} (allowed: ${ALLOWED_STATUS[action].join(", ")})`);
+    return refuse("status-not-allowed", `${action} is not allowed while the device status is ${f.device.status} (allowed: ${ALLOWED_STATUS[action].join(", ")})`);
   }
-  if (f.node.tpm === "none") return refuse("no_tpm", `${name} has no TPM (nodes file): fleetd cannot ${action} it`);
+  if (f.node.tpm === "none") return refuse("no-tpm", `${name} has no TPM (nodes file): fleetd cannot ${action} it`);
   if (f.node.tpm === "1.2") {
     if (action === "attest") {
-      return refuse("tpm12_no_attestation", `${name} has a TPM 1.2 (nodes file): it attests only at intake and before a wipe; fleetd issues it nothing, so there is nothing to verify or renew`);
+      return refuse("tpm12-no-attestation", `${name} has a TPM 1.2 (nodes file): it attests only at intake and before a wipe; fleetd issues it nothing, so there is nothing to verify or renew`);
     }
     if (action === "provision") {
       return refuse(
-        "tpm12_no_provision",
+        "tpm12-no-provision",
         `${name} has a TPM 1.2 (nodes file): fleetd does not install it (Talos' install code and SPIRE's tpm_devid need a TPM 2.0; a TPM 1.2 gets no LDevID, LAK, install code or config). A member of ${f.authorizedGroup} can ask for wipe instead`,
       );
     }
@@ -156,10 +173,10 @@ export function decide(f: Facts): Decision {
       text: `fleetd: ${action} of ${name} (TPM 1.2) accepted${by}: the Workflow proves the TPM 1.2 EK and boot, then wipes the disk`,
     });
   }
-  if (!f.ekAttribution) return refuse("ek_binding_unchecked", "EK bindings were not checked");
+  if (!f.ekAttribution) return refuse("ek-binding-unchecked", "EK bindings were not checked");
   if (!f.ekAttribution.ok) return refuse(f.ekAttribution.code, f.ekAttribution.reason);
   if (action === "provision" && f.node.role === "control-plane" && !f.features.controlPlanes) {
-    return refuse("control_planes_disabled", `${name} is a control-plane node and control-plane installation is off (feature flag controlPlanes)`);
+    return refuse("control-planes-disabled", `${name} is a control-plane node and control-plane installation is off (feature flag controlPlanes)`);
   }
   return dispatch({ deviceId: f.device.id, node, requestedBy: who, role: f.node.role, action }, true, {
     kind: "success",

@@ -34,7 +34,7 @@ export function desiredActionOf(d: DeviceRecord): DesiredAction | null {
 
 function parseDevice(raw: unknown, what: string): DeviceRecord {
   const r = DeviceRecord.safeParse(raw);
-  if (!r.success) throw new NetBoxError("netbox_bad_response", what, undefined, r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+  if (!r.success) throw new NetBoxError("netbox-bad-response", what, undefined, r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
   return r.data;
 }
 
@@ -62,7 +62,7 @@ export async function listDevices(nb: NetBox, query: Record<string, string | num
     if (!data.next) return out;
     offset += data.results.length;
   }
-  throw new NetBoxError("netbox_bad_response", "list devices", undefined, "more than 1000 pages");
+  throw new NetBoxError("netbox-bad-response", "list devices", undefined, "more than 1000 pages");
 }
 
 /**
@@ -74,7 +74,7 @@ export async function deviceIdByName(nb: NetBox, name: string): Promise<number |
   return found.length === 1 ? found[0]?.id : undefined;
 }
 
-/** PATCH a device; with `ifMatch`, NetBox answers 412 (NetBoxError code netbox_conflict) if it changed meanwhile. */
+/** PATCH a device; with `ifMatch`, NetBox answers 412 (NetBoxError code netbox-conflict) if it changed meanwhile. */
 export async function patchDevice(nb: NetBox, id: number, body: Record<string, unknown>, ifMatch: string | null, changelogMessage: string): Promise<DeviceRecord> {
   const { data } = await must(
     nb.api.PATCH("/api/dcim/devices/{id}/", {

@@ -22,7 +22,7 @@ export interface NetBoxOutboxDeliveryOptions {
 }
 
 /** NetBox answered 404 for the device: it is gone, and so is the point of writing to it. */
-const gone = (e: unknown) => e instanceof NetBoxError && e.code === "netbox_http" && e.status === 404;
+const gone = (e: unknown) => e instanceof NetBoxError && e.code === "netbox-http" && e.status === 404;
 
 export class NetBoxOutboxDelivery implements OutboxDelivery {
   constructor(private readonly o: NetBoxOutboxDeliveryOptions) {}

@@ -14,8 +14,8 @@ export function netboxPlatformFieldCheck(nb: NetBox, applyAccount: string): Plat
     async check(node: string, f: PlatformFields): Promise<PlatformFieldRefusal[]> {
       const fields: AttributedField[] = [];
       // The value as inventory apply writes it (netboxView.ts): {type, address, credentials}.
-      if (f.bmc) fields.push({ path: "custom_fields.bmc", current: { type: f.bmc.type, address: f.bmc.address, credentials: f.bmc.credentials }, account: applyAccount, code: "bmc_unattributed", label: "BMC (address and credentials reference)" });
-      if (f.installDisk !== undefined) fields.push({ path: "custom_fields.install_disk", current: f.installDisk, account: applyAccount, code: "install_disk_unattributed", label: "install disk" });
+      if (f.bmc) fields.push({ path: "custom_fields.bmc", current: { type: f.bmc.type, address: f.bmc.address, credentials: f.bmc.credentials }, account: applyAccount, code: "bmc-unattributed", label: "BMC (address and credentials reference)" });
+      if (f.installDisk !== undefined) fields.push({ path: "custom_fields.install_disk", current: f.installDisk, account: applyAccount, code: "install-disk-unattributed", label: "install disk" });
       if (fields.length === 0) return [];
       const id = await deviceIdByName(nb, node);
       if (id === undefined) return fields.map((x) => ({ code: x.code as PlatformFieldRefusal["code"], reason: `no NetBox device named ${node}: the ${x.label} cannot be attributed` }));

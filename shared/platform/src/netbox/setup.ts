@@ -3,7 +3,7 @@
  * fields.ts, the signed webhook to netbox-script, event rules that fire only on relevant changes, and custom
  * links that open NetBox's own device edit form with the action prefilled (authentication stays in NetBox).
  */
-import type { NetBoxSiteConfig } from "../fleet/siteConfig.js";
+import type { SiteConfig } from "../fleet/siteConfig.js";
 import { listAll, must, type NetBox } from "./client.js";
 import { CHOICE_SETS, CUSTOM_FIELDS, FLEETD_GROUP, DESIRED_ACTIONS, type CustomFieldDef } from "./fields.js";
 import { syncKind, type Change } from "./sync.js";
@@ -32,10 +32,12 @@ export function customLinkUrl(action: string): string {
   return `{{ object.get_absolute_url() }}edit/?cf_desired_action=${action}&return_url={{ object.get_absolute_url() }}`;
 }
 
+export const SETUP_ERROR_CODES = ["setup-no-webhook-config", "setup-field-type-conflict"] as const;
+
 export class SetupError extends Error {
   override readonly name = "SetupError";
   constructor(
-    readonly code: "setup_no_webhook_config" | "setup_field_type_conflict",
+    readonly code: (typeof SETUP_ERROR_CODES)[number],
     message: string,
   ) {
     super(message);
@@ -65,9 +67,9 @@ function cfBody(d: CustomFieldDef, choiceSetId: number | undefined): Record<stri
   };
 }
 
-export async function netboxSetup(nb: NetBox, cfg: NetBoxSiteConfig, dryRun: boolean): Promise<Change[]> {
+export async function netboxSetup(nb: NetBox, cfg: SiteConfig, dryRun: boolean): Promise<Change[]> {
   const { api } = nb;
-  if (!cfg.webhook) throw new SetupError("setup_no_webhook_config", "the configuration has no webhook section (url, secret): netbox-script cannot be reached");
+  if (!cfg.webhook) throw new SetupError("setup-no-webhook-config", "the configuration has no webhook section (url, secret): netbox-script cannot be reached");
   const changes: Change[] = [];
 
   // 1. choice sets
@@ -91,7 +93,7 @@ export async function netboxSetup(nb: NetBox, cfg: NetBoxSiteConfig, dryRun: boo
   for (const d of CUSTOM_FIELDS) {
     const e = existingFields.find((f) => f.name === d.name);
     const t = e ? (e.type as unknown as { value?: string }).value ?? (e.type as unknown as string) : undefined;
-    if (e && t !== d.type) throw new SetupError("setup_field_type_conflict", `custom field ${d.name} exists with type ${t}, fleetd needs ${d.type}: rename or delete it`);
+    if (e && t !== d.type) throw new SetupError("setup-field-type-conflict", `custom field ${d.name} exists with type ${t}, fleetd needs ${d.type}: rename or delete it`);
   }
   const cf = await syncKind<Obj, Record<string, unknown> & { name: string }>(
     {

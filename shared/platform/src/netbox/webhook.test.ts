@@ -28,11 +28,11 @@ test("X-Hook-Signature: HMAC-SHA512 of the raw bytes, constant-time, every failu
   assert.match(sig, /^[0-9a-f]{128}$/);
   assert.equal(code(() => verifyHookSignature(b(v47), sig, secret)), "ok");
   assert.equal(code(() => verifyHookSignature(b(v47), sig.toUpperCase(), secret)), "ok");
-  assert.equal(code(() => verifyHookSignature(b(v47 + " "), sig, secret)), "webhook_signature_mismatch");
-  assert.equal(code(() => verifyHookSignature(b(v47), sig, secret + "x")), "webhook_signature_mismatch");
-  assert.equal(code(() => verifyHookSignature(b(v47), undefined, secret)), "webhook_signature_missing");
-  assert.equal(code(() => verifyHookSignature(b(v47), sig.slice(2), secret)), "webhook_signature_malformed");
-  assert.equal(code(() => verifyHookSignature(b(v47), [sig, sig], secret)), "webhook_signature_malformed");
+  assert.equal(code(() => verifyHookSignature(b(v47 + " "), sig, secret)), "webhook-signature-mismatch");
+  assert.equal(code(() => verifyHookSignature(b(v47), sig, secret + "x")), "webhook-signature-mismatch");
+  assert.equal(code(() => verifyHookSignature(b(v47), undefined, secret)), "webhook-signature-missing");
+  assert.equal(code(() => verifyHookSignature(b(v47), sig.slice(2), secret)), "webhook-signature-malformed");
+  assert.equal(code(() => verifyHookSignature(b(v47), [sig, sig], secret)), "webhook-signature-malformed");
 });
 
 test("both payload generations parse to the same hint shape", () => {
@@ -42,17 +42,17 @@ test("both payload generations parse to the same hint shape", () => {
   assert.deepEqual([h46.objectType, h46.objectId, h46.actor, h46.requestId], ["dcim.device", 5, "bob", "r-2"]);
   const h43 = parseWebhookBody(b(v43));
   assert.deepEqual([h43.objectType, h43.objectId], ["dcim.device", 6]);
-  assert.equal(code(() => parseWebhookBody(b(JSON.stringify({ event: "updated", timestamp: "2026-11-29T12:00:00Z", data: { id: 1 } })))), "webhook_body_shape");
-  assert.equal(code(() => parseWebhookBody(b("{"))), "webhook_body_not_json");
-  assert.equal(code(() => parseWebhookBody(b('{"event":"updated","timestamp":"nope","object_type":"dcim.device","data":{"id":1}}'))), "webhook_body_shape");
+  assert.equal(code(() => parseWebhookBody(b(JSON.stringify({ event: "updated", timestamp: "2026-11-29T12:00:00Z", data: { id: 1 } })))), "webhook-body-shape");
+  assert.equal(code(() => parseWebhookBody(b("{"))), "webhook-body-not-json");
+  assert.equal(code(() => parseWebhookBody(b('{"event":"updated","timestamp":"nope","object_type":"dcim.device","data":{"id":1}}'))), "webhook-body-shape");
 });
 
 test("freshness: stale and future bodies are refused", () => {
   const h = parseWebhookBody(b(v46));
   const t = h.timestamp.getTime();
   assert.equal(code(() => checkFreshness(h, new Date(t + 299_000), 300)), "ok");
-  assert.equal(code(() => checkFreshness(h, new Date(t + 301_000), 300)), "webhook_body_stale");
-  assert.equal(code(() => checkFreshness(h, new Date(t - 61_000), 300)), "webhook_body_future");
+  assert.equal(code(() => checkFreshness(h, new Date(t + 301_000), 300)), "webhook-body-stale");
+  assert.equal(code(() => checkFreshness(h, new Date(t - 61_000), 300)), "webhook-body-future");
 });
 
 test("delivery id is the body's SHA-256: the same bytes, the same id", () => {

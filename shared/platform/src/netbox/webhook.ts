@@ -7,14 +7,16 @@ import { createHash, createHmac } from "node:crypto";
 import { z } from "zod";
 import { ctEqual } from "@fleetd/verify/crypto";
 
-export type WebhookRefusal =
-  | "webhook_signature_missing"
-  | "webhook_signature_malformed"
-  | "webhook_signature_mismatch"
-  | "webhook_body_not_json"
-  | "webhook_body_shape"
-  | "webhook_body_stale"
-  | "webhook_body_future";
+export const WEBHOOK_REFUSALS = [
+  "webhook-signature-missing",
+  "webhook-signature-malformed",
+  "webhook-signature-mismatch",
+  "webhook-body-not-json",
+  "webhook-body-shape",
+  "webhook-body-stale",
+  "webhook-body-future",
+] as const;
+export type WebhookRefusal = (typeof WEBHOOK_REFUSALS)[number];
 
 export class WebhookError extends Error {
   override readonly name = "WebhookError";
@@ -28,13 +30,13 @@ export class WebhookError extends Error {
 
 /** NetBox: `X-Hook-Signature` = lowercase hex HMAC-SHA512(secret, exact body bytes). Constant-time compare. */
 export function verifyHookSignature(rawBody: Uint8Array, header: string | string[] | undefined, secret: string): void {
-  if (header === undefined || header === "") throw new WebhookError("webhook_signature_missing", "X-Hook-Signature header is missing");
+  if (header === undefined || header === "") throw new WebhookError("webhook-signature-missing", "X-Hook-Signature header is missing");
   if (Array.isArray(header) || !/^[0-9a-fA-F]{128}$/.test(header)) {
-    throw new WebhookError("webhook_signature_malformed", "X-Hook-Signature is not 128 hex digits (HMAC-SHA512)");
+    throw new WebhookError("webhook-signature-malformed", "X-Hook-Signature is not 128 hex digits (HMAC-SHA512)");
   }
   const expected = createHmac("sha512", Buffer.from(secret, "utf8")).update(rawBody).digest();
   if (!ctEqual(new Uint8Array(expected), new Uint8Array(Buffer.from(header, "hex")))) {
-    throw new WebhookError("webhook_signature_mismatch", "X-Hook-Signature does not match the body");
+    throw new WebhookError("webhook-signature-mismatch", "X-Hook-Signature does not match the body");
   }
 }
 
@@ -77,18 +79,18 @@ export function parseWebhookBody(rawBody: Uint8Array): DeviceHint {
   try {
     json = JSON.parse(Buffer.from(rawBody).toString("utf8"));
   } catch (e) {
-    throw new WebhookError("webhook_body_not_json", `body is not JSON: ${(e as Error).message}`);
+    throw new WebhookError("webhook-body-not-json", `body is not JSON: ${(e as Error).message}`);
   }
   const r = Payload.safeParse(json);
   if (!r.success) {
     const i = r.error.issues[0];
-    throw new WebhookError("webhook_body_shape", `body is not a NetBox event: ${i ? `${i.path.join(".") || "(root)"}: ${i.message}` : "invalid"}`);
+    throw new WebhookError("webhook-body-shape", `body is not a NetBox event: ${i ? `${i.path.join(".") || "(root)"}: ${i.message}` : "invalid"}`);
   }
   const p = r.data;
   const ts = new Date(p.timestamp);
-  if (Number.isNaN(ts.getTime())) throw new WebhookError("webhook_body_shape", `timestamp ${JSON.stringify(p.timestamp)} is not a date`);
+  if (Number.isNaN(ts.getTime())) throw new WebhookError("webhook-body-shape", `timestamp ${JSON.stringify(p.timestamp)} is not a date`);
   const objectType = p.object_type ?? (p.model ? `dcim.${p.model}` : undefined);
-  if (!objectType) throw new WebhookError("webhook_body_shape", "body names no object_type (or model)");
+  if (!objectType) throw new WebhookError("webhook-body-shape", "body names no object_type (or model)");
   return {
     event: p.event,
     objectType,
@@ -102,8 +104,8 @@ export function parseWebhookBody(rawBody: Uint8Array): DeviceHint {
 /** Refuses bodies older than `maxAgeSeconds`, or dated more than a minute ahead of our clock. */
 export function checkFreshness(hint: DeviceHint, now: Date, maxAgeSeconds: number): void {
   const age = (now.getTime() - hint.timestamp.getTime()) / 1000;
-  if (age > maxAgeSeconds) throw new WebhookError("webhook_body_stale", `body is ${Math.round(age)} s old (limit ${maxAgeSeconds} s)`);
-  if (age < -60) throw new WebhookError("webhook_body_future", `body is dated ${Math.round(-age)} s in the future`);
+  if (age > maxAgeSeconds) throw new WebhookError("webhook-body-stale", `body is ${Math.round(age)} s old (limit ${maxAgeSeconds} s)`);
+  if (age < -60) throw new WebhookError("webhook-body-future", `body is dated ${Math.round(-age)} s in the future`);
 }
 
 /** Redeliveries (an RQ retry, a replay) carry the identical body: its SHA-256 is the delivery's identity. */

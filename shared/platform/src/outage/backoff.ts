@@ -1,6 +1,7 @@
 /**
- * Exponential backoff (the action waiting while it is pending, the outbox retrying a delivery), capped, with jitter so a rack
- * of machines booted together does not knock in step. The n-th wait (1-based) is drawn from
+ * Exponential backoff (the action waiting while it is pending, the outbox retrying a delivery, netbox-script retrying
+ * a failed job and waiting out an outage at startup), capped, with jitter so a rack of machines booted together does
+ * not knock in step. The n-th wait (1-based) is drawn from
  * [d/2, d] with d = min(cap, base·2^(n-1)).
  */
 export interface BackoffOptions {

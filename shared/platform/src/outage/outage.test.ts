@@ -8,11 +8,11 @@ import { outageOf, Unavailable } from "./outage.js";
 
 test("outageOf: which adapter errors are outages, and which are answers or failures that stay failures", () => {
   const reason = (e: unknown) => outageOf(e)?.reason;
-  assert.equal(reason(new NetBoxError("netbox_unreachable", "GET /api/dcim/devices/", undefined, "ECONNREFUSED")), "netbox-unavailable");
-  assert.equal(reason(new NetBoxError("netbox_http", "GET /api/dcim/devices/", 502, "bad gateway")), "netbox-unavailable");
-  assert.equal(reason(new NetBoxError("netbox_http", "GET /api/dcim/devices/7/", 404, "not found")), undefined);
-  assert.equal(reason(new NetBoxError("netbox_http", "PATCH", 403, "forbidden")), undefined, "a permission error is a misconfiguration, not an outage");
-  assert.equal(reason(new NetBoxError("netbox_conflict", "PATCH", 412, "precondition")), undefined);
+  assert.equal(reason(new NetBoxError("netbox-unreachable", "GET /api/dcim/devices/", undefined, "ECONNREFUSED")), "netbox-unavailable");
+  assert.equal(reason(new NetBoxError("netbox-http", "GET /api/dcim/devices/", 502, "bad gateway")), "netbox-unavailable");
+  assert.equal(reason(new NetBoxError("netbox-http", "GET /api/dcim/devices/7/", 404, "not found")), undefined);
+  assert.equal(reason(new NetBoxError("netbox-http", "PATCH", 403, "forbidden")), undefined, "a permission error is a misconfiguration, not an outage");
+  assert.equal(reason(new NetBoxError("netbox-conflict", "PATCH", 412, "precondition")), undefined);
   assert.equal(reason(new BootstrapTokenError("api", "creating bootstrap token", undefined)), "kubernetes-unavailable");
   assert.equal(reason(new BootstrapTokenError("api", "creating bootstrap token", 503)), "kubernetes-unavailable");
   assert.equal(reason(new BootstrapTokenError("api", "creating bootstrap token", 403)), undefined, "no rights: fails closed, not retried");

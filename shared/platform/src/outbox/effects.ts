@@ -9,14 +9,15 @@ import type { AttestationFacts, JournalEntry } from "../fleet/ports.js";
 import type { NodeRef, OutboxItem } from "../state/store.js";
 
 const Ref = z.object({ deviceId: z.number().int().positive(), name: z.string() });
-const Reason = z.object({
+/** A journal entry's reason as the outbox stores it: verify's Reason, `internal` included (NetBox only). */
+const JournalReason = z.object({
   check: z.string(),
   detail: z.string(),
   pcr: z.number().int().optional(),
   event: z.number().int().optional(),
   internal: z.string().optional(),
 });
-const Entry = z.object({ kind: z.enum(["success", "warning", "danger", "info"]), summary: z.string(), reasons: z.array(Reason).optional() });
+const Entry = z.object({ kind: z.enum(["success", "warning", "danger", "info"]), summary: z.string(), reasons: z.array(JournalReason).optional() });
 
 export const Effect = z.discriminatedUnion("kind", [
   /** The custom fields an attestation sets (verdict, time, serial, UUID, boot MAC, LDevID) and the proven MAC. */

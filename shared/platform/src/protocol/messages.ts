@@ -3,6 +3,7 @@
  * boundary between a machine and the server. Binary fields are base64; every size is bounded so an
  * oversized body is refused before any work is done.
  */
+import type { Reason } from "@fleetd/verify/attest";
 import { OUTAGE_REASONS, type OutageReason } from "../outage/outage.js";
 import { z } from "zod";
 
@@ -290,8 +291,11 @@ export type Tpm12Evidence = z.infer<typeof Tpm12Evidence>;
 export const Tpm12EvidenceResponse = PassNone;
 export type Tpm12EvidenceResponse = z.infer<typeof Tpm12EvidenceResponse>;
 
-/** One failed check and the evidence it concerns (the same reasons NetBox's journal shows). */
-export const Reason = z.strictObject({
+/**
+ * One failed check and the evidence it concerns (the same reasons NetBox's journal shows): the wire form of
+ * @fleetd/verify's Reason, without `internal` (which never leaves the server). OpenAPI component `Reason`.
+ */
+export const ReasonMessage = z.strictObject({
   check: z
     .string()
     .regex(/^\S+$/)
@@ -304,18 +308,23 @@ export const Reason = z.strictObject({
   event: z.number().int().min(0).optional().meta({ description: "Index of the event in the event log." }),
 });
 
+/** A type that must be assignable to `U` (a compile-time check). */
+type AssignableTo<T extends U, U> = T;
+/** What ReasonMessage parses to: a verify Reason (does not compile if the two drift apart). */
+export type ReasonMessage = AssignableTo<z.infer<typeof ReasonMessage>, Reason>;
+
 /** The errors of a refusal (every one but `unavailable`, which is UnavailableRefusal). */
 export const REFUSAL_ERRORS = ["refused", "pending", "bad-request", "expired", "rate-limited"] as const;
 
 /** A refusal: the failed checks and the evidence they concern. */
-export const RefusalBody = z.strictObject({ error: z.enum(REFUSAL_ERRORS), reasons: z.array(Reason).min(1) });
+export const RefusalBody = z.strictObject({ error: z.enum(REFUSAL_ERRORS), reasons: z.array(ReasonMessage).min(1) });
 
 /** `unavailable` (HTTP 503): a dependency is down; nothing was spent, retry the same request after Retry-After. */
 export const UnavailableRefusal = z.strictObject({
   error: z.literal("unavailable"),
   /** Which dependency (netbox-unavailable, signer-unavailable, kubernetes-unavailable, …). */
   reason: z.enum(OUTAGE_REASONS as readonly OutageReason[] as [OutageReason, ...OutageReason[]]),
-  reasons: z.array(Reason).min(1),
+  reasons: z.array(ReasonMessage).min(1),
 });
 
 /**
@@ -327,7 +336,7 @@ export interface Refusal {
   error: z.infer<typeof RefusalBody>["error"] | "unavailable";
   /** With `unavailable`: which dependency (netbox-unavailable, signer-unavailable, kubernetes-unavailable). */
   reason?: OutageReason;
-  reasons: z.infer<typeof Reason>[];
+  reasons: ReasonMessage[];
 }
 
 // The wire schemas' types are the readers' types (a compile error here means the two drifted apart).

@@ -223,7 +223,7 @@ test("duplicates of an undeclared key: all deleted when pruning; one kept when n
 
 test("a pickKeeper that returns a stranger is refused before any write", async () => {
   const b = memory([own(1, "a"), own(2, "a"), own(3, "gone")], { pickKeeper: () => own(99, "a") });
-  await assert.rejects(reconcile(b, [want("a"), want("new")]), (e: unknown) => e instanceof ReconcileError && e.code === "bad_keeper");
+  await assert.rejects(reconcile(b, [want("a"), want("new")]), (e: unknown) => e instanceof ReconcileError && e.code === "bad-keeper");
   assert.deepEqual(b.calls, []);
 });
 
@@ -233,7 +233,7 @@ test("duplicate declared keys throw before listing or writing", async () => {
   const b = memory([own(1, "gone")]);
   await assert.rejects(reconcile(b, [want("a"), want("b"), want("a", "other"), want("b")]), (e: unknown) => {
     assert.ok(e instanceof ReconcileError);
-    assert.equal(e.code, "duplicate_declared_key");
+    assert.equal(e.code, "duplicate-declared-key");
     assert.match(e.message, /2 key\(s\) declared more than once.*: a, b$/);
     return true;
   });
@@ -263,7 +263,7 @@ test("paging: a repeated page token is an error, nothing is written", async () =
   b.listCurrent = async () => ({ items: [], next: tokens[i++] });
   await assert.rejects(reconcile(b, [want("new")]), (e: unknown) => {
     assert.ok(e instanceof ReconcileError);
-    assert.equal(e.code, "repeated_page_token");
+    assert.equal(e.code, "repeated-page-token");
     assert.match(e.message, /"p1" a second time \(after page 3\)/);
     return true;
   });
@@ -275,7 +275,7 @@ test("paging: maxPages bounds a server that pages forever", async () => {
   const b = memory([]);
   let asked = 0;
   b.listCurrent = async () => ({ items: [own(asked, `n${asked}`)], next: `t${++asked}` });
-  await assert.rejects(reconcile(b, [want("new")], { maxPages: 4 }), (e: unknown) => e instanceof ReconcileError && e.code === "too_many_pages");
+  await assert.rejects(reconcile(b, [want("new")], { maxPages: 4 }), (e: unknown) => e instanceof ReconcileError && e.code === "too-many-pages");
   assert.equal(asked, 4);
   assert.deepEqual(b.calls, []);
   // "" ends a listing (Kubernetes sends continue: "" on the last page).
@@ -476,8 +476,8 @@ test("abort before the run: the listing is not read and the abort reason is thro
 
 test("bad options are refused", async () => {
   const b = memory([], { batchSize: 0 });
-  await assert.rejects(reconcile(b, []), (e: unknown) => e instanceof ReconcileError && e.code === "bad_option");
-  await assert.rejects(reconcile(memory([]), [], { maxPages: 0 }), (e: unknown) => e instanceof ReconcileError && e.code === "bad_option");
+  await assert.rejects(reconcile(b, []), (e: unknown) => e instanceof ReconcileError && e.code === "bad-option");
+  await assert.rejects(reconcile(memory([]), [], { maxPages: 0 }), (e: unknown) => e instanceof ReconcileError && e.code === "bad-option");
 });
 
 test("an error outcome carries the original error: the item's own cause, or the batch's throw", async () => {

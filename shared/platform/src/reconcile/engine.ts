@@ -130,7 +130,8 @@ export interface ReconcileReport<Current, Key> {
   byKey: ReadonlyMap<Key, Current>;
 }
 
-export type ReconcileErrorCode = "duplicate_declared_key" | "repeated_page_token" | "too_many_pages" | "bad_keeper" | "bad_option";
+export const RECONCILE_ERROR_CODES = ["duplicate-declared-key", "repeated-page-token", "too-many-pages", "bad-keeper", "bad-option"] as const;
+export type ReconcileErrorCode = (typeof RECONCILE_ERROR_CODES)[number];
 
 /** A refusal before any write: the caller's input, the backend or the server broke a rule of the engine. */
 export class ReconcileError extends Error {
@@ -174,8 +175,8 @@ export async function reconcile<C, D, K extends string>(
   const dryRun = options.dryRun ?? false;
   const batchSize = backend.batchSize ?? DEFAULT_BATCH_SIZE;
   const maxPages = options.maxPages ?? DEFAULT_MAX_PAGES;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new ReconcileError("bad_option", `${backend.kind}: batchSize must be a positive integer, got ${batchSize}`);
-  if (!Number.isInteger(maxPages) || maxPages < 1) throw new ReconcileError("bad_option", `${backend.kind}: maxPages must be a positive integer, got ${maxPages}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new ReconcileError("bad-option", `${backend.kind}: batchSize must be a positive integer, got ${batchSize}`);
+  if (!Number.isInteger(maxPages) || maxPages < 1) throw new ReconcileError("bad-option", `${backend.kind}: maxPages must be a positive integer, got ${maxPages}`);
   const { signal } = options;
 
   const declaredByKey = indexDeclared(backend, declared);
@@ -224,7 +225,7 @@ function indexDeclared<C, D, K extends string>(backend: ReconcileBackend<C, D, K
   }
   if (dupes.size > 0) {
     const keys = [...dupes].sort(byKeyOrder);
-    throw new ReconcileError("duplicate_declared_key", `${backend.kind}: ${keys.length} key(s) declared more than once, nothing was written: ${keys.slice(0, 10).join(", ")}${keys.length > 10 ? ", …" : ""}`);
+    throw new ReconcileError("duplicate-declared-key", `${backend.kind}: ${keys.length} key(s) declared more than once, nothing was written: ${keys.slice(0, 10).join(", ")}${keys.length > 10 ? ", …" : ""}`);
   }
   return out;
 }
@@ -239,11 +240,11 @@ async function listAll<C, D, K extends string>(backend: ReconcileBackend<C, D, K
     items.push(...answer.items);
     const next = answer.next;
     if (next === undefined || next === "") return { items, pages };
-    if (seen.has(next)) throw new ReconcileError("repeated_page_token", `${backend.kind}: the listing returned page token ${JSON.stringify(next)} a second time (after page ${pages}): refusing to loop`);
+    if (seen.has(next)) throw new ReconcileError("repeated-page-token", `${backend.kind}: the listing returned page token ${JSON.stringify(next)} a second time (after page ${pages}): refusing to loop`);
     seen.add(next);
     page = next;
   }
-  throw new ReconcileError("too_many_pages", `${backend.kind}: the listing still had a next page after ${maxPages} pages (maxPages)`);
+  throw new ReconcileError("too-many-pages", `${backend.kind}: the listing still had a next page after ${maxPages} pages (maxPages)`);
 }
 
 function diff<C, D, K extends string>(
@@ -272,7 +273,7 @@ function diff<C, D, K extends string>(
     if (group.length > 1) {
       keeper = backend.pickKeeper ? backend.pickKeeper(group) : group[0];
       if (keeper === undefined || !group.includes(keeper)) {
-        throw new ReconcileError("bad_keeper", `${backend.kind}: pickKeeper for key ${key} returned an object that is not one of the ${group.length} duplicates`);
+        throw new ReconcileError("bad-keeper", `${backend.kind}: pickKeeper for key ${key} returned an object that is not one of the ${group.length} duplicates`);
       }
       plan.duplicates.push({ key, kept: keeper, extra: group.length - 1 });
       if (deleteDuplicates) for (const c of group) if (c !== keeper) plan.deletes.push({ key, item: c, reason: "duplicate" });

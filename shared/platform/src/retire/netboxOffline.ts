@@ -14,7 +14,7 @@ export const RETIRED_FACTS = ["attestation_verdict", "attested_at", "ldevid_seri
 
 async function deviceId(nb: NetBox, node: string): Promise<number> {
   const id = await deviceIdByName(nb, node);
-  if (id === undefined) throw new NetBoxError("netbox_http", `device ${node}`, 404, `no NetBox device is named ${node}`);
+  if (id === undefined) throw new NetBoxError("netbox-http", `device ${node}`, 404, `no NetBox device is named ${node}`);
   return id;
 }
 
@@ -31,7 +31,7 @@ export function netboxRetirementInventory(nb: NetBox): RetirementInventory {
             "fleetd: retirement complete");
           return `NetBox device ${node} (#${id}) set offline (was ${device.status}); cleared ${stale.length ? stale.join(", ") : "no recorded facts"}`;
         } catch (e) {
-          if (e instanceof NetBoxError && e.code === "netbox_conflict" && attempt < 5) continue;
+          if (e instanceof NetBoxError && e.code === "netbox-conflict" && attempt < 5) continue;
           throw e;
         }
       }

@@ -40,7 +40,7 @@ export interface VersionedProgress {
 /** Raised when a write lost a race: the record changed (or appeared) since it was read. Re-read and decide again. */
 export class ProgressConflict extends Error {
   override readonly name = "ProgressConflict";
-  readonly code = "retire_progress_conflict";
+  readonly code = "retire-progress-conflict";
 }
 
 export interface RetirementProgress {

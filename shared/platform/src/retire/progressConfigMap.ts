@@ -13,9 +13,11 @@ const KEY = "progress.json";
 
 export const progressConfigMapName = (node: string): string => `fleetd-retire-${node}`;
 
+export const RETIREMENT_PROGRESS_ERROR_CODES = ["retire-progress-malformed", "retire-progress-foreign"] as const;
+
 export class RetirementProgressError extends Error {
   override readonly name = "RetirementProgressError";
-  constructor(readonly code: "retire_progress_malformed" | "retire_progress_foreign", message: string) {
+  constructor(readonly code: (typeof RETIREMENT_PROGRESS_ERROR_CODES)[number], message: string) {
     super(message);
   }
 }
@@ -24,20 +26,20 @@ export function configMapProgress(kube: Kube, namespace: string): RetirementProg
   const parse = (cm: k8s.V1ConfigMap, node: string): VersionedProgress => {
     const name = progressConfigMapName(node);
     if (!ownedByFleetd(cm.metadata?.labels)) {
-      throw new RetirementProgressError("retire_progress_foreign", `ConfigMap ${namespace}/${name} exists but is not labelled as fleetd's; refusing to use it`);
+      throw new RetirementProgressError("retire-progress-foreign", `ConfigMap ${namespace}/${name} exists but is not labelled as fleetd's; refusing to use it`);
     }
     let raw: unknown;
     try {
       raw = JSON.parse(cm.data?.[KEY] ?? "");
     } catch (e) {
-      throw new RetirementProgressError("retire_progress_malformed", `ConfigMap ${namespace}/${name}: ${KEY} is not JSON (${(e as Error).message})`);
+      throw new RetirementProgressError("retire-progress-malformed", `ConfigMap ${namespace}/${name}: ${KEY} is not JSON (${(e as Error).message})`);
     }
     const r = ProgressRecord.safeParse(raw);
     if (!r.success) {
-      throw new RetirementProgressError("retire_progress_malformed",
+      throw new RetirementProgressError("retire-progress-malformed",
         `ConfigMap ${namespace}/${name}: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
     }
-    if (r.data.node !== node) throw new RetirementProgressError("retire_progress_malformed", `ConfigMap ${namespace}/${name} records node ${r.data.node}`);
+    if (r.data.node !== node) throw new RetirementProgressError("retire-progress-malformed", `ConfigMap ${namespace}/${name} records node ${r.data.node}`);
     return { record: r.data, version: cm.metadata?.resourceVersion ?? "" };
   };
   const body = (node: string, record: ProgressRecord, version: string | undefined): k8s.V1ConfigMap => ({

@@ -6,15 +6,17 @@
 import * as grpc from "@grpc/grpc-js";
 import { type MaybeOutage, Unavailable } from "../outage/outage.js";
 
-export type SpireErrorCode =
+export const SPIRE_ERROR_CODES = [
   /** SPIRE did not answer or failed inside (gRPC UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN, ABORTED). */
-  | "spire_unavailable"
+  "spire-unavailable",
   /** SPIRE answered with a refusal (PERMISSION_DENIED, INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED, …). */
-  | "spire_refused"
+  "spire-refused",
   /** SPIRE answered something this adapter cannot read (schema mismatch, wrong number of batch results). */
-  | "spire_bad_response"
+  "spire-bad-response",
   /** The caller asked for something the adapter refuses to send (checked before any RPC). */
-  | "spire_bad_request";
+  "spire-bad-request",
+] as const;
+export type SpireErrorCode = (typeof SPIRE_ERROR_CODES)[number];
 
 /**
  * gRPC codes that mean "not now" rather than "no". INTERNAL and UNKNOWN are what SPIRE returns when its datastore
@@ -42,7 +44,7 @@ export class SpireApiError extends Error implements MaybeOutage {
 
   /** SPIRE (or its datastore) could not answer: an outage, not an answer. */
   outage(): Unavailable | undefined {
-    if (this.code !== "spire_unavailable") return undefined;
+    if (this.code !== "spire-unavailable") return undefined;
     return new Unavailable("spire-unavailable", `${this.rpc}: SPIRE did not answer (${this.grpcCode !== undefined ? grpcCodeName(this.grpcCode) : "no status"}: ${this.detail})`);
   }
 }
@@ -52,6 +54,6 @@ export function fromServiceError(rpc: string, e: unknown): SpireApiError {
   const code = typeof (e as { code?: unknown })?.code === "number" ? ((e as { code: number }).code) : undefined;
   const detail = typeof (e as { details?: unknown })?.details === "string" && (e as { details: string }).details !== "" ? (e as { details: string }).details : e instanceof Error ? e.message : String(e);
   // No gRPC status: the call failed inside this process before reaching SPIRE (a defect, not an outage).
-  if (code === undefined) return new SpireApiError("spire_bad_request", rpc, undefined, detail);
-  return new SpireApiError(OUTAGE_CODES.has(code) ? "spire_unavailable" : "spire_refused", rpc, code, detail);
+  if (code === undefined) return new SpireApiError("spire-bad-request", rpc, undefined, detail);
+  return new SpireApiError(OUTAGE_CODES.has(code) ? "spire-unavailable" : "spire-refused", rpc, code, detail);
 }

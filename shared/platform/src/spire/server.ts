@@ -5,7 +5,7 @@
  * `pkg/server/api/middleware/caller.go`): no token, no TLS; the socket's mode (0770) is the access control.
  *
  * Calls fail fast when SPIRE is not there (no wait-for-ready) with a `SpireApiError` whose `outage()` says so; a
- * refusal is a `spire_refused` error; batch RPCs answer OK and carry each item's own status, which this client
+ * refusal is a `spire-refused` error; batch RPCs answer OK and carry each item's own status, which this client
  * returns in request order and never turns into an exception.
  */
 import * as grpc from "@grpc/grpc-js";
@@ -86,7 +86,7 @@ export class SpireServerClient {
   private readonly onRpc: SpireServerClientOptions["onRpc"];
 
   constructor(opts: SpireServerClientOptions) {
-    if (!opts.socketPath.startsWith("/")) throw new SpireApiError("spire_bad_request", "connect", undefined, `the admin socket path must be absolute: ${opts.socketPath}`);
+    if (!opts.socketPath.startsWith("/")) throw new SpireApiError("spire-bad-request", "connect", undefined, `the admin socket path must be absolute: ${opts.socketPath}`);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
     this.onRpc = opts.onRpc;
     this.client = new grpc.Client(`unix://${opts.socketPath}`, grpc.credentials.createInsecure(), {
@@ -105,7 +105,7 @@ export class SpireServerClient {
     const def = serverApi()[service] as Record<string, MethodDefinition<object, unknown>> | undefined;
     const m = def?.[method];
     const rpc = `${service.split(".").pop() ?? service}/${method}`;
-    if (!m) throw new SpireApiError("spire_bad_request", rpc, undefined, "not in the API subset");
+    if (!m) throw new SpireApiError("spire-bad-request", rpc, undefined, "not in the API subset");
     const start = Date.now();
     try {
       const answer = await new Promise<unknown>((resolve, reject) => {
@@ -117,7 +117,7 @@ export class SpireServerClient {
       return answer;
     } catch (e) {
       const err = fromServiceError(rpc, e);
-      this.onRpc?.(rpc, err.code === "spire_unavailable" ? "unavailable" : err.code === "spire_bad_response" ? "bad_response" : "refused", Date.now() - start);
+      this.onRpc?.(rpc, err.code === "spire-unavailable" ? "unavailable" : err.code === "spire-bad-response" ? "bad_response" : "refused", Date.now() - start);
       throw err;
     }
   }
@@ -154,14 +154,14 @@ export class SpireServerClient {
    */
   async *entryPages(filter: EntryFilter = {}, pageSize = DEFAULT_PAGE_SIZE): AsyncGenerator<Entry[]> {
     const rpc = "Entry/ListEntries";
-    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 0x7fffffff) throw new SpireApiError("spire_bad_request", rpc, undefined, "the page size must be a positive integer (0 would ask for everything at once)");
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 0x7fffffff) throw new SpireApiError("spire-bad-request", rpc, undefined, "the page size must be a positive integer (0 would ask for everything at once)");
     const f = this.entryFilter(rpc, filter);
     let token = "";
     const seen = new Set<string>();
     for (;;) {
       const page = readAnswer(rpc, ListEntriesResponse, await this.call("spire.api.server.entry.v1.Entry", "ListEntries", { filter: f, page_size: pageSize, page_token: token }));
-      if (page.entries.length > pageSize) throw new SpireApiError("spire_bad_response", rpc, undefined, `a page of ${page.entries.length} entries for a page size of ${pageSize}`);
-      if (page.next_page_token !== "" && seen.has(page.next_page_token)) throw new SpireApiError("spire_bad_response", rpc, undefined, `the page token ${page.next_page_token} came back twice`);
+      if (page.entries.length > pageSize) throw new SpireApiError("spire-bad-response", rpc, undefined, `a page of ${page.entries.length} entries for a page size of ${pageSize}`);
+      if (page.next_page_token !== "" && seen.has(page.next_page_token)) throw new SpireApiError("spire-bad-response", rpc, undefined, `the page token ${page.next_page_token} came back twice`);
       seen.add(page.next_page_token);
       if (page.entries.length > 0) yield page.entries.map((e) => entryFromWire(rpc, e));
       if (page.next_page_token === "") return;
@@ -177,7 +177,7 @@ export class SpireServerClient {
   }
 
   private checkBatch<T>(rpc: string, sent: number, results: T[]): T[] {
-    if (results.length !== sent) throw new SpireApiError("spire_bad_response", rpc, undefined, `${results.length} results for ${sent} items`);
+    if (results.length !== sent) throw new SpireApiError("spire-bad-response", rpc, undefined, `${results.length} results for ${sent} items`);
     return results;
   }
 
@@ -185,7 +185,7 @@ export class SpireServerClient {
     const a = readAnswer(rpc, BatchEntryResponse, value);
     return this.checkBatch(rpc, sent, a.results).map((r, i) => {
       const status = itemStatus(r.status);
-      if (status.code === 0 && r.entry === null) throw new SpireApiError("spire_bad_response", rpc, undefined, `item ${i} is OK without its entry`);
+      if (status.code === 0 && r.entry === null) throw new SpireApiError("spire-bad-response", rpc, undefined, `item ${i} is OK without its entry`);
       return { status, ...(r.entry !== null ? { entry: entryFromWire(rpc, r.entry) } : {}) };
     });
   }
@@ -214,7 +214,7 @@ export class SpireServerClient {
   async batchDeleteEntry(ids: readonly string[]): Promise<DeleteResult[]> {
     const rpc = "Entry/BatchDeleteEntry";
     if (ids.length === 0) return [];
-    if (ids.some((id) => id === "")) throw new SpireApiError("spire_bad_request", rpc, undefined, "an empty entry ID");
+    if (ids.some((id) => id === "")) throw new SpireApiError("spire-bad-request", rpc, undefined, "an empty entry ID");
     const a = readAnswer(rpc, BatchDeleteResponse, await this.call("spire.api.server.entry.v1.Entry", "BatchDeleteEntry", { ids: [...ids] }));
     return this.checkBatch(rpc, ids.length, a.results).map((r) => ({ status: itemStatus(r.status), id: r.id }));
   }
@@ -240,7 +240,7 @@ export class SpireServerClient {
 
   /**
    * `Agent/BanAgent`: SPIRE refuses the agent's SVID from now on (its next call fails, it must not re-attest until
-   * deleted). An unknown agent is a `spire_refused` NOT_FOUND.
+   * deleted). An unknown agent is a `spire-refused` NOT_FOUND.
    */
   async banAgent(agentId: string): Promise<void> {
     const rpc = "Agent/BanAgent";

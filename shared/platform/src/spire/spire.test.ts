@@ -73,11 +73,11 @@ test("answers decode to one shape: int64 as decimal strings, absent fields as de
   );
   assert.throws(
     () => readAnswer("Entry/ListEntries", EntryWire, { ...(decoded.entries[0] as object), spiffe_id: null }),
-    (x: unknown) => x instanceof SpireApiError && x.code === "spire_bad_response" && /spiffe_id/.test(x.message),
+    (x: unknown) => x instanceof SpireApiError && x.code === "spire-bad-response" && /spiffe_id/.test(x.message),
   );
   assert.throws(
     () => entryFromWire("Entry/ListEntries", readAnswer("Entry/ListEntries", EntryWire, { ...(decoded.entries[0] as object), parent_id: { trust_domain: "T", path: "/x" } })),
-    (x: unknown) => x instanceof SpireApiError && x.code === "spire_bad_response" && /parent_id/.test(x.message),
+    (x: unknown) => x instanceof SpireApiError && x.code === "spire-bad-response" && /parent_id/.test(x.message),
   );
 });
 
@@ -103,7 +103,7 @@ test("bad input is refused before any RPC, naming the entry and the field", () =
     [{ ...ok, federatesWith: ["Other.Domain"] }, /lowercase/],
   ];
   for (const [e, why] of bad) {
-    assert.throws(() => entryToWire("Entry/BatchCreateEntry", e as typeof ok, 3), (x: unknown) => x instanceof SpireApiError && x.code === "spire_bad_request" && why.test(x.message), why.source);
+    assert.throws(() => entryToWire("Entry/BatchCreateEntry", e as typeof ok, 3), (x: unknown) => x instanceof SpireApiError && x.code === "spire-bad-request" && why.test(x.message), why.source);
   }
   assert.deepEqual(entryMask("r", ["selectors", "hint"]), { selectors: true, hint: true });
   assert.throws(() => entryMask("r", []), /must name the fields/);
@@ -113,16 +113,16 @@ test("outage or answer: gRPC codes that mean SPIRE could not answer are outages;
   const err = (code: number) => Object.assign(new Error("x"), { code, details: "d" });
   for (const c of [grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.ABORTED]) {
     const e = fromServiceError("Entry/ListEntries", err(c));
-    assert.equal(e.code, "spire_unavailable");
+    assert.equal(e.code, "spire-unavailable");
     assert.equal(outageOf(e)?.reason, "spire-unavailable");
   }
   for (const c of [grpc.status.PERMISSION_DENIED, grpc.status.INVALID_ARGUMENT, grpc.status.NOT_FOUND, grpc.status.ALREADY_EXISTS, grpc.status.UNIMPLEMENTED, grpc.status.UNAUTHENTICATED, grpc.status.RESOURCE_EXHAUSTED, grpc.status.FAILED_PRECONDITION]) {
     const e = fromServiceError("Agent/BanAgent", err(c));
-    assert.equal(e.code, "spire_refused");
+    assert.equal(e.code, "spire-refused");
     assert.equal(outageOf(e), undefined);
   }
   assert.equal(outageOf(fromServiceError("x", new Error("no status"))), undefined, "a failure inside this process is no outage");
-  assert.equal(outageOf(new SpireApiError("spire_bad_response", "x", undefined, "y")), undefined);
+  assert.equal(outageOf(new SpireApiError("spire-bad-response", "x", undefined, "y")), undefined);
 });
 
 test("an unreachable admin socket is an outage, at once (no wait for ready)", async () => {

@@ -133,12 +133,12 @@ export const BatchEntryResponse = z.object({ results: z.array(z.object({ status:
 export const BatchDeleteResponse = z.object({ results: z.array(z.object({ status: StatusWire, id: z.string() })) });
 export const HealthCheckResponse = z.object({ status: z.enum(["UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"]) });
 
-/** Parses an answer of `rpc` or throws `spire_bad_response` naming the first problem. */
+/** Parses an answer of `rpc` or throws `spire-bad-response` naming the first problem. */
 export function readAnswer<T extends z.ZodType>(rpc: string, schema: T, value: unknown): z.output<T> {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
-  throw new SpireApiError("spire_bad_response", rpc, undefined, `unexpected answer at ${issue?.path.join(".") || "(root)"}: ${issue?.message ?? "invalid"}`);
+  throw new SpireApiError("spire-bad-response", rpc, undefined, `unexpected answer at ${issue?.path.join(".") || "(root)"}: ${issue?.message ?? "invalid"}`);
 }
 
 // ---- conversions ----
@@ -147,7 +147,7 @@ const idString = (rpc: string, w: z.infer<typeof SpiffeIdWire>, what: string): s
   try {
     return formatSpiffeId({ trustDomain: w.trust_domain, path: w.path });
   } catch (e) {
-    throw new SpireApiError("spire_bad_response", rpc, undefined, `${what}: ${(e as Error).message}`);
+    throw new SpireApiError("spire-bad-response", rpc, undefined, `${what}: ${(e as Error).message}`);
   }
 };
 
@@ -213,7 +213,7 @@ const RPC_CODE_NAMES: Record<number, string> = {
 
 /** A request fleetd refuses to send, with the reason (nothing was sent). */
 function badRequest(rpc: string, detail: string): never {
-  throw new SpireApiError("spire_bad_request", rpc, undefined, detail);
+  throw new SpireApiError("spire-bad-request", rpc, undefined, detail);
 }
 
 export function spiffeIdToWire(rpc: string, id: string, what: string): { trust_domain: string; path: string } {

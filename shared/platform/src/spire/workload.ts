@@ -2,7 +2,7 @@
  * The SPIFFE Workload API's `FetchX509SVID`, as a workload calls it on the SPIRE agent's socket: the first answer
  * of the stream (the SVIDs the agent holds for the caller, whom it identifies by the socket's peer credentials),
  * then the stream is cancelled. An agent with no SVID for the caller answers PERMISSION_DENIED ("no identity
- * issued"): a `spire_refused` error.
+ * issued"): a `spire-refused` error.
  */
 import * as grpc from "@grpc/grpc-js";
 import type { MethodDefinition } from "@grpc/proto-loader";
@@ -67,7 +67,7 @@ export async function fetchX509Svids(socketPath: string, opts: { timeoutMs?: num
         done = true;
       });
       stream.on("end", () => {
-        if (!done) reject(new SpireApiError("spire_bad_response", RPC, undefined, "the stream ended without an answer"));
+        if (!done) reject(new SpireApiError("spire-bad-response", RPC, undefined, "the stream ended without an answer"));
         done = true;
       });
     });
@@ -80,7 +80,7 @@ export async function fetchX509Svids(socketPath: string, opts: { timeoutMs?: num
         parseSpiffeId(s.spiffe_id);
         return { spiffeId: s.spiffe_id, certificates, privateKey: new Uint8Array(s.x509_svid_key), bundle: splitDerCertificates(s.bundle, `svids[${i}].bundle`), hint: s.hint };
       } catch (e) {
-        throw new SpireApiError("spire_bad_response", RPC, undefined, `svids[${i}]: ${(e as Error).message}`);
+        throw new SpireApiError("spire-bad-response", RPC, undefined, `svids[${i}]: ${(e as Error).message}`);
       }
     });
   } finally {

@@ -9,7 +9,7 @@ import { privateDirOf } from "./privateFiles.js";
 /** A state file that is unsafe to use (readable by others) or of a schema this fleetd cannot use. */
 export class StateFileError extends Error {
   override readonly name = "StateFileError";
-  readonly code = "state_file_unsafe";
+  readonly code = "state-file-unsafe";
 }
 
 export interface OpenedStateDb {

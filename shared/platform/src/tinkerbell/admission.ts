@@ -7,7 +7,7 @@
  *
  * The node record comes from NetBox, whose `bmc` and `install_disk` fields any device editor can write through
  * the API. They are used only when `fields` (the change log: netbox/platformFields.ts) attributes the values to
- * the inventory apply account; otherwise admission is refused (`bmc_unattributed`, `install_disk_unattributed`)
+ * the inventory apply account; otherwise admission is refused (`bmc-unattributed`, `install-disk-unattributed`)
  * and journalled, before any object is written. The credentials reference must also be the node's own Secret
  * (credentials.ts), whoever wrote it.
  */
@@ -41,7 +41,7 @@ export class TinkerbellAdmission implements Admission {
       const macs = [...new Set(facts.macs.map(canonicalMac))];
       const boot = (await intakeAgentMac(this.fx.objects, macs)) ?? (macs.length === 1 ? macs[0] : undefined);
       if (!boot) {
-        throw new TinkerbellError("no_proven_mac", `cannot tell which of the ${macs.length} proven MACs (${macs.join(", ")}) boots: no intake Workflow names one`);
+        throw new TinkerbellError("no-proven-mac", `cannot tell which of the ${macs.length} proven MACs (${macs.join(", ")}) boots: no intake Workflow names one`);
       }
       const refused = await this.fields.check(node.name, { ...(node.bmc ? { bmc: node.bmc } : {}), ...(node.installDisk !== undefined ? { installDisk: node.installDisk } : {}) });
       const first = refused[0];
@@ -61,7 +61,7 @@ export class TinkerbellAdmission implements Admission {
     } catch (e) {
       const api = e instanceof NetBoxError ? "NetBox" : "Kubernetes API";
       const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `${api}: ${(e as Error).message.split("\n")[0]}`;
-      const check = e instanceof TinkerbellError ? e.code : e instanceof NetBoxError ? "netbox_api" : "kubernetes_api";
+      const check = e instanceof TinkerbellError ? e.code : e instanceof NetBoxError ? "netbox-api" : "kubernetes-api";
       this.log?.warn({ node: node.name, check, reason }, "admission failed");
       // The reason names NetBox users, values and API messages: untrusted text, as a code span.
       await this.journal.record(node.name, { kind: "danger", summary: `admission failed (${check}): ${mdCode(reason, 800)}; set desired_action to provision in NetBox to retry` });

@@ -19,27 +19,27 @@ export type BmcOptions = MachineOptions;
 /** The node's Machine; refuses nodes without a BMC, credentials references other than the node's own Secret, and objects not fleetd's. */
 export async function ensureBmcMachine(objs: Objects, node: NamedNode, o: BmcOptions): Promise<{ machine: string; secret: SecretRef; result: "created" | "updated" | "unchanged" }> {
   const bmc = node.bmc;
-  if (!bmc) throw new TinkerbellError("no_bmc", `${node.name} has no BMC (nodes file bmc.type none)`);
+  if (!bmc) throw new TinkerbellError("no-bmc", `${node.name} has no BMC (nodes file bmc.type none)`);
   const secret = resolveCredentials(bmc.credentials, node.name, objs.namespace);
   const m = buildMachine(node.name, bmc, secret, objs.namespace, o);
   const c = await syncObjects(objs, BMC_MACHINE, [m], { scope: `${LABEL_NODE}=${node.name}`, managedSpecKeys: ["connection"], prune: false });
   const refused = c.refused[0];
-  if (refused) throw new TinkerbellError("not_ours", refused.reason);
+  if (refused) throw new TinkerbellError("not-ours", refused.reason);
   return { machine: machineName(node.name), secret, result: c.created.length ? "created" : c.updated.length ? "updated" : "unchanged" };
 }
 
 /** Creates the power-off Job for this request (the same request again → the same Job). Returns its name. */
 export async function powerOff(objs: Objects, node: NamedNode, requestId: string): Promise<string> {
-  if (!node.bmc) throw new TinkerbellError("no_bmc", `${node.name} has no BMC: it cannot be powered off remotely`);
+  if (!node.bmc) throw new TinkerbellError("no-bmc", `${node.name} has no BMC: it cannot be powered off remotely`);
   const job = buildPowerOffJob(node.name, requestId, objs.namespace);
   const machine = await objs.get(BMC_MACHINE, job.spec.machineRef.name, AnyObject);
-  if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no_bmc", `${node.name}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's (ensure the BMC Machine first)`);
+  if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no-bmc", `${node.name}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's (ensure the BMC Machine first)`);
   try {
     await objs.create(BMC_JOB, job);
   } catch (e) {
     if (!isAlreadyExists(e)) throw e;
     const live = await objs.get(BMC_JOB, job.metadata.name, AnyObject);
-    if (!live || !isOurs(live.metadata)) throw new TinkerbellError("not_ours", `Job ${objs.namespace}/${job.metadata.name} exists and is not fleetd's`);
+    if (!live || !isOurs(live.metadata)) throw new TinkerbellError("not-ours", `Job ${objs.namespace}/${job.metadata.name} exists and is not fleetd's`);
   }
   return job.metadata.name;
 }

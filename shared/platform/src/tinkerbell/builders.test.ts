@@ -45,11 +45,11 @@ test("canonicalMac: any spelling of six bytes gives lowercase colon form; anythi
     try {
       assert.match(canonicalMac(s), CANONICAL_MAC);
     } catch (e) {
-      assert.ok(e instanceof TinkerbellError && e.code === "mac_not_canonical");
+      assert.ok(e instanceof TinkerbellError && e.code === "mac-not-canonical");
     }
   }));
   assert.equal(canonicalMac("0CC4.7A00.0001"), "0c:c4:7a:00:00:01");
-  for (const bad of ["0c:c4:7a:00:00", "0c:c4:7a:00:00:01:02", "gg:c4:7a:00:00:01", "XX0c:c4:7a:00:00:01"]) assert.equal(code(() => canonicalMac(bad)), "mac_not_canonical", bad);
+  for (const bad of ["0c:c4:7a:00:00", "0c:c4:7a:00:00:01:02", "gg:c4:7a:00:00:01", "XX0c:c4:7a:00:00:01"]) assert.equal(code(() => canonicalMac(bad)), "mac-not-canonical", bad);
 });
 
 test("Workflow names: deterministic per request, a valid Kubernetes name for any request id (property)", () => {
@@ -61,8 +61,8 @@ test("Workflow names: deterministic per request, a valid Kubernetes name for any
   }));
   assert.notEqual(workflowName(requireNodeName("n"), "provision", "a"), workflowName(requireNodeName("n"), "provision", "b"));
   // The name is checked once, where it enters (requireNodeName; checkNode calls it): workflowName takes a NodeName.
-  assert.equal(code(() => requireNodeName("Node_A")), "invalid_input");
-  assert.equal(code(() => checkNode({ name: "Node_A", macs: ["0c:c4:7a:00:00:01"] })), "invalid_input");
+  assert.equal(code(() => requireNodeName("Node_A")), "invalid-input");
+  assert.equal(code(() => checkNode({ name: "Node_A", macs: ["0c:c4:7a:00:00:01"] })), "invalid-input");
   assert.equal(enrollmentWorkflowName("0c:c4:7a:00:00:01"), "enrollment-0c-c4-7a-00-00-01");
 });
 
@@ -72,10 +72,10 @@ test("Hardware: only canonical MACs, netmask from the prefix, bmcRef only with a
   const hw = buildHardware(checkNode(n), "tb");
   assert.deepEqual(hw.spec.interfaces[0]?.dhcp.ip, { address: "10.0.0.5", netmask: "255.255.252.0", gateway: "10.0.0.1" });
   assert.equal(hw.spec.bmcRef, undefined);
-  assert.equal(code(() => checkNode({ ...n, macs: ["0C:C4:7A:00:00:01"] })), "mac_not_canonical");
-  assert.equal(code(() => checkNode({ ...n, macs: [] })), "no_proven_mac");
-  assert.equal(code(() => checkNode({ ...n, macs: ["0c:c4:7a:00:00:01", "0c:c4:7a:00:00:01"] })), "invalid_input");
-  assert.equal(code(() => checkNode({ ...n, address: "10.0.0.5" })), "invalid_input");
+  assert.equal(code(() => checkNode({ ...n, macs: ["0C:C4:7A:00:00:01"] })), "mac-not-canonical");
+  assert.equal(code(() => checkNode({ ...n, macs: [] })), "no-proven-mac");
+  assert.equal(code(() => checkNode({ ...n, macs: ["0c:c4:7a:00:00:01", "0c:c4:7a:00:00:01"] })), "invalid-input");
+  assert.equal(code(() => checkNode({ ...n, address: "10.0.0.5" })), "invalid-input");
   const wf = buildWorkflow(checkNode({ ...n, bmc: { type: "amt", address: "a", credentials: "env:X" } }), { mode: "wipe", requestId: "r" }, "tb");
   assert.equal(wf.spec.templateRef, "fleetd-wipe");
   assert.deepEqual(wf.spec.bootOptions, { toggleAllowNetboot: true, bootMode: "netboot" });
@@ -87,7 +87,7 @@ test("site configuration and Templates: images must be pinned by digest; https n
   assert.throws(() => site({ images: { action: "a:1", wipe: "b", image2disk: "c" } }), /pinned by digest/);
   assert.throws(() => site({ server: { url: "https://x" } }), /required for an https server/);
   assert.throws(() => site({ server: { url: "http://x" } }), /only with server.lab: true/);
-  assert.equal(code(() => buildTemplateData("attest", { site: site() })), "template_invalid", "https without the CA PEM");
+  assert.equal(code(() => buildTemplateData("attest", { site: site() })), "template-invalid", "https without the CA PEM");
   const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
   const lab = buildTemplateData("attest", { site: site({ server: { url: "http://127.0.0.1:8080", lab: true } }) });
   assert.equal(lab.tasks[0]?.actions[0]?.environment?.["FLEETD_ALLOW_HTTP"], "lab");
@@ -121,7 +121,7 @@ test("credentials references: only the node's own Secret in the Tinkerbell names
   for (const bad of [
     "secret:tinkerbell/fleetd-bmc-node-b", "secret:other/fleetd-bmc-node-a", "secret:kube-system/fleetd-bmc-node-a", "secret:tinkerbell/fleetd-bmc-node-a-x",
     "secret:tinkerbell/fleetd-bmc-node", "secret:tinkerbell/fleetd-bmc-node-a/x", "secret:tinkerbell/../fleetd-bmc-node-a", "secret:TINKERBELL/fleetd-bmc-node-a", "secret:tinkerbell/bmc-shared",
-  ]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "credentials_not_own", bad);
-  for (const bad of ["env:BMC_A", "env:FLEETD_BMC_NODE_A", "file:/etc/fleetd/bmc/node-a", "file:relative", "vault:kv/bmc/node-a"]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "credentials_unsupported", bad);
-  for (const bad of ["ldap:x", "nothing", ":x"]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "invalid_input", bad);
+  ]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "credentials-not-own", bad);
+  for (const bad of ["env:BMC_A", "env:FLEETD_BMC_NODE_A", "file:/etc/fleetd/bmc/node-a", "file:relative", "vault:kv/bmc/node-a"]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "credentials-unsupported", bad);
+  for (const bad of ["ldap:x", "nothing", ":x"]) assert.equal(code(() => resolveCredentials(bad, nodeA, "tinkerbell")), "invalid-input", bad);
 });

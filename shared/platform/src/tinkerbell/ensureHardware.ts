@@ -1,6 +1,6 @@
 /**
- * Creates or updates one node's Hardware; refuses (not_ours) when a Hardware of that name is not fleetd's, and
- * (mac_in_use) when one of the node's MACs is already in another Hardware, whoever owns it: Tinkerbell would
+ * Creates or updates one node's Hardware; refuses (not-ours) when a Hardware of that name is not fleetd's, and
+ * (mac-in-use) when one of the node's MACs is already in another Hardware, whoever owns it: Tinkerbell would
  * then serve either machine's Workflow to the agent with that MAC, and a wrong MAC in the inventory must not move
  * another machine into this node's Hardware with PXE allowed.
  */
@@ -22,7 +22,7 @@ export async function checkMacsUnique(objs: Objects, node: CheckedNode): Promise
     if (hw.metadata.name === own) continue;
     const taken = (hw.spec.interfaces ?? []).map((i) => (i.dhcp?.mac ?? "").toLowerCase()).filter((m) => macs.has(m));
     if (taken.length > 0) {
-      throw new TinkerbellError("mac_in_use", `${node.name}: MAC ${taken.join(", ")} is already in Hardware ${objs.namespace}/${hw.metadata.name}; one MAC belongs to one machine — correct the inventory or delete that Hardware first`);
+      throw new TinkerbellError("mac-in-use", `${node.name}: MAC ${taken.join(", ")} is already in Hardware ${objs.namespace}/${hw.metadata.name}; one MAC belongs to one machine — correct the inventory or delete that Hardware first`);
     }
   }
 }
@@ -32,6 +32,6 @@ export async function ensureHardware(objs: Objects, node: CheckedNode): Promise<
   await checkMacsUnique(objs, node);
   const c = await syncObjects(objs, HARDWARE, [hw], { scope: `${LABEL_NODE}=${node.name}`, managedSpecKeys: HARDWARE_SPEC_KEYS, prune: false });
   const refused = c.refused[0];
-  if (refused) throw new TinkerbellError("not_ours", refused.reason);
+  if (refused) throw new TinkerbellError("not-ours", refused.reason);
   return c.created.length ? "created" : c.updated.length ? "updated" : "unchanged";
 }

@@ -1,19 +1,21 @@
 /** Refusals of the Tinkerbell/Rufio effects: a stable code for programs, a sentence naming the object for people. */
-export type TinkerbellErrorCode =
-  | "mac_not_canonical"
-  | "no_proven_mac"
-  | "invalid_input"
-  | "image_not_pinned"
-  | "template_invalid"
-  | "not_ours"
-  | "workflow_in_progress"
-  | "credentials_unsupported"
-  | "credentials_not_own"
-  | "bmc_unattributed"
-  | "install_disk_unattributed"
-  | "mac_in_use"
-  | "no_bmc"
-  | "bad_response";
+export const TINKERBELL_ERROR_CODES = [
+  "mac-not-canonical",
+  "no-proven-mac",
+  "invalid-input",
+  "image-not-pinned",
+  "template-invalid",
+  "not-ours",
+  "workflow-in-progress",
+  "credentials-unsupported",
+  "credentials-not-own",
+  "bmc-unattributed",
+  "install-disk-unattributed",
+  "mac-in-use",
+  "no-bmc",
+  "bad-response",
+] as const;
+export type TinkerbellErrorCode = (typeof TINKERBELL_ERROR_CODES)[number];
 
 export class TinkerbellError extends Error {
   override readonly name = "TinkerbellError";

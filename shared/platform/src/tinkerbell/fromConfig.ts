@@ -6,12 +6,12 @@ import { readFileSync } from "node:fs";
 import { ParseError } from "@fleetd/verify/codec";
 import { CertificateError, certificatesFromPem, parseCertificate } from "@fleetd/verify/x509";
 import { loadKube, type Kube } from "../kube/client.js";
-import { ConfigError, type NetBoxSiteConfig } from "../fleet/siteConfig.js";
+import { ConfigError, type SiteConfig } from "../fleet/siteConfig.js";
 import { TinkerbellEffects } from "./effects.js";
 
 export type EffectsFromConfig = { effects: TinkerbellEffects; reason?: undefined } | { effects?: undefined; reason: string };
 
-export function tinkerbellEffectsFromConfig(site: NetBoxSiteConfig, opts: { kube?: Kube } = {}): EffectsFromConfig {
+export function tinkerbellEffectsFromConfig(site: SiteConfig, opts: { kube?: Kube } = {}): EffectsFromConfig {
   const m = site.kubernetes?.management;
   if (!m) return { reason: "no kubernetes.management section in the site configuration" };
   if (!m.tinkerbell) return { reason: "no kubernetes.management.tinkerbell section (images, server URL and CA) in the site configuration" };

@@ -10,10 +10,10 @@ export type WorkflowMode = "provision" | "attest" | "wipe";
 
 /**
  * The one check of a node name where it enters the Tinkerbell adapter (checkNode, the effects' entry points, the
- * Workflow gate): a DNS label, or `invalid_input`. Everything below takes the `NodeName` it returns.
+ * Workflow gate): a DNS label, or `invalid-input`. Everything below takes the `NodeName` it returns.
  */
 export function requireNodeName(node: string): NodeName {
-  if (!isNodeName(node)) throw new TinkerbellError("invalid_input", `node name "${node}" is not a DNS label`);
+  if (!isNodeName(node)) throw new TinkerbellError("invalid-input", `node name "${node}" is not a DNS label`);
   return node;
 }
 

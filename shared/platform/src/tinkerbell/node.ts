@@ -19,15 +19,15 @@ export type NamedNode = Readonly<Pick<PlatformNode, "bmc"> & { name: NodeName }>
 
 export function checkNode(n: PlatformNode): CheckedNode {
   const name = requireNodeName(n.name);
-  if (n.macs.length === 0) throw new TinkerbellError("no_proven_mac", `${n.name}: no proven MAC address (TPM evidence vouches for the MAC at intake or provision; until then no Workflow can name the agent)`);
+  if (n.macs.length === 0) throw new TinkerbellError("no-proven-mac", `${n.name}: no proven MAC address (TPM evidence vouches for the MAC at intake or provision; until then no Workflow can name the agent)`);
   n.macs.forEach((m, i) => requireCanonicalMac(m, `${n.name}: MAC ${i}`));
-  if (new Set(n.macs).size !== n.macs.length) throw new TinkerbellError("invalid_input", `${n.name}: a MAC address repeats`);
+  if (new Set(n.macs).size !== n.macs.length) throw new TinkerbellError("invalid-input", `${n.name}: a MAC address repeats`);
   if (n.address !== undefined) {
     const c = parseIpv4Cidr(n.address);
-    if (!c || c.prefix < 1) throw new TinkerbellError("invalid_input", `${n.name}: address ${n.address} is not IPv4/prefix`);
+    if (!c || c.prefix < 1) throw new TinkerbellError("invalid-input", `${n.name}: address ${n.address} is not IPv4/prefix`);
   }
-  if (n.gateway !== undefined && !isIpv4(n.gateway)) throw new TinkerbellError("invalid_input", `${n.name}: gateway ${n.gateway} is not an IPv4 address`);
-  if (n.installDisk !== undefined && !/^\/dev\/[A-Za-z0-9/._-]{1,200}$/.test(n.installDisk)) throw new TinkerbellError("invalid_input", `${n.name}: install disk ${n.installDisk} is not a /dev path`);
+  if (n.gateway !== undefined && !isIpv4(n.gateway)) throw new TinkerbellError("invalid-input", `${n.name}: gateway ${n.gateway} is not an IPv4 address`);
+  if (n.installDisk !== undefined && !/^\/dev\/[A-Za-z0-9/._-]{1,200}$/.test(n.installDisk)) throw new TinkerbellError("invalid-input", `${n.name}: install disk ${n.installDisk} is not a /dev path`);
   return {
     name,
     macs: [...n.macs],

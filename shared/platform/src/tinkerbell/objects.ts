@@ -13,7 +13,7 @@ const mergePatch = (): k8s.ConfigurationOptions => k8s.setHeaderOptions("Content
 
 function judge<S extends z.ZodType>(schema: S, raw: unknown, what: string): z.infer<S> {
   const r = schema.safeParse(raw);
-  if (!r.success) throw new TinkerbellError("bad_response", `${what}: unexpected answer from the API server: ${r.error.issues.slice(0, 3).map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  if (!r.success) throw new TinkerbellError("bad-response", `${what}: unexpected answer from the API server: ${r.error.issues.slice(0, 3).map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
   return r.data;
 }
 
@@ -47,7 +47,7 @@ export class Objects {
       cont = list.metadata?.continue || undefined;
       if (!cont) return out;
     }
-    throw new TinkerbellError("bad_response", `list ${r.plural}: more than 1000 pages`);
+    throw new TinkerbellError("bad-response", `list ${r.plural}: more than 1000 pages`);
   }
 
   async create(r: ApiResource, body: object): Promise<AnyObject> {

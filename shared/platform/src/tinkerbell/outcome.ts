@@ -46,7 +46,7 @@ export function judgeOutcome(wf: WorkflowObject, bootRetries: number): OutcomeVe
   const restarts = bootRestartsOf(wf);
   const boot = bootFailure(wf);
   if (boot !== undefined) {
-    const check = { check: "workflow.boot_job", detail: `netboot-${m.name}: ${mdCode(boot)}` };
+    const check = { check: "workflow.boot-job", detail: `netboot-${m.name}: ${mdCode(boot)}` };
     if (restarts < bootRetries) {
       const attempt = restarts + 1;
       return { kind: "restart", attempt, of: bootRetries, entry: { kind: "warning", summary: `${title}: the boot Job failed before any action ran; started again (${attempt} of ${bootRetries})`, reasons: [check] } };

@@ -56,7 +56,7 @@ export function tinkerbellRetirementPlatform(o: TinkerbellRetirementOptions): Re
     },
     async startPowerOff(name) {
       const node = await o.node(name);
-      if (!node.bmc) throw new TinkerbellError("no_bmc", `${name} has no BMC in the nodes file: power it off by hand, then set the device offline`);
+      if (!node.bmc) throw new TinkerbellError("no-bmc", `${name} has no BMC in the nodes file: power it off by hand, then set the device offline`);
       const job = await o.effects.powerOff(node, o.requestId);
       // the power-off step asks again after a failed Job: the same name must run again, so the failed one goes
       const state = await o.effects.jobState(job);

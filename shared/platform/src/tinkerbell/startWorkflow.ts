@@ -6,13 +6,13 @@
  *    intake Workflows tink-server created from fleetd's rule set whose `device_1` is the node's boot MAC — those
  *    are deleted in any state: admission runs inside the intake's confirm, so the intake's work is done (and a
  *    running one would otherwise block the provision Workflow forever);
- *  - a MAC of the node already in another Hardware refuses the start (`mac_in_use`), before anything is deleted;
+ *  - a MAC of the node already in another Hardware refuses the start (`mac-in-use`), before anything is deleted;
  *  - an unfinished Workflow of fleetd's (anything but SUCCESS/FAILED/TIMEOUT, including "" just created and
- *    POST) refuses the new one (`workflow_in_progress`, naming it and its state) — except for `wipe`: a wipe
+ *    POST) refuses the new one (`workflow-in-progress`, naming it and its state) — except for `wipe`: a wipe
  *    (authorized operators, retirement) supersedes an unfinished provision or attest, which is deleted; an
  *    unfinished wipe still refuses a second wipe;
- *  - any other Workflow for the node's MACs or Hardware refuses: `not_ours` when it is another party's,
- *    `mac_in_use` when it is fleetd's but another node's (or an intake for another of its MACs); fleetd does not
+ *  - any other Workflow for the node's MACs or Hardware refuses: `not-ours` when it is another party's,
+ *    `mac-in-use` when it is fleetd's but another node's (or an intake for another of its MACs); fleetd does not
  *    delete it, and Tinkerbell would not serve ours beside it.
  * Then the Hardware is brought up to date and the Workflow created (AlreadyExists from a concurrent replica with
  * the same request is success).
@@ -65,7 +65,7 @@ export async function startWorkflow(objs: Objects, node: CheckedNode, req: Workf
 
   const same = await objs.get(WORKFLOW, name, WorkflowObject);
   if (same) {
-    if (!isOurs(same.metadata)) throw new TinkerbellError("not_ours", `Workflow ${objs.namespace}/${name} exists and is not fleetd's`);
+    if (!isOurs(same.metadata)) throw new TinkerbellError("not-ours", `Workflow ${objs.namespace}/${name} exists and is not fleetd's`);
     return { name, created: false, deleted: [] };
   }
 
@@ -84,16 +84,16 @@ export async function startWorkflow(objs: Objects, node: CheckedNode, req: Workf
       } else if (req.mode === "wipe" && w.metadata.labels?.[LABEL_MODE] !== "wipe") {
         remove.push({ name: w.metadata.name, state, why: "superseded by wipe" });
       } else {
-        throw new TinkerbellError("workflow_in_progress", `${node.name}: Workflow ${label} is still in progress; Tinkerbell serves one Workflow per machine — wait for it to finish${req.mode === "wipe" ? "" : ", or request wipe (which supersedes it)"}, or delete it`);
+        throw new TinkerbellError("workflow-in-progress", `${node.name}: Workflow ${label} is still in progress; Tinkerbell serves one Workflow per machine — wait for it to finish${req.mode === "wipe" ? "" : ", or request wipe (which supersedes it)"}, or delete it`);
       }
       toDelete.push(w);
     } else if (rel === "intake") {
       remove.push({ name: w.metadata.name, state, why: "intake superseded" });
       toDelete.push(w);
     } else if (!isOurs(w.metadata) && !fromOurIntake(w)) {
-      throw new TinkerbellError("not_ours", `${node.name}: Workflow ${label} targets this machine and is not fleetd's; fleetd does not delete it, and Tinkerbell would not serve a second one`);
+      throw new TinkerbellError("not-ours", `${node.name}: Workflow ${label} targets this machine and is not fleetd's; fleetd does not delete it, and Tinkerbell would not serve a second one`);
     } else {
-      throw new TinkerbellError("mac_in_use", `${node.name}: fleetd's Workflow ${label} (Hardware ${w.spec.hardwareRef || "none"}, device ${w.spec.hardwareMap?.["device_1"] ?? "none"}) names this node's Hardware or one of its MACs but is not this node's; fleetd does not delete it — correct the inventory, or delete it`);
+      throw new TinkerbellError("mac-in-use", `${node.name}: fleetd's Workflow ${label} (Hardware ${w.spec.hardwareRef || "none"}, device ${w.spec.hardwareMap?.["device_1"] ?? "none"}) names this node's Hardware or one of its MACs but is not this node's; fleetd does not delete it — correct the inventory, or delete it`);
     }
   }
   for (const w of toDelete) await objs.delete(WORKFLOW, w.metadata.name, w.metadata.uid);
@@ -104,7 +104,7 @@ export async function startWorkflow(objs: Objects, node: CheckedNode, req: Workf
   } catch (e) {
     if (!isAlreadyExists(e)) throw e;
     const raced = await objs.get(WORKFLOW, name, WorkflowObject);
-    if (!raced || !isOurs(raced.metadata)) throw new TinkerbellError("not_ours", `Workflow ${objs.namespace}/${name} appeared meanwhile and is not fleetd's`);
+    if (!raced || !isOurs(raced.metadata)) throw new TinkerbellError("not-ours", `Workflow ${objs.namespace}/${name} appeared meanwhile and is not fleetd's`);
     return { name, created: false, deleted: remove, hardware };
   }
   return { name, created: true, deleted: remove, hardware };

@@ -55,7 +55,7 @@ export function checkTemplateData(data: unknown, what: string): TemplateData {
   if (!r.success) {
     const pinned = r.error.issues.find((i) => i.path[i.path.length - 1] === "image");
     const issues = r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
-    throw new TinkerbellError(pinned ? "image_not_pinned" : "template_invalid", `Template ${what}: ${issues}`);
+    throw new TinkerbellError(pinned ? "image-not-pinned" : "template-invalid", `Template ${what}: ${issues}`);
   }
   return r.data;
 }
@@ -140,7 +140,7 @@ function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action
 
 export function buildTemplateData(kind: TemplateKind, i: TemplateInputs): TemplateData {
   if (i.site.server.url.startsWith("https://") && !i.serverCaPem?.includes("-----BEGIN CERTIFICATE-----")) {
-    throw new TinkerbellError("template_invalid", `Template ${templateName(kind)}: an https server needs its CA certificate (PEM) for the action to pin`);
+    throw new TinkerbellError("template-invalid", `Template ${templateName(kind)}: an https server needs its CA certificate (PEM) for the action to pin`);
   }
   const actions = actionsOf(kind, i);
   const data = {

@@ -7,7 +7,7 @@
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { TPM_ALG } from "../tcg/constants.js";
-import type { PcrValues } from "./replay.js";
+import type { PcrValues } from "../attest/pcrs.js";
 
 const BANKS: Record<string, { alg: number; size: number }> = {
   sha1: { alg: TPM_ALG.SHA1, size: 20 },

@@ -11,9 +11,7 @@ import { digest } from "../crypto/hash.js";
 import { isHashAlg } from "../tcg/constants.js";
 import { EFI_ACTION, EV } from "./events.js";
 import { eventDigest, type EventLog, type TcgEvent } from "./parse.js";
-
-/** PCR values by bank (TPM_ALG_ID) then PCR index. */
-export type PcrValues = Map<number, Map<number, Uint8Array>>;
+import type { PcrValues } from "../attest/pcrs.js";
 
 export const STARTUP_LOCALITY_SIGNATURE = "StartupLocality\0";
 
