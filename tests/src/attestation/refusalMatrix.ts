@@ -20,11 +20,11 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { EV } from "@fleetd/verify/eventlog";
-import type { PcrSelection } from "@fleetd/verify/attest";
 import { AttestationRefused, type ConfirmWire, type EvidenceWire } from "@fleetd/platform/protocol/client";
-import type { ChallengeResponse, Claims, ConfirmResponse, EvidenceResponse } from "@fleetd/platform/protocol";
+import type { Claims, ConfirmResponse, EvidenceResponse } from "@fleetd/platform/protocol";
 import type { AttestationStore } from "@fleetd/platform/state";
 import { flipEventDataByte } from "./machine.js";
+import type { Evidence, EvidenceOptions as CommonEvidenceOptions, Session } from "./machineTypes.js";
 
 export const NODE = "worker-1";
 /** A machine whose firmware runs with Secure Boot off (its TPM measured that boot). */
@@ -40,36 +40,10 @@ export const MATRIX_MACHINES = {
   [UNCHAINED]: { manufacturer: "foreign", chain: false },
 } as const;
 
-/** A challenged session, as the machine remembers it (machine.ts and memoryWorld.ts `Challenged`). */
-export interface Session<Ek, Key> {
-  claims: Claims;
-  /** The EKs the machine can activate with (all it has, whatever it presented). */
-  eks: Ek[];
-  ak: Key;
-  response: ChallengeResponse;
-  nonce: Uint8Array;
-}
-
-/** The evidence of a session and the keys it certifies, not sent yet (`Evidenced`); L: a certified key. */
-export interface Evidence<L> {
-  body: EvidenceWire;
-  ldevid: L;
-  lak: L;
-}
-
-export interface EvidenceOptions<L> {
-  /** Claims the quote's extraData is computed over (default: the claims of the challenge). */
-  quoteClaims?: Claims;
-  /** PCRs the TPM quotes (default: SHA-256 0–15). */
-  quoteSelection?: PcrSelection[];
-  /** PCRs whose values are sent (default: the quoted ones). */
-  sendPcrs?: PcrSelection[];
-  /** The event log sent (default: the machine's own). */
-  eventLog?: Uint8Array;
+/** How a case's evidence differs from the honest machine's. */
+export interface EvidenceOptions<L> extends CommonEvidenceOptions<L> {
   /** Create the "LDevID" from the AK template: a restricted key. */
   restrictedLdevid?: boolean;
-  /** Send this LDevID, certify included, instead of making one (e.g. one from an earlier session). */
-  ldevid?: L;
 }
 
 /** A machine's steps (machine.ts on swtpm, memoryWorld.ts on the software TPM); M: the machine, Ek, Key, L its keys. */
