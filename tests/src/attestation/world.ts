@@ -26,14 +26,14 @@ import { ekBindingFromCertificate, readCertificate } from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
 import { type NetBox, NetBoxOutboxDelivery, NetBoxInventory, deviceIdByName } from "@fleetd/platform/netbox";
 import { OutboxWorker } from "@fleetd/platform/outbox";
-import { addCa, emptyBundleState, type BundleState, type CertificateSigner } from "@fleetd/platform/pki";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
-import { PkiIssuer, PolicyMeasuredBoot, type AttestationService } from "@fleetd/platform/protocol/server";
+import { PolicyMeasuredBoot, type AttestationService, type PkiIssuer } from "@fleetd/platform/protocol/server";
 import type { BootstrapTokens, Issuer } from "@fleetd/platform/fleet";
 import type { AttestationStore, SqliteAttestationStore } from "@fleetd/platform/state";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
+import { bundleInMemoryIssuer, countingSigner } from "@fleetd/testkit/memoryAdapters";
 import type { TalosSiteConfig } from "@fleetd/platform/talos/config";
 import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
 import type { createApp } from "@fleetd/talos-config-server/app";
@@ -361,16 +361,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const hsm = await startSoftHsm([{ label: "fleetd-ca", pin: "123456", soPin: "12345678", keys: [{ label: "ca", id: "01", type: "ec-p256" }] }]);
   const now = () => new Date();
   const { signer, ca } = await createSoftHsmCa(hsm, { token: "fleetd-ca", key: "ca", commonName: "fleetd lab CA", notBefore: new Date(Date.now() - 3600_000), lifetimeDays: 365 });
-  let signatures = 0;
-  const countingSigner: CertificateSigner = {
-    publicKey: signer.publicKey,
-    signatureAlgorithm: signer.signatureAlgorithm,
-    sign: (data) => {
-      signatures++;
-      return signer.sign(data);
-    },
-  };
-  let bundle: BundleState = addCa(emptyBundleState(), ca.pem, new Date(Date.now() - 3600_000));
+  const counted = countingSigner(signer);
 
   const hooks: FaultHooks = {};
   const store = new CountingStore(join(dir, "state.db"));
@@ -393,7 +384,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         await fire(hooks, "afterIssue");
         return r;
       },
-    }))(new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now })),
+    }))(bundleInMemoryIssuer({ signer: counted.signer, caPem: ca.pem, now })),
     // without a workload cluster (the default) the token Secrets are recorded, not created
     bootstrapTokens: ((t: BootstrapTokens): BootstrapTokens => ({
       async create(node, token, expiresAt) {
@@ -557,7 +548,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       };
     },
     liveTokens: () => new Map(bootstrapTokens),
-    signatures: () => signatures,
+    signatures: counted.signatures,
     installCodesIssued: () => store.installCodes,
     hooks,
     lab: keys,
