@@ -137,6 +137,15 @@ export class Matrix<M, Ek extends { binding: string }, Key, L> {
     return this.w.machine(name).claims({ mode: "provision", ...over });
   }
 
+  /** An honest session of worker-1 up to its accepted evidence (not confirmed). */
+  accepted(): Promise<{ s: Session<Ek, Key>; ev: Evidence<L>; accepted: EvidenceResponse }> {
+    return this.run(async (m) => {
+      const s = await this.s.challenge(m, this.provision());
+      const ev = await this.s.evidence(m, s);
+      return { s, ev, accepted: await this.s.sendEvidence(m, ev.body) };
+    });
+  }
+
   async baseline(node: string): Promise<Baseline> {
     const w = this.w;
     const path = w.disks?.create();
@@ -292,11 +301,7 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
   {
     name: "a replayed nonce: the evidence sent again gets its own answer back and nothing more; a new quote over the spent nonce is refused",
     async run(x) {
-      const first = await x.run(async (m) => {
-        const s = await x.s.challenge(m, x.provision());
-        const ev = await x.s.evidence(m, s);
-        return { s, ev, accepted: await x.s.sendEvidence(m, ev.body) };
-      });
+      const first = await x.accepted();
       const b = await x.baseline(NODE);
       // The same request again (a machine that lost the answer retries): the answer kept for it, nothing done twice.
       assert.deepEqual(await x.run((m) => x.s.sendEvidence(m, first.ev.body)), first.accepted, "the kept answer, as it was");
@@ -390,11 +395,7 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
   {
     name: "a confirm signed by another key: a fresh key nobody certified signs the confirm digest",
     async run(x) {
-      const state = await x.run(async (m) => {
-        const s = await x.s.challenge(m, x.provision());
-        const ev = await x.s.evidence(m, s);
-        return { s, ev, accepted: await x.s.sendEvidence(m, ev.body) };
-      });
+      const state = await x.accepted();
       const b = await x.baseline(NODE);
       const r = await x.refusedRun(b, () =>
         x.run(async (m) => {
@@ -428,12 +429,8 @@ export const REFUSAL_CASES: readonly RefusalCase[] = [
     name: "a device moved to decommissioning between evidence and confirm: no install code",
     async run(x) {
       const status = await x.w.deviceStatus(NODE);
-      const state = await x.run(async (m) => {
-        const s = await x.s.challenge(m, x.provision());
-        const ev = await x.s.evidence(m, s);
-        const accepted = await x.s.sendEvidence(m, ev.body);
-        return { s, ev, body: await x.s.confirmBody(m, s, ev, accepted) };
-      });
+      const { s, ev, accepted } = await x.accepted();
+      const state = { s, body: await x.run(async (m) => x.s.confirmBody(m, s, ev, accepted)) };
       const b = await x.baseline(NODE);
       await x.decommissioned(status, async () => {
         await x.w.setDeviceStatus(NODE, "decommissioning", "decommissioning");
