@@ -12,7 +12,11 @@ import { fileURLToPath } from "node:url";
 export const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
 
 /** The Talos version tests/go/talos/go.mod pins (pkg/machinery): the tools are built at it, worlds render configs for it. */
-export const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+export const TALOS_VERSION: string = (() => {
+  const m = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"));
+  if (!m?.[1]) throw new Error("tests/go/talos/go.mod does not pin github.com/siderolabs/talos/pkg/machinery");
+  return m[1];
+})();
 
 let binDir: string | undefined;
 
