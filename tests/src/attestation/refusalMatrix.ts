@@ -123,7 +123,7 @@ async function fetchOutcomes(baseUrl: string, outcome: string): Promise<number> 
   return Number(m?.[1] ?? 0);
 }
 
-/** The matrix over one world: its cases, each a test. */
+/** What the cases use in one world: the machine's steps, the baseline and the assertions after a refusal. */
 export class Matrix<M, Ek extends { binding: string }, Key, L> {
   constructor(readonly w: RefusalWorld<M, Ek, Key, L>) {}
 
@@ -217,6 +217,7 @@ export class Matrix<M, Ek extends { binding: string }, Key, L> {
     }
   }
 
+  /** The install code of the replayed-confirm case, which the config-fetch case after it spends. */
   installCode = "";
 }
 
