@@ -59,14 +59,8 @@ const retryAfter = (description: string) => ({ "Retry-After": { description, sch
 
 const refusal = (description: string, ...errors: [RefusalError, ...RefusalError[]]): ResponseSpec => ({ description, content: json(refusalOf(...errors)) });
 
-/** The public listener: the attestation protocol, the one-time Talos config, health, metrics and this document. */
-/** The answers every protocol step after the challenge may give besides its 200 (named responses below). */
-const STEP_ERRORS = {
-  "400": "BadRequest",
-  "403": "Refused",
-  "404": "UnknownSession",
-  "409": "Conflict",
-  "410": "Gone",
+/** The answers every protocol step may give, whatever it is about (named responses below). */
+const ANY_STEP_ERRORS = {
   "413": "TooLarge",
   "415": "UnsupportedEncoding",
   "429": "RateLimited",
@@ -74,6 +68,17 @@ const STEP_ERRORS = {
   "503": "DependencyUnavailable",
 } as const;
 
+/** The answers every protocol step after the challenge may give besides its 200. */
+const STEP_ERRORS = {
+  "400": "BadRequest",
+  "403": "Refused",
+  "404": "UnknownSession",
+  "409": "Conflict",
+  "410": "Gone",
+  ...ANY_STEP_ERRORS,
+} as const;
+
+/** The public listener: the attestation protocol, the one-time Talos config, health, metrics and this document. */
 export const PUBLIC_API: ApiSpec = {
   info: {
     title: "fleetd talos-config-server",
@@ -134,11 +139,7 @@ export const PUBLIC_API: ApiSpec = {
           "pending",
           "refused",
         ),
-        "413": "TooLarge",
-        "415": "UnsupportedEncoding",
-        "429": "RateLimited",
-        "500": "Internal",
-        "503": "DependencyUnavailable",
+        ...ANY_STEP_ERRORS,
       },
     },
     {
@@ -194,11 +195,7 @@ export const PUBLIC_API: ApiSpec = {
           "pending",
           "refused",
         ),
-        "413": "TooLarge",
-        "415": "UnsupportedEncoding",
-        "429": "RateLimited",
-        "500": "Internal",
-        "503": "DependencyUnavailable",
+        ...ANY_STEP_ERRORS,
       },
     },
     {

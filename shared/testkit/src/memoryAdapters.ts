@@ -176,19 +176,31 @@ export interface MemoryIssuer {
   caPem: string;
 }
 
+/** `signer`, counting the signatures it makes. */
+export function countingSigner(signer: CertificateSigner): { signer: CertificateSigner; signatures(): number } {
+  let count = 0;
+  return {
+    signer: {
+      publicKey: signer.publicKey,
+      signatureAlgorithm: signer.signatureAlgorithm,
+      sign: (data) => {
+        count++;
+        return signer.sign(data);
+      },
+    },
+    signatures: () => count,
+  };
+}
+
+/** fleetd's PkiIssuer over `signer`, whose CA certificate is `caPem`, with its CA bundle kept in memory. */
+export function bundleInMemoryIssuer(o: { signer: CertificateSigner; caPem: string; now: () => Date; lifetimeDays?: number }): PkiIssuer {
+  let bundle: BundleState = addCa(emptyBundleState(), o.caPem, new Date(o.now().getTime() - 3600_000));
+  return new PkiIssuer({ signer: o.signer, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: o.lifetimeDays ?? 30, now: o.now });
+}
+
 export async function memoryIssuer(o: { now: () => Date; lifetimeDays?: number }): Promise<MemoryIssuer> {
   const key = newSoftwareSigner("ec-p256");
   const ca = await createCaCertificate({ signer: key, commonName: "fleetd unit CA", notBefore: new Date(o.now().getTime() - 3600_000), lifetimeDays: 365 });
-  let count = 0;
-  const signer: CertificateSigner = {
-    publicKey: key.publicKey,
-    signatureAlgorithm: key.signatureAlgorithm,
-    sign: (data) => {
-      count++;
-      return key.sign(data);
-    },
-  };
-  let bundle: BundleState = addCa(emptyBundleState(), ca.pem, new Date(o.now().getTime() - 3600_000));
-  const issuer = new PkiIssuer({ signer, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: o.lifetimeDays ?? 30, now: o.now });
-  return { issuer, signatures: () => count, caPem: ca.pem };
+  const { signer, signatures } = countingSigner(key);
+  return { issuer: bundleInMemoryIssuer({ signer, caPem: ca.pem, ...o }), signatures, caPem: ca.pem };
 }

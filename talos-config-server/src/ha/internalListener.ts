@@ -78,7 +78,15 @@ function chainsTo(chain: Certificate[], roots: Certificate[]): boolean {
   return false;
 }
 
-function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFile", keyField: "keyFile" | "clientKeyFile", roots: Certificate[], usage: string, now: Date): { cert: string; key: string } {
+/** A checked TLS identity and its parsed leaf certificate (for checks the caller adds, e.g. the names it holds). */
+function identity(
+  files: InternalTlsFiles,
+  certField: "certFile" | "clientCertFile",
+  keyField: "keyFile" | "clientKeyFile",
+  roots: Certificate[],
+  usage: string,
+  now: Date,
+): { pem: { cert: string; key: string }; leaf: Certificate } {
   const certPath = files[certField];
   const keyPath = files[keyField];
   const cert = readText(certPath, certField);
@@ -98,7 +106,7 @@ function identity(files: InternalTlsFiles, certField: "certFile" | "clientCertFi
   if (eku !== undefined && !eku.includes(usage)) {
     throw new ConfigError(`${what}: its extended key usage (${eku.join(", ")}) lacks ${usage === SERVER_AUTH ? "serverAuth" : "clientAuth"}`);
   }
-  return { cert, key };
+  return { pem: { cert, key }, leaf };
 }
 
 /**
@@ -110,13 +118,12 @@ export function loadInternalTls(files: InternalTlsFiles, host: string, now: Date
   const roots = certificates(ca, files.caFile, "caFile");
   const notCa = roots.find((r) => !isCa(r));
   if (notCa) throw new ConfigError(`${FIELD}.caFile: ${files.caFile}: "${subjectText(notCa)}" is not a CA certificate (basicConstraints cA)`);
-  const server = identity(files, "certFile", "keyFile", roots, SERVER_AUTH, now);
-  const leaf = certificates(server.cert, files.certFile, "certFile")[0] as Certificate;
+  const { pem: server, leaf } = identity(files, "certFile", "keyFile", roots, SERVER_AUTH, now);
   const bare = host.replace(/^\[|\]$/g, "");
   if (!namesHost(leaf, bare)) {
     throw new ConfigError(`${FIELD}.certFile: ${files.certFile} does not name ${bare}, the host of server.ha.internalUrl (${isIP(bare) ? "an IP" : "a DNS"} subjectAltName): the other replicas would refuse it`);
   }
-  return { ca, server, client: identity(files, "clientCertFile", "clientKeyFile", roots, CLIENT_AUTH, now) };
+  return { ca, server, client: identity(files, "clientCertFile", "clientKeyFile", roots, CLIENT_AUTH, now).pem };
 }
 
 export interface InternalListenerOptions {

@@ -28,12 +28,11 @@ import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
 import { startLldpSwitchPort, type LldpSwitchPort } from "../harness/lldp.js";
 import { runProcess } from "../harness/process.js";
 import { startSwtpm } from "../harness/swtpm.js";
-import { advread } from "../talos/goTools.js";
+import { advread, TALOS_VERSION } from "../talos/goTools.js";
 import { NODE, startWorld, type World } from "./world.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const CLI = join(repo, "tink-action/dist/cli.js");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 
 let w: World;
 let sw: LldpSwitchPort;

@@ -17,8 +17,6 @@
  * quotes it — alone, or beside SHA-256 with a log that lacks SHA-256.
  */
 import { strict as assert } from "node:assert";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { verifyQuote } from "@fleetd/verify/attest";
 import { digest } from "@fleetd/verify/crypto";
@@ -33,12 +31,11 @@ import { TPM_ALG } from "@fleetd/verify/tcg";
 import { decodeExact } from "@fleetd/verify/codec";
 import { TPMS_ATTEST } from "@fleetd/verify/tpm";
 import { pcrExtend } from "@fleetd/platform/tpmclient";
-import { repoRoot } from "../netbox/fixture.js";
 import { challenge, evidence, refusal, sendEvidence, withMachine, type Machine } from "./machine.js";
 import { recutSha384Upper, valueBytes, valuesOf } from "./recut.js";
 import { startWorld, type World, type WorldMachine } from "./world.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const { SHA256, SHA384, SHA512 } = TPM_ALG;
 const THREE = ["sha256", "sha384", "sha512"] as const;
 const ALL16 = Array.from({ length: 16 }, (_, i) => i);

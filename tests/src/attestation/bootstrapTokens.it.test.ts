@@ -7,10 +7,9 @@
  * from the site's secrets bundle) provisions where no cluster exists yet: Talos creates its token's Secret.
  */
 import { strict as assert } from "node:assert";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import { KubeBootstrapTokens, TOKEN_NAMESPACE, kubeFromConfig, kubeStatus, type Kube } from "@fleetd/platform/kube";
@@ -18,12 +17,9 @@ import { listDevices, readJournal } from "@fleetd/platform/netbox";
 import type { BootstrapTokens } from "@fleetd/platform/fleet";
 import { secretsBundleFixture, siteForBundle, writeSecretsBundle } from "@fleetd/testkit/talosConfig";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
-import { talosGo } from "../talos/goTools.js";
+import { talosGo, TALOS_VERSION } from "../talos/goTools.js";
 import { runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
-
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 
 let cp: ControlPlane;
 let admin: Kube;

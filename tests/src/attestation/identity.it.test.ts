@@ -15,9 +15,6 @@
  */
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { must, patchDevice, readDevice, readJournal } from "@fleetd/platform/netbox";
 import { AttestationRefused, call } from "@fleetd/platform/protocol/client";
@@ -28,9 +25,8 @@ import {
   withMachine, type Machine,
 } from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 /** A machine whose device a NetBox user renames. */
 const RENAMED = "worker-renamed";
 /** A machine whose cable a NetBox user deletes. */
@@ -210,8 +206,6 @@ test("/v1/attest/* has a per-address budget in the shared store: past it HTTP 42
     await extra.close();
   }
 });
-
-
 
 /** The machine's claims in `mode`, sent through the raw transport: the world creates no Workflow for it. */
 async function challengeRaw(claims: Claims, name = NODE): Promise<AttestationRefused> {

@@ -6,7 +6,6 @@
  * create the LDevID from the wrong template, reuse an earlier session's certify, sign the confirm with another
  * key — while everything else stays what an honest machine sends.
  */
-import type { PcrSelection } from "@fleetd/verify/attest";
 import { parseEventLog, type TcgEvent } from "@fleetd/verify/eventlog";
 import {
   activateCredentials,
@@ -35,19 +34,11 @@ import {
   certifyExtraData, claimsHash, quoteExtraData, type ChallengeResponse, type Claims, type ConfirmResponse,
   type EvidenceResponse,
 } from "@fleetd/platform/protocol";
-import { type TpmClient, createLdevid, createSrk, type KeyBlobs, type KeyAlg, withTransients } from "@fleetd/platform/tpmclient";
+import { type TpmClient, createLdevid, createSrk, type KeyBlobs, withTransients } from "@fleetd/platform/tpmclient";
+import { b64, unb64, type ChallengeOptions, type Evidence, type EvidenceOptions as CommonEvidenceOptions, type MachineOn, type Session } from "./machineTypes.js";
 import type { World, WorldMachine } from "./world.js";
 
-export interface Machine {
-  tpm: TpmClient;
-  server: ServerTransport;
-  alg: KeyAlg;
-  /** The log of the boot its TPM measured. */
-  eventLog: Uint8Array;
-}
-
-const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
-const unb64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
+export type Machine = MachineOn<TpmClient>;
 
 /** Runs `fn` with a connection to the machine's TPM, closed afterwards. */
 export async function withMachine<T>(wm: WorldMachine, server: ServerTransport, fn: (m: Machine) => Promise<T>): Promise<T> {
@@ -60,24 +51,10 @@ export async function withMachine<T>(wm: WorldMachine, server: ServerTransport, 
 }
 
 /** A challenged session, as the machine remembers it. */
-export interface Challenged {
-  claims: Claims;
-  /** The EKs the machine can activate with (all it has, whatever it presented). */
-  eks: PresentedEk[];
-  ak: KeyBlobs;
-  response: ChallengeResponse;
-  nonce: Uint8Array;
-}
-
-export interface ChallengeOptions {
-  /** The EKs to present (default: every EK with a certificate in NV, as the honest client does). */
-  present?: PresentedEk[];
-  /** The AK to present (default: a fresh one). */
-  ak?: KeyBlobs;
-}
+export type Challenged = Session<PresentedEk, KeyBlobs>;
 
 /** Step 1. Throws AttestationRefused when the server refuses. */
-export async function challenge(m: Machine, claims: Claims, o: ChallengeOptions = {}): Promise<Challenged> {
+export async function challenge(m: Machine, claims: Claims, o: ChallengeOptions<PresentedEk, KeyBlobs> = {}): Promise<Challenged> {
   const eks = await gatherEks(m.tpm);
   const present = o.present ?? eks;
   const ak = o.ak ?? (await createFreshAk(m.tpm, m.alg));
@@ -90,27 +67,13 @@ export function ekFromTemplate(m: Machine, templateId: PresentedEk["templateId"]
   return presentEk(m.tpm, templateId);
 }
 
-export interface EvidenceOptions {
-  /** Claims the quote's extraData is computed over (default: the claims of the challenge). */
-  quoteClaims?: Claims;
-  /** PCRs the TPM quotes (default: SHA-256 0–15). */
-  quoteSelection?: PcrSelection[];
-  /** PCRs whose values are sent (default: the quoted ones). */
-  sendPcrs?: PcrSelection[];
-  /** The event log sent (default: the machine's own). */
-  eventLog?: Uint8Array;
+export interface EvidenceOptions extends CommonEvidenceOptions<CertifiedKey> {
   /** Create the "LDevID" with another function (e.g. createAk: a restricted key). */
   createLdevidWith?: Parameters<typeof certifiedKey>[6];
-  /** Send this LDevID, certify included, instead of making one (e.g. one from an earlier session). */
-  ldevid?: CertifiedKey;
 }
 
 /** The evidence of a challenged session and the keys it certifies; not sent yet. */
-export interface Evidenced {
-  body: EvidenceWire;
-  ldevid: CertifiedKey;
-  lak: CertifiedKey;
-}
+export type Evidenced = Evidence<CertifiedKey>;
 
 /** Step 2, built: activation, quote, PCR values, the log, a certified LDevID and LAK. */
 export function evidence(m: Machine, s: Challenged, o: EvidenceOptions = {}): Promise<Evidenced> {

@@ -9,20 +9,18 @@
  */
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
 import { attest, AttestationRefused, type AttestResult } from "@fleetd/platform/protocol/client";
 import { ChallengeRequest, Confirm, Evidence } from "@fleetd/platform/protocol";
 import { TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
 import { startSwtpm } from "../harness/swtpm.js";
-import { repoRoot } from "../netbox/fixture.js";
 import { OPENAPI_FILE, OpenApiValidator, Recorder, type Exchange } from "./openapi.js";
 import { refusal as refusedBy, runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over, w.withWorkflows(rec.transport()));
 
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const RUNS = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 300);
 
 let w: World;
@@ -36,8 +34,6 @@ before(async () => {
 after(async () => {
   await w?.stop();
 });
-
-
 
 /** Checks that the server rejected for the request's shape (JSON, schema, size, encoding) — not for its content. */
 function shapeRefusal(ex: Exchange): boolean {

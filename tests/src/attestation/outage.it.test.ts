@@ -12,9 +12,6 @@
  */
 import { strict as assert } from "node:assert";
 import { X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { readJournal, readDevice, netboxReachable } from "@fleetd/platform/netbox";
 import { attest, type AttestResult, type AttestStep, type ServerTransport } from "@fleetd/platform/protocol/client";
@@ -22,9 +19,7 @@ import type { Claims } from "@fleetd/platform/protocol";
 import { pollValue } from "../harness/ports.js";
 import { challenge, evidence, withMachine } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
-
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
 let w: World;
 before(async () => {

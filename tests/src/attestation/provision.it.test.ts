@@ -9,7 +9,7 @@
 import { strict as assert } from "node:assert";
 import { createHash, X509Certificate, randomBytes } from "node:crypto";
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
@@ -21,13 +21,12 @@ import { decodeExact } from "@fleetd/verify/codec";
 import { TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
 import { startSwtpm } from "../harness/swtpm.js";
-import { advread } from "../talos/goTools.js";
+import { advread, TALOS_VERSION } from "../talos/goTools.js";
 import { issued, refusal as refused, runHonest } from "./machine.js";
 import { NODE, startWorld, type World } from "./world.js";
 const run = (mode: "intake" | "provision" | "attest", over = {}) => runHonest(w, mode, over);
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 
 let w: World;
 before(async () => {

@@ -1,441 +1,69 @@
 /**
- * The refusal matrix of the attestation protocol, end to end on the real world (NetBox, swtpm, SoftHSM2, the
- * server, tink-action's write-meta): each misbehaving machine is refused at the step that catches it, and
- *  - nothing is signed: the node's issued certificates and the CA key's signature count do not move;
- *  - no install code is issued, so the machine's disk (a GPT image write-meta would write the code to) keeps
- *    its SHA-256;
- *  - the device's NetBox journal gets an entry naming the check (an unknown machine has no device: it is
- *    listed as pending instead).
- * The machines are built from the honest client's steps (machine.ts) and differ from it in one way each.
- * Beyond the issue's list: a device decommissioned between evidence and confirm (the confirm re-checks the
- * gates before it releases the install code). Config fetches with a wrong or spent code name no node, so they
- * are checked by their answer and metric, not the journal.
- * FLEETD_TEST_VERBOSE=1 prints each refusal's step, status and checks.
+ * The refusal matrix of the attestation protocol (refusalMatrix.ts), end to end on the real world: NetBox,
+ * swtpm, SoftHSM2, the server, and tink-action's write-meta writing every install code a machine gets to its
+ * disk (a GPT image whose SHA-256 a refusal must leave as it was). The machines are built from the honest
+ * client's steps (machine.ts) and differ from it in one way each. The same matrix runs against the protocol
+ * engine alone in tests/src/unit/platform/protocol/refusals.test.ts; this run is what proves the engine's
+ * wiring to NetBox, swtpm and PKCS#11.
  */
 import { strict as assert } from "node:assert";
-import { createHash } from "node:crypto";
 import { spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { TPM_ALG } from "@fleetd/verify/tcg";
-import { EV } from "@fleetd/verify/eventlog";
 import { listDevices, patchDevice, readJournal } from "@fleetd/platform/netbox";
-import { AttestationRefused, gatherEks } from "@fleetd/platform/protocol/client";
-import type { Claims } from "@fleetd/platform/protocol";
-import { createAk } from "@fleetd/platform/tpmclient";
+import { gatherEks, type CertifiedKey, type PresentedEk } from "@fleetd/platform/protocol/client";
+import { createAk, type KeyBlobs } from "@fleetd/platform/tpmclient";
 import { buildGptImage } from "@fleetd/testkit/talosMeta";
-import { advread } from "../talos/goTools.js";
-import {
-  challenge, confirmBody, ekFromTemplate, evidence, flipEventDataByte, honest, sendConfirm, sendEvidence,
-  uncertifiedKey, unwrap, withMachine, type Machine,
-} from "./machine.js";
-import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
-
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
-/** A machine whose firmware runs with Secure Boot off (its TPM measured that boot). */
-const INSECURE = "worker-sb-off";
-/** A machine whose TPM another manufacturer made: its EK certificates chain to a CA the server does not trust. */
-const FOREIGN = "worker-foreign";
-/** The same kind of TPM on a node that approves its EKs with `chain: false`: the control for the chain case. */
-const UNCHAINED = "worker-unchained";
+import { advread, repoRoot, TALOS_VERSION } from "../talos/goTools.js";
+import * as steps from "./machine.js";
+import { MATRIX_MACHINES, refusalMatrix, type RefusalWorld } from "./refusalMatrix.js";
+import { startWorld, type World, type WorldMachine } from "./world.js";
 
 let w: World;
 before(async () => {
-  w = await startWorld({ talosVersion: TALOS_VERSION, machines: { [INSECURE]: { boot: { secureBoot: 0 } }, [FOREIGN]: { manufacturer: "foreign" }, [UNCHAINED]: { manufacturer: "foreign", chain: false } } });
+  w = await startWorld({ talosVersion: TALOS_VERSION, machines: MATRIX_MACHINES });
 }, { timeout: 20 * 60_000 });
 after(async () => {
   await w?.stop();
 });
 
-const machine = (name = NODE): WorldMachine => w.machines[name] as WorldMachine;
-const run = <T>(fn: (m: Machine) => Promise<T>, name = NODE): Promise<T> => withMachine(machine(name), w.transport, fn);
-const provision = (name = NODE, over: Partial<Claims> = {}) => machine(name).claims({ mode: "provision", ...over });
-
-async function deviceId(name: string): Promise<number> {
+async function device(name: string) {
   const [d] = await listDevices(w.admin, { name });
   assert.ok(d, `device ${name} exists`);
-  return d.id;
+  return d;
 }
-async function journal(name: string): Promise<string[]> {
-  return (await readJournal(w.admin, await deviceId(name))).map((j) => j.comments);
-}
-const sha256 = (path: string) => createHash("sha256").update(readFileSync(path)).digest("hex");
 
-/** The machine's disk: a Talos-like GPT image. write-meta runs on it only when the machine holds an install code. */
 let disks = 0;
-function newDisk(): string {
-  const path = join(w.dir, `disk-${++disks}.img`);
-  writeFileSync(path, buildGptImage({}).bytes);
-  return path;
-}
-function writeMeta(disk: string, code: string): void {
-  const r = spawnSync(process.execPath, [join(repo, "tink-action/dist/cli.js"), "write-meta", "--disk", disk, "--code", code], { encoding: "utf8" });
-  assert.equal(r.status, 0, r.stderr);
-}
-
-interface Baseline {
-  node: string;
-  issued: number;
-  signatures: number;
-  codes: number;
-  hasCode: boolean;
-  journal: number;
-  disk: string;
-  diskSha: string;
-}
-async function baseline(node: string): Promise<Baseline> {
-  const disk = newDisk();
-  return {
-    node,
-    issued: (await w.store.listIssued(await w.deviceId(node))).length,
-    signatures: w.signatures(),
-    codes: w.installCodesIssued(),
-    hasCode: await w.store.hasInstallCodeFor(await w.deviceId(node), Date.now()),
-    journal: (await journal(node)).length,
-    disk,
-    diskSha: sha256(disk),
-  };
-}
-
-/** The machine's run from here: the protocol steps, then write-meta if (and only if) it got an install code. */
-async function refusedRun(b: Baseline, steps: () => Promise<string | undefined>): Promise<AttestationRefused> {
-  try {
-    const code = await steps();
-    if (code) writeMeta(b.disk, code);
-  } catch (e) {
-    if (e instanceof AttestationRefused) return e;
-    throw e;
-  }
-  assert.fail("accepted, but it must be refused");
-}
-
-interface Expect {
-  step: "challenge" | "evidence" | "confirm";
-  /** Check names that must be among the reasons and in the journal entry. */
-  checks: (string | RegExp)[];
-  status?: number;
-  error?: string;
-  /** false: the machine is unknown, so there is no device to journal on. */
-  journalled?: boolean;
-}
-const has = (names: string[], want: string | RegExp) => names.some((n) => (typeof want === "string" ? n === want : want.test(n)));
-
-/** Refused at the expected step naming the checks; nothing signed, no code, disk untouched, journalled. */
-async function assertRefusal(b: Baseline, r: AttestationRefused, e: Expect): Promise<void> {
-  const names = r.refusal.reasons.map((x) => x.check);
-  if (process.env["FLEETD_TEST_VERBOSE"]) console.log(`${e.step} ${r.status} ${r.refusal.error}: ${names.join(", ")}`);
-  assert.equal(r.step, e.step, r.message);
-  assert.equal(r.status, e.status ?? 403, r.message);
-  assert.equal(r.refusal.error, e.error ?? "refused", r.message);
-  for (const c of e.checks) assert.ok(has(names, c), `${String(c)} among ${names.join(", ")}`);
-  assert.equal((await w.store.listIssued(await w.deviceId(b.node))).length, b.issued, "no certificate issued");
-  assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
-  assert.equal(w.installCodesIssued(), b.codes, "no install code issued");
-  assert.equal(await w.store.hasInstallCodeFor(await w.deviceId(b.node), Date.now()), b.hasCode, "no install code for the node");
-  assert.equal(sha256(b.disk), b.diskSha, "disk image untouched");
-  const entries = await journal(b.node);
-  if (e.journalled === false) {
-    assert.equal(entries.length, b.journal, "no journal entry");
-    return;
-  }
-  const added = entries.slice(b.journal).join("\n");
-  assert.ok(added.length > 0, "a journal entry was written");
-  assert.match(added, new RegExp(`${e.step} refused`));
-  for (const c of names.filter((n) => e.checks.some((x) => has([n], x)))) assert.ok(added.includes(`\`${c}\``), `journal names ${c}:\n${added}`);
-}
-
-/** A request answered from what was kept: nothing signed, issued, coded or journalled since `b`; disk untouched. */
-async function assertUnchanged(b: Baseline): Promise<void> {
-  assert.equal((await w.store.listIssued(await w.deviceId(b.node))).length, b.issued, "no certificate issued");
-  assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
-  assert.equal(w.installCodesIssued(), b.codes, "no install code issued");
-  assert.equal(await w.store.hasInstallCodeFor(await w.deviceId(b.node), Date.now()), b.hasCode, "the install code is as it was");
-  assert.equal((await journal(b.node)).length, b.journal, "no journal entry");
-}
-
-/** Count of a config-fetch outcome in the server's metrics. */
-async function fetchOutcomes(outcome: string): Promise<number> {
-  const text = await (await fetch(`${w.baseUrl}/metrics`)).text();
-  const m = new RegExp(`^fleetd_talos_config_fetches_total\\{outcome="${outcome}"\\} (\\d+)`, "m").exec(text);
-  return Number(m?.[1] ?? 0);
-}
-
-test("unknown EK: the machine is listed as pending; nothing signed, no device journalled", async () => {
-  const b = await baseline(NODE);
-  let presented = "";
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      // This TPM's P-256 EK (default template, no certificate): no node approves it.
-      const stranger = await ekFromTemplate(m, "L-2");
-      presented = stranger.binding;
-      await challenge(m, provision(NODE, { serial: "STRANGER-2" }), { present: [stranger] });
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "challenge", checks: ["ek.unknown"], error: "pending", journalled: false });
-  const pending = await w.store.listPendingEks();
-  assert.ok(pending.some((p) => p.binding === presented && p.serial === "STRANGER-2"), "listed as pending with its binding and claimed serial");
+const world = (): RefusalWorld<steps.Machine, PresentedEk, KeyBlobs, CertifiedKey> => ({
+  steps: {
+    ...steps,
+    eks: (m) => gatherEks(m.tpm),
+    evidence: (m, s, { restrictedLdevid, ...o } = {}) => steps.evidence(m, s, restrictedLdevid ? { ...o, createLdevidWith: createAk } : o),
+  },
+  run: (fn, name) => steps.withMachine(w.machines[name] as WorldMachine, w.transport, fn),
+  machine: (name) => w.machines[name] as WorldMachine,
+  store: w.store,
+  deviceId: (name) => w.deviceId(name),
+  journal: async (name) => (await readJournal(w.admin, (await device(name)).id)).map((j) => j.comments),
+  signatures: () => w.signatures(),
+  installCodesIssued: () => w.installCodesIssued(),
+  deviceStatus: async (name) => (await device(name)).status ?? "planned",
+  setDeviceStatus: async (name, status, why) => void (await patchDevice(w.admin, (await device(name)).id, { status }, null, `refusals test: ${why}`)),
+  configServer: async () => w.baseUrl,
+  settle: () => new Promise((res) => setTimeout(res, 100)),
+  disks: {
+    create() {
+      const path = join(w.dir, `disk-${++disks}.img`);
+      writeFileSync(path, buildGptImage({}).bytes);
+      return path;
+    },
+    writeMeta(disk, code) {
+      const r = spawnSync(process.execPath, [join(repoRoot, "tink-action/dist/cli.js"), "write-meta", "--disk", disk, "--code", code], { encoding: "utf8" });
+      assert.equal(r.status, 0, r.stderr);
+    },
+    metaCode: (disk) => advread(disk).tags["0x0b"]?.text,
+  },
 });
 
-test("an approved EK missing: the node approves RSA and ECC, the machine presents only the RSA EK", async () => {
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const rsaOnly = (await gatherEks(m.tpm)).filter((e) => e.binding === w.bindings.rsa);
-      assert.equal(rsaOnly.length, 1);
-      await challenge(m, provision(), { present: rsaOnly });
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "challenge", checks: ["ek.missing"] });
-  assert.ok(r.refusal.reasons.some((x) => x.check === "ek.missing" && x.detail.includes(w.bindings.ecc)), "names the missing ECC EK");
-});
-
-test("a bad EK chain: a TPM whose EK certificates another manufacturer's CA issued", async () => {
-  const b = await baseline(FOREIGN);
-  const r = await refusedRun(b, () => run(async (m) => (await honest(m, provision(FOREIGN))).code, FOREIGN));
-  await assertRefusal(b, r, { step: "challenge", checks: ["ek.chain.signature"] });
-});
-
-test("control for the chain case: a foreign-made TPM on a node approving its EKs with chain: false passes", async () => {
-  const done = await run(async (m) => honest(m, machine(UNCHAINED).claims({ mode: "intake" })), UNCHAINED);
-  assert.equal(done.accepted.verdict, "pass");
-  assert.equal((await w.store.listIssued(await w.deviceId(UNCHAINED))).length, 2, "LDevID and LAK issued");
-});
-
-test("a replayed nonce: the evidence sent again gets its own answer back and nothing more; a new quote over the spent nonce is refused", async () => {
-  const first = await run(async (m) => {
-    const s = await challenge(m, provision());
-    const ev = await evidence(m, s);
-    return { s, ev, accepted: await sendEvidence(m, ev.body) };
-  });
-  const b = await baseline(NODE);
-  // The same request again (a machine that lost the answer retries): the answer kept for it, nothing done twice.
-  assert.deepEqual(await run((m) => sendEvidence(m, first.ev.body)), first.accepted, "the kept answer, as it was");
-  await assertUnchanged(b);
-  // Anything else over that nonce — here a fresh quote and certify by the same TPM — is a reuse.
-  const r = await refusedRun(b, () => run(async (m) => void (await sendEvidence(m, (await evidence(m, first.s)).body))));
-  await assertRefusal(b, r, { step: "evidence", status: 409, checks: ["nonce.reused"] });
-});
-
-test("claims changed after the challenge: the quote binds another serial", async () => {
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const s = await challenge(m, provision());
-      const ev = await evidence(m, s, { quoteClaims: { ...s.claims, serial: "7XK2LM9" } });
-      await sendEvidence(m, ev.body);
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "evidence", checks: ["quote.extraData"] });
-});
-
-test("claims changed: the LLDP switch port is not the one NetBox cables the node to", async () => {
-  const b = await baseline(NODE);
-  const lldp = { chassisId: "tor-a1", portId: "ethernet1/1/9" };
-  const r = await refusedRun(b, () => run(async (m) => (await honest(m, provision(NODE, { lldp }))).code));
-  await assertRefusal(b, r, { step: "evidence", checks: ["gate.switchPort"] });
-});
-
-test("a quote over other PCRs: PCRs 0–7 quoted, values for 0–15 sent", async () => {
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const s = await challenge(m, provision());
-      const ev = await evidence(m, s, {
-        quoteSelection: [{ hash: TPM_ALG.SHA256, pcrs: [0, 1, 2, 3, 4, 5, 6, 7] }],
-        sendPcrs: [{ hash: TPM_ALG.SHA256, pcrs: Array.from({ length: 16 }, (_, i) => i) }],
-      });
-      await sendEvidence(m, ev.body);
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "evidence", checks: ["quote.pcrSelect"] });
-});
-
-test("a quote over other PCRs: only PCRs 8–15 quoted (consistently), so the boot PCRs 0–7 are unproven", async () => {
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const s = await challenge(m, provision());
-      const ev = await evidence(m, s, { quoteSelection: [{ hash: TPM_ALG.SHA256, pcrs: [8, 9, 10, 11, 12, 13, 14, 15] }] });
-      await sendEvidence(m, ev.body);
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "evidence", checks: ["policy.pcr-missing"] });
-});
-
-test("a tampered log: one byte of the HookOS signing authority event flipped", async () => {
-  const b = await baseline(NODE);
-  const { log, event } = flipEventDataByte(machine().eventLog, (e) => e.type === EV.EFI_VARIABLE_AUTHORITY);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const s = await challenge(m, provision());
-      await sendEvidence(m, (await evidence(m, s, { eventLog: log })).body);
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "evidence", checks: ["policy.event-digest"] });
-  assert.ok(r.refusal.reasons.some((x) => x.check === "policy.event-digest" && x.event === event.index), `names event ${event.index}`);
-});
-
-test("a policy failure: a machine that booted with Secure Boot off (its log replays, the policy refuses it)", async () => {
-  const b = await baseline(INSECURE);
-  const r = await refusedRun(b, () => run(async (m) => (await honest(m, provision(INSECURE))).code, INSECURE));
-  await assertRefusal(b, r, { step: "evidence", checks: ["policy.secure-boot"] });
-  assert.ok(!r.refusal.reasons.some((x) => x.check.startsWith("quote.")), "the quote itself holds");
-});
-
-test("a certify from an earlier session: session 1's LDevID certify sent in session 2", async () => {
-  const earlier = await run(async (m) => evidence(m, await challenge(m, provision())));
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const s = await challenge(m, provision());
-      await sendEvidence(m, (await evidence(m, s, { ldevid: earlier.ldevid })).body);
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "evidence", checks: ["ldevid.certify.extraData"] });
-});
-
-test("a reused AK: the AK of an earlier session presented again (the same challenge retried while its session is open gets that session back)", async () => {
-  const first = await run(async (m) => {
-    const claims = provision();
-    const s = await challenge(m, claims);
-    // The identical challenge again before the session moved on: the same session, nothing new opened.
-    const again = await challenge(m, claims, { ak: s.ak });
-    assert.equal(again.response.sessionId, s.response.sessionId, "the retried challenge gets its own session back");
-    await sendEvidence(m, (await evidence(m, s)).body);
-    return s;
-  });
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () => run(async (m) => void (await challenge(m, provision(), { ak: first.ak }))));
-  await assertRefusal(b, r, { step: "challenge", checks: ["ak.reused"] });
-});
-
-test("an LDevID key with the wrong attributes: created from the AK template (restricted)", async () => {
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const s = await challenge(m, provision());
-      await sendEvidence(m, (await evidence(m, s, { createLdevidWith: createAk })).body);
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "evidence", checks: ["ldevid.attributes.restricted"] });
-});
-
-test("a confirm signed by another key: a fresh key nobody certified signs the confirm digest", async () => {
-  const state = await run(async (m) => {
-    const s = await challenge(m, provision());
-    const ev = await evidence(m, s);
-    return { s, ev, accepted: await sendEvidence(m, ev.body) };
-  });
-  const b = await baseline(NODE);
-  const r = await refusedRun(b, () =>
-    run(async (m) => {
-      const other = await uncertifiedKey(m);
-      await sendConfirm(m, await confirmBody(m, state.s, state.ev, state.accepted, other));
-      return undefined;
-    }),
-  );
-  await assertRefusal(b, r, { step: "confirm", checks: ["confirm.signature.signature"] });
-});
-
-test("a device moved to decommissioning between challenge and evidence", async () => {
-  const id = await deviceId(NODE);
-  const [d] = await listDevices(w.admin, { name: NODE });
-  const status = d?.status ?? "planned";
-  const b = await baseline(NODE);
-  try {
-    const r = await refusedRun(b, () =>
-      run(async (m) => {
-        const s = await challenge(m, provision());
-        await patchDevice(w.admin, id, { status: "decommissioning" }, null, "refusals test: decommissioning");
-        await sendEvidence(m, (await evidence(m, s)).body);
-        return undefined;
-      }),
-    );
-    await assertRefusal(b, r, { step: "evidence", checks: ["gate.status"] });
-  } finally {
-    await patchDevice(w.admin, id, { status }, null, "refusals test: back");
-  }
-});
-
-test("a device moved to decommissioning between evidence and confirm: no install code", async () => {
-  const id = await deviceId(NODE);
-  const [d] = await listDevices(w.admin, { name: NODE });
-  const status = d?.status ?? "planned";
-  const state = await run(async (m) => {
-    const s = await challenge(m, provision());
-    const ev = await evidence(m, s);
-    const accepted = await sendEvidence(m, ev.body);
-    return { s, ev, body: await confirmBody(m, s, ev, accepted) };
-  });
-  const b = await baseline(NODE);
-  try {
-    await patchDevice(w.admin, id, { status: "decommissioning" }, null, "refusals test: decommissioning");
-    const r = await refusedRun(b, () => run(async (m) => unwrap(m, state.s, await sendConfirm(m, state.body))));
-    await assertRefusal(b, r, { step: "confirm", checks: ["gate.status"] });
-  } finally {
-    await patchDevice(w.admin, id, { status }, null, "refusals test: back");
-  }
-});
-
-let installCode = "";
-
-test("a confirm replayed: the accepted confirm sent again gets its own answer (the stored code); any other confirm for that session gets nothing", async () => {
-  // The honest run: its install code goes to META on the machine's disk (the control for "untouched" above).
-  const disk = newDisk();
-  const before = sha256(disk);
-  const done = await run(async (m) => honest(m, provision()));
-  assert.match(done.code ?? "", /^[0-9a-f]{64}$/);
-  installCode = done.code as string;
-  writeMeta(disk, installCode);
-  assert.notEqual(sha256(disk), before, "write-meta changed the disk");
-  assert.equal(advread(disk).tags["0x0b"]?.text, installCode);
-
-  const b = await baseline(NODE);
-  assert.ok(b.hasCode);
-  // The same confirm again (the machine lost the answer): the same code, wrapped to the same TPM; nothing new.
-  assert.equal(await run(async (m) => unwrap(m, done.session, await sendConfirm(m, done.confirm))), installCode, "the kept answer unwraps to the stored code");
-  await assertUnchanged(b);
-  // A confirm that is not that request — signed by another key — for the confirmed session gets nothing.
-  const r = await refusedRun(b, () =>
-    run(async (m) => unwrap(m, done.session, await sendConfirm(m, await confirmBody(m, done.session, done.evidence, done.accepted, await uncertifiedKey(m))))),
-  );
-  await assertRefusal(b, r, { step: "confirm", status: 409, checks: ["confirm.replayed"] });
-});
-
-test("a config fetch with a wrong code, and a second fetch: 404, nothing signed, no code issued", async () => {
-  assert.ok(installCode, "the previous test left an install code");
-  const b = await baseline(NODE);
-  const uuid = machine().claims().uuid;
-  const unknown = await fetchOutcomes("unknown-code");
-  const wrong = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${"1".repeat(64)}`);
-  assert.equal(wrong.status, 404);
-  assert.equal(((await wrong.json()) as { error: string }).error, "unknown-code");
-  assert.equal(await w.store.hasInstallCodeFor(await w.deviceId(NODE), Date.now()), true, "a wrong code does not spend the right one");
-  const ok = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${installCode}`);
-  assert.equal(ok.status, 200);
-  await ok.text();
-  const again = await fetch(`${w.baseUrl}/talos/config?uuid=${uuid}&code=${installCode}`);
-  assert.equal(again.status, 404);
-  assert.equal(((await again.json()) as { error: string }).error, "unknown-code");
-  assert.equal(await fetchOutcomes("unknown-code"), unknown + 2, "both refusals counted as unknown-code");
-  assert.equal(w.signatures(), b.signatures, "the CA key signed nothing");
-  assert.equal(w.installCodesIssued(), b.codes, "no install code issued");
-  assert.equal((await w.store.listIssued(await w.deviceId(NODE))).length, b.issued);
-  // A config fetch names no node until its code matches (a UUID is public): refusals are metrics and log
-  // lines, never journal entries; the one entry added is the delivery's.
-  for (let i = 0; i < 50 && (await journal(NODE)).length === b.journal; i++) await new Promise((res) => setTimeout(res, 100));
-  const added = (await journal(NODE)).slice(b.journal);
-  assert.equal(added.length, 1, added.join("\n"));
-  assert.match(added[0] ?? "", /fetched its one-time config/);
-});
+for (const c of refusalMatrix(world)) test(c.name, c.run);

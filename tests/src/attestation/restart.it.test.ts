@@ -14,7 +14,6 @@
  */
 import { strict as assert } from "node:assert";
 import { X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
@@ -24,11 +23,10 @@ import { attest, type AttestResult } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
 import { SqliteAttestationStore } from "@fleetd/platform/state";
 import { pollValue } from "../harness/ports.js";
-import { repoRoot } from "../netbox/fixture.js";
 import { httpsRequest, startServerProcess, type ServerProcess } from "./serverProcess.js";
 import { NODE, startWorld, type World } from "./world.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 /** The server's claim staleness (and so the delay of a token's queued clean-up): short here. */
 const STALE_SECONDS = 5;
 

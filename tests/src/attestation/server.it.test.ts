@@ -22,11 +22,10 @@ import { TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
 import { ManagedProcess } from "../harness/managedProcess.js";
 import { freePort, waitFor } from "../harness/ports.js";
 import { startSwtpm } from "../harness/swtpm.js";
-import { fleetd, repoRoot } from "../netbox/fixture.js";
+import { fleetd } from "../netbox/fixture.js";
 import { httpsRequest, MAIN, makeCert, startServerProcess, type ServerProcess } from "./serverProcess.js";
 import { NODE, startWorld, type World } from "./world.js";
-
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
 let w: World;
 let sp: ServerProcess;

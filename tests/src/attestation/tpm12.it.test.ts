@@ -34,9 +34,9 @@ import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
 import { OpenApiValidator, Recorder } from "./openapi.js";
 import { NODE, startWorld, type World, type World12Machine } from "./world.js";
 import { TcpTransport } from "@fleetd/platform/tpmclient";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const LEGACY = "legacy-12";
 /** A TPM 1.2 machine whose firmware ran with Secure Boot off (its TPM measured that boot). */
 const WRONG_BOOT = "legacy-12-wrongboot";

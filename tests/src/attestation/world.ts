@@ -20,28 +20,26 @@ import { createServer, type Server } from "node:http";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
 import pino, { type Logger } from "pino";
 import { parse as parseYaml, stringify } from "yaml";
 import { ekBindingFromCertificate, readCertificate } from "@fleetd/verify/ek";
 import { loadCaStore } from "@fleetd/platform/trust";
 import { type NetBox, NetBoxOutboxDelivery, NetBoxInventory, deviceIdByName } from "@fleetd/platform/netbox";
 import { OutboxWorker } from "@fleetd/platform/outbox";
-import { addCa, emptyBundleState, type BundleState, type CertificateSigner } from "@fleetd/platform/pki";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
-import { PkiIssuer, PolicyMeasuredBoot, TalosRenderer, AttestationService } from "@fleetd/platform/protocol/server";
-import { type BootstrapTokens, DEFAULT_MODE_GATES, type Issuer } from "@fleetd/platform/fleet";
-import { type AttestationStore, type StepRecord, SqliteAttestationStore } from "@fleetd/platform/state";
+import { PolicyMeasuredBoot, type AttestationService, type PkiIssuer } from "@fleetd/platform/protocol/server";
+import type { BootstrapTokens, Issuer } from "@fleetd/platform/fleet";
+import type { AttestationStore, SqliteAttestationStore } from "@fleetd/platform/state";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
+import { bundleInMemoryIssuer, countingSigner } from "@fleetd/testkit/memoryAdapters";
 import type { TalosSiteConfig } from "@fleetd/platform/talos/config";
 import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
-import { createApp } from "@fleetd/talos-config-server/app";
+import type { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
-import { StoreLimiter } from "@fleetd/talos-config-server/rateLimit";
-import { stillStaged } from "@fleetd/talos-config-server/configFetch";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
+import { CountingStore, testAttestationService, testConfigApp, type TestLimits } from "./testServer.js";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
 import { startSwtpm, type PcrBank, type SwtpmTcp } from "../harness/swtpm.js";
 import { startSwtpm12, type Swtpm12 } from "../harness/swtpm12.js";
@@ -153,7 +151,7 @@ export interface World {
   /** Bootstrap token Secrets that exist (in memory, without a workload cluster): token id → node. */
   liveTokens(): Map<string, string>;
   /** Another server over the same store, NetBox and CA, with other limits (on its own loopback port). */
-  serverWith(limits: Pick<AttestationServerParts, "attestRequestsPerMinute" | "unauthenticatedJournalWindowMs" | "maxPendingEks">): Promise<ExtraServer>;
+  serverWith(limits: Pick<TestLimits, "attestRequestsPerMinute" | "unauthenticatedJournalWindowMs" | "maxPendingEks">): Promise<ExtraServer>;
   /** Signatures the CA key has made since the world started (the CA certificate excluded). */
   signatures: () => number;
   /** Install codes the server has stored since the world started. */
@@ -183,26 +181,15 @@ async function fire(hooks: FaultHooks, name: keyof FaultHooks): Promise<void> {
   await h?.();
 }
 
-/** The SQLite store, counting the install codes committed into it. */
-class CountingStore extends SqliteAttestationStore {
-  installCodes = 0;
-  override async commit(step: StepRecord, now: number): Promise<boolean> {
-    const ok = await super.commit(step, now);
-    if (ok && step.installCode) this.installCodes++;
-    return ok;
-  }
-}
 
 const swtpmOptions = { pcrBanks: ["sha1", "sha256"] } as const;
 
 /** What a test server is made of besides the world's fixed parts (the attestation tests and the HA replicas). */
-export interface AttestationServerParts {
+export interface AttestationServerParts extends TestLimits {
   store: AttestationStore;
   inventory: NetBoxInventory;
   /** The inventory's NetBox client (the attestation account): the outbox delivers through it. */
   netbox: NetBox;
-  /** A session claim older than this is a dead request's (default 60 s). */
-  claimStaleMs?: number;
   issuer: Issuer;
   bootstrapTokens: BootstrapTokens;
   siteAuthoritiesDir: string;
@@ -216,15 +203,6 @@ export interface AttestationServerParts {
   now: () => Date;
   /** The Workflow gate (the world's Tinkerbell objects). */
   workflows: TinkerbellWorkflowGate;
-  /** The pending-EK cap (default 1000). */
-  maxPendingEks?: number;
-  /** Attestation requests per address per minute (default: effectively unlimited, for the suites). */
-  attestRequestsPerMinute?: number;
-  /**
-   * A device's journal gets one unauthenticated refusal per this window (default 1 ms: the refusal matrix
-   * checks every refusal's entry; the limit itself is tested on a second server with the production window).
-   */
-  unauthenticatedJournalWindowMs?: number;
 }
 
 /** A second attestation server over the world's state, NetBox and CA with other limits (World.serverWith). */
@@ -247,44 +225,24 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
     staleMs: parts.claimStaleMs ?? 60_000,
   });
   outbox.start();
-  const service = new AttestationService({
-    store,
-    inventory,
-    journal: inventory,
-    measuredBoot: new PolicyMeasuredBoot(parts.siteAuthoritiesDir),
-    issuer: parts.issuer,
-    renderer: new TalosRenderer(parts.talosSite ?? siteConfigFixture(parts.talosVersion), 24 * 3600_000, now),
-    bootstrapTokens: parts.bootstrapTokens,
-    admission: { admit: async () => undefined },
-    workflows: parts.workflows,
-    ekRoots: loadCaStore(parts.ekCaDir),
-    settings: {
-      sessionTtlMs: 5 * 60_000,
-      installCodeTtlMs: 2 * 3600_000,
-      provisioningProfile: "hookos",
-      gates: DEFAULT_MODE_GATES,
-      allowExpiredEkCertificates: false,
-      maxPendingEks: parts.maxPendingEks ?? 1000,
-      renewBeforeMs: 7 * 86_400_000,
-      unauthenticatedJournalWindowMs: parts.unauthenticatedJournalWindowMs ?? 1,
-      claimStaleMs: parts.claimStaleMs ?? 60_000,
+  const service = testAttestationService(
+    {
+      store,
+      inventory,
+      journal: inventory,
+      measuredBoot: new PolicyMeasuredBoot(parts.siteAuthoritiesDir),
+      issuer: parts.issuer,
+      bootstrapTokens: parts.bootstrapTokens,
+      admission: { admit: async () => undefined },
+      workflows: parts.workflows,
+      ekRoots: loadCaStore(parts.ekCaDir),
+      outbox,
+      now,
     },
-    outbox,
-    now,
-    random: (n) => new Uint8Array(randomBytes(n)),
-  });
-  const app = createApp({
-    service,
-    store,
-    limiter: new StoreLimiter(store, { max: 5, windowMs: 60_000 }, { max: parts.attestRequestsPerMinute ?? 10_000, windowMs: 60_000 }),
-    log,
-    metrics: parts.metrics,
-    outbox,
-    stillWanted: (node) => stillStaged(inventory, node),
-    now: () => Date.now(),
-    staleClaimMs: 60_000,
-    bodyLimit: "2mb",
-  });
+    parts.talosSite ?? siteConfigFixture(parts.talosVersion),
+    parts,
+  );
+  const app = testConfigApp({ service, store, inventory, log, metrics: parts.metrics, outbox, limits: parts });
   return { service, app, outbox };
 }
 
@@ -403,16 +361,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   const hsm = await startSoftHsm([{ label: "fleetd-ca", pin: "123456", soPin: "12345678", keys: [{ label: "ca", id: "01", type: "ec-p256" }] }]);
   const now = () => new Date();
   const { signer, ca } = await createSoftHsmCa(hsm, { token: "fleetd-ca", key: "ca", commonName: "fleetd lab CA", notBefore: new Date(Date.now() - 3600_000), lifetimeDays: 365 });
-  let signatures = 0;
-  const countingSigner: CertificateSigner = {
-    publicKey: signer.publicKey,
-    signatureAlgorithm: signer.signatureAlgorithm,
-    sign: (data) => {
-      signatures++;
-      return signer.sign(data);
-    },
-  };
-  let bundle: BundleState = addCa(emptyBundleState(), ca.pem, new Date(Date.now() - 3600_000));
+  const counted = countingSigner(signer);
 
   const hooks: FaultHooks = {};
   const store = new CountingStore(join(dir, "state.db"));
@@ -435,7 +384,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         await fire(hooks, "afterIssue");
         return r;
       },
-    }))(new PkiIssuer({ signer: countingSigner, state: () => bundle, save: async (s) => void (bundle = s), lifetimeDays: 30, now })),
+    }))(bundleInMemoryIssuer({ signer: counted.signer, caPem: ca.pem, now })),
     // without a workload cluster (the default) the token Secrets are recorded, not created
     bootstrapTokens: ((t: BootstrapTokens): BootstrapTokens => ({
       async create(node, token, expiresAt) {
@@ -599,7 +548,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
       };
     },
     liveTokens: () => new Map(bootstrapTokens),
-    signatures: () => signatures,
+    signatures: counted.signatures,
     installCodesIssued: () => store.installCodes,
     hooks,
     lab: keys,

@@ -7,14 +7,11 @@
  *   node tests/dist/bench/attestation.js [--iterations N]
  */
 import { constants, createECDH, generateKeyPairSync, publicEncrypt, randomBytes, sign, verify } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { attest, type ServerTransport } from "@fleetd/platform/protocol/client";
 import { startWorld } from "../attestation/world.js";
 import { opsPerSecond, row, type BenchRow } from "./measure.js";
-
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
+import { TALOS_VERSION } from "../talos/goTools.js";
 
 function bareFloor(): number {
   const rsa = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -37,8 +34,7 @@ function bareFloor(): number {
 }
 
 export async function benchAttestation(iterations = Number(process.env["FLEETD_BENCH_ATTESTATIONS"] ?? 8)): Promise<BenchRow[]> {
-  const talosVersion = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
-  const w = await startWorld({ talosVersion });
+  const w = await startWorld({ talosVersion: TALOS_VERSION });
   try {
     let serverMs = 0;
     const timed: ServerTransport = {

@@ -12,14 +12,11 @@
  * or a check fails.
  */
 import { X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { readDevice, readJournal } from "@fleetd/platform/netbox";
 import { attest, type ServerTransport } from "@fleetd/platform/protocol/client";
 import { NODE, startWorld, type MachineSpec, type WorldMachine } from "../attestation/world.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 const int = (name: string, dflt: number) => {
   const v = Number(process.env[name] ?? dflt);
   return Number.isInteger(v) && v > 0 ? v : dflt;
@@ -30,7 +27,6 @@ const RESTARTS = int("FLEETD_SOAK_RESTARTS", 3);
 const DEADLINE_MS = int("FLEETD_SOAK_DEADLINE_SECONDS", 1800) * 1000;
 
 const say = (s: string) => process.stderr.write(`[soak] ${s}\n`);
-const talosVersion = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 
 interface Outcome {
   node: string;
@@ -68,7 +64,7 @@ const started = Date.now();
 const seconds = () => ((Date.now() - started) / 1000).toFixed(0);
 say(`starting the world with ${N} machines (a swtpm each; the nodes applied to NetBox)…`);
 const machines: Record<string, MachineSpec> = Object.fromEntries(Array.from({ length: N - 1 }, (_, i) => [`soak-${String(i + 1).padStart(3, "0")}`, {}]));
-const w = await startWorld({ talosVersion, machines });
+const w = await startWorld({ talosVersion: TALOS_VERSION, machines });
 let exit = 0;
 try {
   const names = [NODE, ...Object.keys(machines)];

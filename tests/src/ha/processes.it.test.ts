@@ -35,9 +35,9 @@ import { ISSUE_PATH, toWire } from "@fleetd/talos-config-server/ha/wire";
 import { tpmPublicFromKey } from "@fleetd/testkit/tpmPublic";
 import { AK_ATTRIBUTES, LDEVID_ATTRIBUTES } from "@fleetd/platform/tpmclient";
 import { makePeerPki, NoAnswer, peerPost, type PeerAnswer, type PeerPki } from "./peerTls.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
 const MAIN = join(repoRoot, "talos-config-server/dist/main.js");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const NS = "fleetd";
 
 let cp: ControlPlane;

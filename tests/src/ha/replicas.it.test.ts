@@ -20,7 +20,7 @@ import { Objects, TinkerbellWorkflowGate } from "@fleetd/platform/tinkerbell";
 import { strict as assert } from "node:assert";
 import { createServer, type Server } from "node:http";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -42,13 +42,12 @@ import { ISSUE_PATH, toWire, type IssueRequest } from "@fleetd/talos-config-serv
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { freePort, waitFor } from "../harness/ports.js";
-import { repoRoot } from "../netbox/fixture.js";
 import { challenge, confirmBody, evidence, runHonest, sendConfirm, sendEvidence, unwrap, withMachine } from "../attestation/machine.js";
 import { attestationServer, NODE, startWorld, type World } from "../attestation/world.js";
 import { INTERNAL_OPENAPI_FILE, OpenApiValidator } from "../attestation/openapi.js";
 import { makePeerPki, NoAnswer, peerPost, type PeerAnswer, type PeerPki } from "./peerTls.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const NS = "fleetd";
 const LEASE = "fleetd-ca-signer";
 const fast = { leaseDurationSeconds: 3, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.5 };

@@ -3,7 +3,7 @@
  * real NetBox, a software TPM, a SoftHSM2 CA, the attestation server and Talos's own META reader.
  */
 import { X509Certificate } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { listDevices, readJournal } from "@fleetd/platform/netbox";
@@ -14,17 +14,16 @@ import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
 import { startSwtpm } from "../harness/swtpm.js";
 import { runProcess } from "../harness/process.js";
-import { talosGoBinDir, type AdvReadOutput } from "../talos/goTools.js";
+import { TALOS_VERSION, talosGoBinDir, type AdvReadOutput } from "../talos/goTools.js";
 import type { Report } from "./report.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 
 export async function lifecycle(report: Report): Promise<void> {
-  const talosVersion = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
   let w: World | undefined;
   try {
     await report.step("start the lab: NetBox 4.7 (fleetd setup, nodes file applied), swtpm with a HookOS boot, SoftHSM2 CA, attestation server", async () => {
-      w = await startWorld({ talosVersion });
+      w = await startWorld({ talosVersion: TALOS_VERSION });
       return `NetBox ${w.fleet.nb.url}; attestation API ${w.baseUrl}; ${NODE} approves EKs rsa ${w.bindings.rsa.slice(0, 16)}… ecc ${w.bindings.ecc.slice(0, 16)}…`;
     });
     if (!w) return;

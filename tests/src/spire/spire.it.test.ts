@@ -10,8 +10,7 @@ import { strict as assert } from "node:assert";
 import { createHash, X509Certificate } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { outageOf } from "@fleetd/platform/outage";
@@ -26,9 +25,7 @@ import {
 } from "../harness/spire.js";
 import { tpmUnixSocket, type TpmUnixSocket } from "../harness/tpmUnixSocket.js";
 import { changedValues } from "./confDiff.js";
-
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
+import { TALOS_VERSION } from "../talos/goTools.js";
 
 const sha1 = (der: Uint8Array) => createHash("sha1").update(der).digest("hex");
 const cnOf = (x: X509Certificate, field: "subject" | "issuer") => /(?:^|\n)CN=([^\n]+)/.exec(x[field])?.[1] ?? "";

@@ -6,7 +6,7 @@
  * planes are rendered from a secrets bundle Talos itself generated (gen-secrets), as `talosctl gen secrets`.
  */
 import { strict as assert } from "node:assert";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -17,14 +17,7 @@ import {
   TOKEN_PATTERN, type NodeInput,
 } from "@fleetd/platform/talos/config";
 import { nodeInputFixture, secretsBundleFixture, siteConfigFixture, siteForBundle, writeSecretsBundle } from "@fleetd/testkit/talosConfig";
-import { repoRoot, talosGo, talosGoBinDir } from "./goTools.js";
-
-/** The Talos version the Go validator is built at: the site config under test uses the same one. */
-const TALOS_VERSION = (() => {
-  const m = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"));
-  if (!m) throw new Error("tests/go/talos/go.mod does not pin github.com/siderolabs/talos/pkg/machinery");
-  return m[1]!;
-})();
+import { TALOS_VERSION, talosGo, talosGoBinDir } from "./goTools.js";
 
 let dir: string;
 before(() => {

@@ -5,10 +5,18 @@
  * sources; a test process runs the script once to find that directory (a cache hit after setup).
  */
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
+
+/** The Talos version tests/go/talos/go.mod pins (pkg/machinery): the tools are built at it, worlds render configs for it. */
+export const TALOS_VERSION: string = (() => {
+  const m = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repoRoot, "tests/go/talos/go.mod"), "utf8"));
+  if (!m?.[1]) throw new Error("tests/go/talos/go.mod does not pin github.com/siderolabs/talos/pkg/machinery");
+  return m[1];
+})();
 
 let binDir: string | undefined;
 

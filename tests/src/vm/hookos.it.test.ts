@@ -17,15 +17,14 @@ import { strict as assert } from "node:assert";
 import { createHash, randomBytes, randomUUID, X509Certificate } from "node:crypto";
 import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { parseEventLog, interpretLog, EV } from "@fleetd/verify/eventlog";
 import { EXIT } from "@fleetd/platform/cmd";
 import { listDevices, readJournal } from "@fleetd/platform/netbox";
 import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
 import { startWorld, type World } from "../attestation/world.js";
-import { advread } from "../talos/goTools.js";
+import { advread, TALOS_VERSION } from "../talos/goTools.js";
 import { waitFor } from "../harness/process.js";
 import { authenticodeSha256 } from "./authenticode.js";
 import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort } from "./bootNetwork.js";
@@ -34,8 +33,6 @@ import { labKit, type HookosImage, type LabKit, type VarsStore } from "./kit.js"
 import { startMachine, type Machine } from "./machine.js";
 import { manufactureMachineTpm, type MachineTpm } from "./machineTpm.js";
 
-const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 const BOOT_FILE = "hookos.efi";
 /**
  * A hang guard, not a judgement: a boot takes about 1 min of wall time (50 s of CPU) here on a quiet machine, and

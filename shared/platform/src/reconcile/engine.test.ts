@@ -123,6 +123,9 @@ function counter(): ReconcileMetrics & { sums: Map<string, number>; calls: numbe
   return m;
 }
 
+/** Every sum the metrics hold is `want`'s, and no other (`want`: "kind/op/result" → n). */
+const assertSums = (m: { sums: Map<string, number> }, want: Record<string, number>): void => assert.deepEqual([...m.sums].sort(), Object.entries(want).sort());
+
 const sortedStore = (b: Memory): string[] => b.store.map((x) => `${x.id}:${x.name}=${x.value}:${x.owner}`).sort();
 
 // ---- basics -----------------------------------------------------------------------------------------------
@@ -406,15 +409,7 @@ test("dry run: no writes, the same plan as a real run, metrics counted as dry_ru
   assert.deepEqual(d.duplicates, real.duplicates);
   assert.equal(d.unchanged, real.unchanged);
   assert.deepEqual(d.creates.map((c) => c.outcome), ["dry_run", "conflict"]);
-  assert.deepEqual(
-    [...m.sums].sort(),
-    [
-      ["test.obj/create/conflict", 1],
-      ["test.obj/create/dry_run", 1],
-      ["test.obj/delete/dry_run", 2],
-      ["test.obj/update/dry_run", 1],
-    ],
-  );
+  assertSums(m, { "test.obj/create/conflict": 1, "test.obj/create/dry_run": 1, "test.obj/delete/dry_run": 2, "test.obj/update/dry_run": 1 });
   // byKey in a dry run: current objects only, nothing for creates.
   assert.deepEqual([...d.byKey.keys()], ["a", "b"]);
   assert.equal(d.byKey.get("a")?.value, "old");
@@ -433,16 +428,7 @@ test("metrics: counts by kind / op / result", async () => {
   });
   const m = counter();
   await reconcile(b, [want("c1"), want("c2"), want("u1", "new"), want("u2", "new")], { metrics: m });
-  assert.deepEqual(
-    [...m.sums].sort(),
-    [
-      ["test.obj/create/error", 1],
-      ["test.obj/create/ok", 1],
-      ["test.obj/delete/error", 1],
-      ["test.obj/delete/ok", 2],
-      ["test.obj/update/ok", 2],
-    ],
-  );
+  assertSums(m, { "test.obj/create/error": 1, "test.obj/create/ok": 1, "test.obj/delete/error": 1, "test.obj/delete/ok": 2, "test.obj/update/ok": 2 });
   // one call per batch and result: create (ok, error), update (ok), delete batch 1 (ok), delete batch 2 (error)
   assert.equal(m.calls, 5);
 });

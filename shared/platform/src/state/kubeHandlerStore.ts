@@ -12,7 +12,7 @@
  */
 import { z } from "zod";
 import type { Kube } from "../kube/client.js";
-import { SecretRecords, type Found } from "./kubeRecords.js";
+import { CLAIMABLE_FIELDS, SecretRecords, type Found } from "./kubeRecords.js";
 import type { HandlerIntentRecord, HandlerJob, HandlerStore, IntentClaim, JobFailure, NewHandlerJob } from "./handlerStore.js";
 
 const SECRET_TYPE = "fleetd.io/handler-state";
@@ -25,12 +25,8 @@ const Job = z.object({
   source: z.enum(["webhook", "reconcile"]),
   receivedAt: z.string(),
   hintEvent: z.string().nullable(),
-  attempts: z.number().int().min(0),
-  notBefore: z.number(),
-  lastError: z.string().nullable(),
   parkedAt: z.number().nullable(),
-  claimedBy: z.string().nullable(),
-  claimedAt: z.number().nullable(),
+  ...CLAIMABLE_FIELDS,
 });
 type Job = z.infer<typeof Job>;
 const Delivery = z.object({ expiresAt: z.number() });

@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import type { V1Secret } from "@kubernetes/client-node";
-import type { z } from "zod";
+import { z } from "zod";
 import { isConflict, isNotFound, type Kube } from "../kube/client.js";
 import { OWNER_LABELS } from "../fleet/ownership.js";
 
@@ -17,6 +17,18 @@ export const KIND_LABEL = "fleetd.io/kind";
 export const MAX_RECORD_BYTES = 512 * 1024;
 /** CAS retries before an operation gives up with an error (each retry re-reads; contention is a handful of replicas). */
 const MAX_ATTEMPTS = 32;
+
+/**
+ * The fields of a record replicas take turns on (handler jobs, outbox items): the attempts so far, when the next
+ * may start, the last error, and which replica claimed it when (a stale claim is taken over).
+ */
+export const CLAIMABLE_FIELDS = {
+  attempts: z.number().int().min(0),
+  notBefore: z.number(),
+  lastError: z.string().nullable(),
+  claimedBy: z.string().nullable(),
+  claimedAt: z.number().nullable(),
+};
 
 export class KubeStoreError extends Error {
   constructor(

@@ -22,7 +22,7 @@
  */
 import { z } from "zod";
 import type { Kube } from "../kube/client.js";
-import { KubeStoreError, objectName, SecretRecords, type Found } from "./kubeRecords.js";
+import { CLAIMABLE_FIELDS, KubeStoreError, objectName, SecretRecords, type Found } from "./kubeRecords.js";
 import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
 
 const NODE_LABEL = "fleetd.io/node";
@@ -41,13 +41,9 @@ const OutboxRecord = z.object({
   key: z.string(),
   deviceId: z.number().int().nullable(),
   effect: z.record(z.string(), z.unknown()),
-  notBefore: z.number(),
   seq: z.number(),
   createdAt: z.number(),
-  attempts: z.number().int(),
-  lastError: z.string().nullable(),
-  claimedBy: z.string().nullable(),
-  claimedAt: z.number().nullable(),
+  ...CLAIMABLE_FIELDS,
 });
 type OutboxRecord = z.infer<typeof OutboxRecord>;
 

@@ -7,16 +7,11 @@ import {
   parseBundleState, createCaCertificate, PkiError, parseIssuedCertificate, certificatesFromPem,
   publicKeyInfoFromSpki, verifyIssued,
 } from "@fleetd/platform/pki";
+import { onlyErrorsOf } from "../../typedErrors.js";
 
 const runs = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 200);
 
-function onlyPkiErrors(fn: () => unknown): void {
-  try {
-    fn();
-  } catch (e) {
-    if (!(e instanceof PkiError)) throw new Error(`raw ${(e as Error).name}: ${(e as Error).message}`);
-  }
-}
+const onlyPkiErrors = (fn: () => unknown): void => onlyErrorsOf(PkiError, fn);
 
 async function seedCertificate(): Promise<Uint8Array> {
   const ca = await createCaCertificate({ signer: newSoftwareSigner(), commonName: "seed", notBefore: new Date("2026-01-01T00:00:00Z"), lifetimeDays: 365 });

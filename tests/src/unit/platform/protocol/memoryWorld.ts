@@ -10,23 +10,19 @@
  * HTTP server would parse); `configServer()` starts talos-config-server's app on loopback for the config fetch.
  */
 import { createServer, type Server } from "node:http";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { randomBytes } from "node:crypto";
+import { join } from "node:path";
 import pino from "pino";
-import type { PcrSelection } from "@fleetd/verify/attest";
 import { hex } from "@fleetd/verify/crypto";
 import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
-import { AttestationService, PolicyMeasuredBoot, TalosRenderer } from "@fleetd/platform/protocol/server";
+import { PolicyMeasuredBoot, type AttestationService } from "@fleetd/platform/protocol/server";
 import { call, DEFAULT_QUOTE_SELECTION, tpm2b, type ConfirmWire, type EvidenceWire, type ServerTransport } from "@fleetd/platform/protocol/client";
 import {
   certifyExtraData, claimsHash, confirmMessage, quoteExtraData, type ChallengeResponse, type Claims, type ConfirmResponse, type EvidenceResponse,
 } from "@fleetd/platform/protocol";
-import { DEFAULT_MODE_GATES, type Node } from "@fleetd/platform/fleet";
+import type { Node } from "@fleetd/platform/fleet";
 import { OutboxWorker } from "@fleetd/platform/outbox";
-import { SqliteAttestationStore, type StepRecord } from "@fleetd/platform/state";
 import { akTemplate, lakTemplate, ldevidTemplate, type KeyAlg } from "@fleetd/platform/tpmclient";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
@@ -34,15 +30,13 @@ import { SoftwareTpm, softwareKey, softwareManufacturer, type SoftwareEk, type S
 import {
   AcceptingWorkflowGate, MemoryAdmission, MemoryBootstrapTokens, MemoryInventory, MemoryJournal, MemoryOutboxDelivery, memoryIssuer,
 } from "@fleetd/testkit/memoryAdapters";
-import { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
-import { StoreLimiter } from "@fleetd/talos-config-server/rateLimit";
-import { stillStaged } from "@fleetd/talos-config-server/configFetch";
+import { CountingStore, testAttestationService, testConfigApp } from "../../../attestation/testServer.js";
+import { TALOS_VERSION } from "../../../talos/goTools.js";
+import { b64, unb64, type ChallengeOptions, type Evidence, type EvidenceOptions as CommonEvidenceOptions, type MachineOn, type Session } from "../../../attestation/machineTypes.js";
 
 export const NODE = "worker-1";
 
-const repo = resolve(fileURLToPath(import.meta.url), "../../../../../..");
-const TALOS_VERSION = /github\.com\/siderolabs\/talos\/pkg\/machinery (v\d+\.\d+\.\d+)\b/.exec(readFileSync(join(repo, "tests/go/talos/go.mod"), "utf8"))?.[1] ?? "v1.13.9";
 
 /** A further machine, on the node it is named after (world.ts MachineSpec). */
 export interface MachineSpec {
@@ -62,15 +56,6 @@ export interface WorldMachine {
   eventLog: Uint8Array;
 }
 
-/** The SQLite store (in memory), counting the install codes committed into it. */
-class CountingStore extends SqliteAttestationStore {
-  installCodes = 0;
-  override async commit(step: StepRecord, now: number): Promise<boolean> {
-    const ok = await super.commit(step, now);
-    if (ok && step.installCode) this.installCodes++;
-    return ok;
-  }
-}
 
 export interface MemoryWorld {
   store: CountingStore;
@@ -165,32 +150,22 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
   const outbox = new OutboxWorker({ store, delivery: new MemoryOutboxDelivery({ inventory, journal, bootstrapTokens }), log, staleMs: 60_000 });
   // Not started: no timers. Every step flushes its node's items itself (step.ts, service.ts), so what a step
   // committed is in the inventory and journal when its answer comes back.
-  const service = new AttestationService({
-    store,
-    inventory,
-    journal,
-    measuredBoot: new PolicyMeasuredBoot(site),
-    issuer: ca.issuer,
-    renderer: new TalosRenderer(siteConfigFixture(TALOS_VERSION), 24 * 3600_000, now),
-    bootstrapTokens,
-    admission,
-    workflows: new AcceptingWorkflowGate(),
-    ekRoots: maker.store(),
-    settings: {
-      sessionTtlMs: 5 * 60_000,
-      installCodeTtlMs: 2 * 3600_000,
-      provisioningProfile: "hookos",
-      gates: DEFAULT_MODE_GATES,
-      allowExpiredEkCertificates: false,
-      maxPendingEks: 1000,
-      renewBeforeMs: 7 * 86_400_000,
-      unauthenticatedJournalWindowMs: 1,
-      claimStaleMs: 60_000,
+  const service = testAttestationService(
+    {
+      store,
+      inventory,
+      journal,
+      measuredBoot: new PolicyMeasuredBoot(site),
+      issuer: ca.issuer,
+      bootstrapTokens,
+      admission,
+      workflows: new AcceptingWorkflowGate(),
+      ekRoots: maker.store(),
+      outbox,
+      now,
     },
-    outbox,
-    now,
-    random: (n) => new Uint8Array(randomBytes(n)),
-  });
+    siteConfigFixture(TALOS_VERSION),
+  );
   const transport: ServerTransport = {
     async post(path, body) {
       // as the HTTP server hands it over: parsed JSON
@@ -223,18 +198,7 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
     installCodesIssued: () => store.installCodes,
     async configServer() {
       if (server) return { baseUrl };
-      const app = createApp({
-        service,
-        store,
-        limiter: new StoreLimiter(store, { max: 5, windowMs: 60_000 }, { max: 10_000, windowMs: 60_000 }),
-        log,
-        metrics: createMetrics(),
-        outbox,
-        stillWanted: (node) => stillStaged(inventory, node),
-        now: () => Date.now(),
-        staleClaimMs: 60_000,
-        bodyLimit: "2mb",
-      });
+      const app = testConfigApp({ service, store, inventory, log, metrics: createMetrics(), outbox });
       const s = createServer(app);
       await new Promise<void>((res) => s.listen(0, "127.0.0.1", res));
       server = s;
@@ -253,39 +217,17 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
 
 // ---- the machine: machine.ts's steps on the software TPM ----
 
-export interface Machine {
-  tpm: SoftwareTpm;
-  server: ServerTransport;
-  alg: KeyAlg;
-  eventLog: Uint8Array;
-}
-
-const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
-const unb64 = (s: string) => new Uint8Array(Buffer.from(s, "base64"));
+export type Machine = MachineOn<SoftwareTpm>;
 
 export function machineOf(wm: WorldMachine, server: ServerTransport, alg: KeyAlg = "rsa"): Machine {
   return { tpm: wm.tpm, server, alg, eventLog: wm.eventLog };
 }
 
 /** A challenged session, as the machine remembers it. */
-export interface Challenged {
-  claims: Claims;
-  /** The EKs the machine can activate with (all it has, whatever it presented). */
-  eks: SoftwareEk[];
-  ak: SoftwareKey;
-  response: ChallengeResponse;
-  nonce: Uint8Array;
-}
-
-export interface ChallengeOptions {
-  /** The EKs to present (default: every EK with a certificate, as the honest client does). */
-  present?: SoftwareEk[];
-  /** The AK to present (default: a fresh one). */
-  ak?: SoftwareKey;
-}
+export type Challenged = Session<SoftwareEk, SoftwareKey>;
 
 /** Step 1. Throws AttestationRefused when the server refuses. */
-export async function challenge(m: Machine, claims: Claims, o: ChallengeOptions = {}): Promise<Challenged> {
+export async function challenge(m: Machine, claims: Claims, o: ChallengeOptions<SoftwareEk, SoftwareKey> = {}): Promise<Challenged> {
   const eks = [m.tpm.eks.rsa, m.tpm.eks.ecc];
   const present = o.present ?? eks;
   const ak = o.ak ?? softwareKey(akTemplate(m.alg));
@@ -309,22 +251,12 @@ export interface CertifiedKey {
   wire: EvidenceWire["ldevid"];
 }
 
-export interface EvidenceOptions {
-  quoteClaims?: Claims;
-  quoteSelection?: PcrSelection[];
-  sendPcrs?: PcrSelection[];
-  eventLog?: Uint8Array;
+export interface EvidenceOptions extends CommonEvidenceOptions<CertifiedKey> {
   /** Create the "LDevID" from another template (e.g. akTemplate: a restricted key). */
   ldevidTemplate?: (alg: KeyAlg) => TPMT_PUBLIC;
-  /** Send this LDevID, certify included, instead of making one (e.g. one from an earlier session). */
-  ldevid?: CertifiedKey;
 }
 
-export interface Evidenced {
-  body: EvidenceWire;
-  ldevid: CertifiedKey;
-  lak: CertifiedKey;
-}
+export type Evidenced = Evidence<CertifiedKey>;
 
 function certifiedKey(m: Machine, ak: SoftwareKey, template: TPMT_PUBLIC, extraData: Uint8Array): CertifiedKey {
   const key = softwareKey(template);

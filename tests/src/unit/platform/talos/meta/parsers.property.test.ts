@@ -11,16 +11,11 @@ import {
   readGpt, readAdvCopies, setMetaKey, findMetaPartition,
 } from "@fleetd/platform/talos/meta";
 import { buildGptImage, type TestImage } from "@fleetd/testkit/talosMeta";
+import { onlyErrorsOf } from "../../../typedErrors.js";
 
 const RUNS = Number(process.env["FLEETD_FUZZ_RUNS"] ?? 300);
 
-function typedOnly(f: () => unknown): void {
-  try {
-    f();
-  } catch (e) {
-    if (!(e instanceof MetaError)) throw e;
-  }
-}
+const typedOnly = (f: () => unknown): void => onlyErrorsOf(MetaError, f);
 
 /** A 3 MiB disk: META at 1 MiB. Small enough to copy on every run. */
 function smallImage(ss: number): TestImage {
@@ -100,13 +95,11 @@ test("GPT: mutated headers, arrays and MBR give a typed error or a META inside t
   fc.assert(
     fc.property(mutation, ({ ss, edits }) => {
       const b = mutate(base[ss], edits);
-      try {
+      typedOnly(() => {
         const table = readGpt(memoryDisk(b));
         const meta = findMetaPartition(table);
         assert.ok(meta.offset >= 0 && meta.offset + meta.size <= b.length);
-      } catch (e) {
-        if (!(e instanceof MetaError)) throw e;
-      }
+      });
     }),
     { numRuns: RUNS },
   );
