@@ -7,6 +7,7 @@
  * (node.ts `platformNodeFromEntry`); Tinkerbell checks a node once (tinkerbell/node.ts `checkNode`). This folder
  * imports no adapter.
  */
+export * from "./codedError.js";
 export * from "./ipv4.js";
 export * from "./modes.js";
 export * from "./node.js";

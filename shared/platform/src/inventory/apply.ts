@@ -13,17 +13,12 @@ import { diffFields, syncKind, type Change, type SyncKind } from "../netbox/sync
 import { own, safeLine } from "@fleetd/verify/text";
 import type { NodesFile } from "../fleet/nodesFile.js";
 import { deviceFieldsFromEntry, INTERFACE_TYPE, slugify } from "./netboxView.js";
+import { CodedError } from "../fleet/codedError.js";
 
 export const INVENTORY_ERROR_CODES = ["inventory-conflict", "inventory-missing-fields", "inventory-wrong-account"] as const;
 
-export class InventoryError extends Error {
+export class InventoryError extends CodedError<(typeof INVENTORY_ERROR_CODES)[number]> {
   override readonly name = "InventoryError";
-  constructor(
-    readonly code: (typeof INVENTORY_ERROR_CODES)[number],
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 type B = Record<string, unknown>;

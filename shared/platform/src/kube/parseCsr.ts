@@ -20,17 +20,12 @@ import {
   REQUEST_SIGNATURE_ALGORITHMS,
   verifyRequestSignature,
 } from "@fleetd/verify/x509";
+import { CodedError } from "../fleet/codedError.js";
 
 export type CsrErrorCode = "too-large" | "not-pem" | "pem-type" | "pem-count" | "base64" | "asn1" | "not-der" | "version" | "key" | "signature-algorithm";
 
-export class CsrError extends Error {
+export class CsrError extends CodedError<CsrErrorCode> {
   override readonly name = "CsrError";
-  constructor(
-    readonly code: CsrErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /** A kubelet CSR is a few hundred bytes; anything near this is not one. */

@@ -7,6 +7,7 @@ import type { SiteConfig } from "../fleet/siteConfig.js";
 import { listAll, must, type NetBox } from "./client.js";
 import { CHOICE_SETS, CUSTOM_FIELDS, FLEETD_GROUP, DESIRED_ACTIONS, type CustomFieldDef } from "./fields.js";
 import { syncKind, type Change } from "./sync.js";
+import { CodedError } from "../fleet/codedError.js";
 
 export const WEBHOOK_NAME = "fleetd";
 export const EVENT_RULES = { desiredAction: "fleetd: desired action set", decommissioning: "fleetd: status decommissioning" } as const;
@@ -34,14 +35,8 @@ export function customLinkUrl(action: string): string {
 
 export const SETUP_ERROR_CODES = ["setup-no-webhook-config", "setup-field-type-conflict"] as const;
 
-export class SetupError extends Error {
+export class SetupError extends CodedError<(typeof SETUP_ERROR_CODES)[number]> {
   override readonly name = "SetupError";
-  constructor(
-    readonly code: (typeof SETUP_ERROR_CODES)[number],
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 interface Obj {

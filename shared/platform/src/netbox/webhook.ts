@@ -6,6 +6,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { z } from "zod";
 import { ctEqual } from "@fleetd/verify/crypto";
+import { CodedError } from "../fleet/codedError.js";
 
 export const WEBHOOK_REFUSALS = [
   "webhook-signature-missing",
@@ -18,14 +19,8 @@ export const WEBHOOK_REFUSALS = [
 ] as const;
 export type WebhookRefusal = (typeof WEBHOOK_REFUSALS)[number];
 
-export class WebhookError extends Error {
+export class WebhookError extends CodedError<WebhookRefusal> {
   override readonly name = "WebhookError";
-  constructor(
-    readonly code: WebhookRefusal,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /** NetBox: `X-Hook-Signature` = lowercase hex HMAC-SHA512(secret, exact body bytes). Constant-time compare. */

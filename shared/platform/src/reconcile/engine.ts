@@ -5,7 +5,7 @@
  * metrics, touch only what fleetd owns.
  *
  * The engine knows nothing of NetBox, Kubernetes or SPIRE: a backend (see `ReconcileBackend`) lists, keys,
- * compares and writes one kind of object. Everything here is pure TypeScript with no imports.
+ * compares and writes one kind of object. Everything here is pure TypeScript; its one import is the refusal shape `CodedError`.
  *
  * The run has two halves, kept apart so that every refusal happens before the first write:
  *   1. plan — check the declared set (duplicate keys throw), list every page, drop what is not ours, pick one
@@ -13,6 +13,7 @@
  *   2. apply — creates, then updates, then deletes, each in batches; a failing batch marks its own items as
  *      errors and the run goes on with the next batch.
  */
+import { CodedError } from "../fleet/codedError.js";
 
 /** Result of one item of a batch write. `object` is the object as the server now holds it, when known. */
 /** `cause` is the original error, for callers that classify it (an outage is not a refusal). */
@@ -134,14 +135,8 @@ export const RECONCILE_ERROR_CODES = ["duplicate-declared-key", "repeated-page-t
 export type ReconcileErrorCode = (typeof RECONCILE_ERROR_CODES)[number];
 
 /** A refusal before any write: the caller's input, the backend or the server broke a rule of the engine. */
-export class ReconcileError extends Error {
+export class ReconcileError extends CodedError<ReconcileErrorCode> {
   override readonly name = "ReconcileError";
-  constructor(
-    readonly code: ReconcileErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 const DEFAULT_BATCH_SIZE = 50;

@@ -1,4 +1,5 @@
 /** Refusals of the Tinkerbell/Rufio effects: a stable code for programs, a sentence naming the object for people. */
+import { CodedError } from "../fleet/codedError.js";
 export const TINKERBELL_ERROR_CODES = [
   "mac-not-canonical",
   "no-proven-mac",
@@ -17,12 +18,6 @@ export const TINKERBELL_ERROR_CODES = [
 ] as const;
 export type TinkerbellErrorCode = (typeof TINKERBELL_ERROR_CODES)[number];
 
-export class TinkerbellError extends Error {
+export class TinkerbellError extends CodedError<TinkerbellErrorCode> {
   override readonly name = "TinkerbellError";
-  constructor(
-    readonly code: TinkerbellErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
 }
