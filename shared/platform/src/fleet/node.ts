@@ -90,6 +90,17 @@ export interface Node extends NodeRef {
   installDisk?: string;
   /** The BMC from the nodes file (NetBox custom field `bmc`), for Tinkerbell's Hardware bmcRef and Rufio. */
   bmc?: BmcInfo;
+  /**
+   * The current LDevID certificate as the attestation account recorded it (`ldevid_serial`, `ldevid_cn`,
+   * `ldevid_expiry`); absent when none is recorded or the change log does not attribute it to that account.
+   */
+  ldevid?: { serial: string; cn: string; notAfter: Date };
+  /**
+   * The latest runtime attestation of the installed OS (`runtime_verdict`, `runtime_attested_at`,
+   * `runtime_passed_at`) as the attestation account recorded it; absent: none yet (or not attributed). A `fail`
+   * on a worker is a quarantine (released only by an operator's `desired_action: attest`).
+   */
+  runtime?: { verdict: "pass" | "fail"; at: Date; lastPassAt?: Date };
 }
 
 /** What the platform (Tinkerbell Hardware and Workflows, Rufio) needs of a node. */
