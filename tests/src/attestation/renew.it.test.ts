@@ -19,9 +19,12 @@ import type { KeyBlobs } from "@fleetd/platform/tpmclient";
 import { issued, refusal, runHonest, uncertifiedKey, withMachine } from "./machine.js";
 import { NODE, startWorld, type World, type WorldMachine } from "./world.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
+import { OpenApiValidator, Recorder } from "./openapi.js";
 
 const DAY = 86_400_000;
 let w: World;
+/** Every renewal exchange, judged against the OpenAPI document at the end. */
+let rec: Recorder;
 /** Each node's current certificates and key blobs. */
 const held: Record<string, { ldevid: HeldKey; lak: HeldKey }> = {};
 /** Each node's current boot log (after a reboot). */
@@ -36,6 +39,7 @@ async function intake(name: string): Promise<void> {
 
 before(async () => {
   w = await startWorld({ talosVersion: TALOS_VERSION, machines: { "worker-2": {}, "cp-1": {} } });
+  rec = new Recorder(w.baseUrl);
   for (const name of [NODE, "worker-2", "cp-1"]) {
     await w.kube.core.createNode({ body: { metadata: { name } } });
     await intake(name);
@@ -50,7 +54,7 @@ after(async () => {
 /** The node agent's run on `name`'s TPM. */
 function agent(name: string, purpose: "attest" | "renew", eventLog = logs[name] as Uint8Array) {
   const tpm = machine(name).client();
-  return runtimeAttest({ tpm, server: w.rawTransport, ldevid: (held[name] as { ldevid: HeldKey }).ldevid, lak: (held[name] as { lak: HeldKey }).lak, eventLog, purpose }).finally(() => tpm.close());
+  return runtimeAttest({ tpm, server: rec.transport(), ldevid: (held[name] as { ldevid: HeldKey }).ldevid, lak: (held[name] as { lak: HeldKey }).lak, eventLog, purpose }).finally(() => tpm.close());
 }
 
 async function fields(name: string): Promise<Record<string, unknown>> {
@@ -108,27 +112,27 @@ test("refused: the stale generation, a possession signature by another key, a re
   const h = held[NODE] as { ldevid: HeldKey; lak: HeldKey };
   const g1 = (await w.store.listIssued(id)).filter((x) => x.generation === 1);
   const der = (kind: string) => new Uint8Array(Buffer.from(g1.find((x) => x.kind === kind)?.der ?? "", "hex"));
-  const stale = await refusal(postStep(w.rawTransport, RENEW_PATHS.challenge, "renew-challenge", { ldevidCertificate: Buffer.from(der("ldevid")).toString("base64"), lakCertificate: Buffer.from(der("lak")).toString("base64"), purpose: "renew" } satisfies RenewChallengeWire));
+  const stale = await refusal(postStep(rec.transport(), RENEW_PATHS.challenge, "renew-challenge", { ldevidCertificate: Buffer.from(der("ldevid")).toString("base64"), lakCertificate: Buffer.from(der("lak")).toString("base64"), purpose: "renew" } satisfies RenewChallengeWire));
   assert.deepEqual(checks(stale), ["ldevid.stale"]);
 
   const runtimeBefore = await w.store.getRuntime(id);
   const challenge = () =>
-    postStep<RenewChallengeResponse>(w.rawTransport, RENEW_PATHS.challenge, "renew-challenge", { ldevidCertificate: Buffer.from(h.ldevid.certificate).toString("base64"), lakCertificate: Buffer.from(h.lak.certificate).toString("base64"), purpose: "attest" });
-  await withMachine(machine(NODE), w.rawTransport, async (m) => {
+    postStep<RenewChallengeResponse>(rec.transport(), RENEW_PATHS.challenge, "renew-challenge", { ldevidCertificate: Buffer.from(h.ldevid.certificate).toString("base64"), lakCertificate: Buffer.from(h.lak.certificate).toString("base64"), purpose: "attest" });
+  await withMachine(machine(NODE), rec.transport(), async (m) => {
     const other: KeyBlobs = await uncertifiedKey(m);
     const ch = await challenge();
     const forged = await renewEvidenceBody(m.tpm, "rsa", { ldevid: other, lak: h.lak.blobs }, ch, logs[NODE] as Uint8Array);
-    const e = await refusal(postStep(w.rawTransport, RENEW_PATHS.evidence, "renew-evidence", forged));
+    const e = await refusal(postStep(rec.transport(), RENEW_PATHS.evidence, "renew-evidence", forged));
     assert.equal(e.status, 403);
     assert.ok(checks(e).every((c) => c.startsWith("possession.signature")), checks(e).join(", "));
     assert.deepEqual(await w.store.getRuntime(id), runtimeBefore, "an unauthenticated body changes no verdict");
 
     const ch2 = await challenge();
     const good = await renewEvidenceBody(m.tpm, "rsa", { ldevid: h.ldevid.blobs, lak: h.lak.blobs }, ch2, logs[NODE] as Uint8Array);
-    await postStep(w.rawTransport, RENEW_PATHS.evidence, "renew-evidence", good);
+    await postStep(rec.transport(), RENEW_PATHS.evidence, "renew-evidence", good);
     // a fresh quote for the used nonce
     const again = await renewEvidenceBody(m.tpm, "rsa", { ldevid: h.ldevid.blobs, lak: h.lak.blobs }, ch2, logs[NODE] as Uint8Array);
-    const replay = await refusal(postStep(w.rawTransport, RENEW_PATHS.evidence, "renew-evidence", again));
+    const replay = await refusal(postStep(rec.transport(), RENEW_PATHS.evidence, "renew-evidence", again));
     assert.equal(replay.status, 409);
     assert.deepEqual(checks(replay), ["nonce.reused"]);
   });
@@ -209,4 +213,16 @@ test("an unlisted authority quarantines worker-2; the operator's attest releases
   assert.ok(!(n.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT));
   assert.equal(n.metadata?.labels?.[QUARANTINE_LABEL], undefined);
   assert.equal((await fields(name))["runtime_verdict"], "pass");
+});
+
+test("every renewal request and answer exchanged above is what the OpenAPI document says", () => {
+  const doc = OpenApiValidator.fromFile();
+  const renewals = rec.exchanges.filter((ex) => ex.path.startsWith("/v1/renew/"));
+  assert.ok(renewals.length > 20, `${renewals.length} exchanges`);
+  assert.ok(new Set(renewals.map((ex) => ex.status)).size >= 3, "answers and refusals");
+  const problems = renewals.flatMap((ex) => [
+    ...doc.responseProblems(ex).map((p) => `${ex.path} → ${ex.status}: ${p}`),
+    ...doc.requestProblems(ex.method, ex.path, ex.requestContentType, ex.requestText).map((p) => `${ex.path} request: ${p}`),
+  ]);
+  assert.deepEqual(problems, [], problems.join("\n"));
 });
