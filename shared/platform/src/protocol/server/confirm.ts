@@ -46,6 +46,9 @@ async function confirmClaimed(ctx: ServerContext, req: Confirm, s: ClaimedStep):
   const now = ctx.now();
   const session = s.session;
   const data = session.data as unknown as EvidenceSessionData;
+  if (session.data["renew"] !== undefined) {
+    throw new Refused(409, "refused", [{ check: "session.kind", detail: "this session was opened by the renewal challenge; send its confirm to /v1/renew/confirm" }], session.node);
+  }
   if (!data.ldevidCertificate || !data.lakCertificate || !data.ldevidPublic) {
     throw new Refused(409, "refused", [{ check: "confirm.state", detail: `nothing was issued in this ${session.mode} session, so there is nothing to confirm` }], session.node);
   }

@@ -20,7 +20,7 @@
  * The latch lives in the state store, never in NetBox (which its users can edit); an operator's passing `attest`
  * (evidence.ts) releases it.
  */
-import { Checks, type PcrValues, type Reason, verifyQuote, verifyTpmSignature } from "@fleetd/verify/attest";
+import { AK_POLICY, Checks, checkKeyAttributes, LDEVID_POLICY, type PcrValues, type Reason, verifyQuote, verifyTpmSignature } from "@fleetd/verify/attest";
 import { decodeExact, ParseError } from "@fleetd/verify/codec";
 import { fromHex, hex } from "@fleetd/verify/crypto";
 import { TPM_ALG } from "@fleetd/verify/tcg";
@@ -132,6 +132,12 @@ export async function renewChallenge(ctx: ServerContext, req: RenewChallengeRequ
     "lak.generation",
     "the LAK certificate is not the one fleetd issued with this LDevID (same node, same generation)",
   );
+  if (c.ok) {
+    // The recorded keys are what they were certified as: an unrestricted signing LDevID, a restricted signing LAK
+    // (whose quotes only cover TPM-generated attestation structures).
+    checkKeyAttributes(c, "ldevid", decodeExact(TPMT_PUBLIC, fromHex(ldevid.keyPublic)), LDEVID_POLICY);
+    checkKeyAttributes(c, "lak", decodeExact(TPMT_PUBLIC, fromHex((lak as IssuedRecord).keyPublic)), AK_POLICY);
+  }
   if (!c.ok) throw new Refused(403, "refused", c.reasons, ref);
 
   // 3. The node as NetBox holds it now.
