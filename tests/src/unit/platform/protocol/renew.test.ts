@@ -87,6 +87,9 @@ test("renewal past two thirds of the lifetime: the next generation for the same 
   const other = softwareKey(ldevidTemplate("rsa"));
   const { renewConfirmMessage } = await import("@fleetd/platform/protocol");
   const msg = renewConfirmMessage(ch.sessionId, newLdevid, new Uint8Array(Buffer.from(body.lakCertificate, "base64")));
+  const cross = await t.post("/v1/attest/confirm", { sessionId: ch.sessionId, signature: b64(boot.tpm.sign(h.ldevid.key, msg)) });
+  assert.equal(cross.status, 409, "a renewal session is not confirmed by the attestation protocol");
+  assert.match(JSON.stringify(cross.body), /session\.kind/);
   const bad = await t.post("/v1/renew/confirm", { sessionId: ch.sessionId, signature: b64(boot.tpm.sign(other, msg)) });
   assert.equal(bad.status, 403);
   assert.ok(JSON.stringify(bad.body).includes("confirm.signature"));
