@@ -35,7 +35,7 @@ export function createApp(deps: AppDeps): Express {
   // (ha/internalListener.ts); a request for it on this listener is an unknown path (404).
   app.use(express.json({ limit: deps.bodyLimit, strict: true, type: "application/json" }));
 
-  const step = (name: "challenge" | "evidence" | "confirm" | "tpm12-challenge" | "tpm12-evidence", fn: (req: Request) => Promise<Outcome<unknown>>) =>
+  const step = (name: "challenge" | "evidence" | "confirm" | "tpm12-challenge" | "tpm12-evidence" | "renew-challenge" | "renew-evidence" | "renew-confirm", fn: (req: Request) => Promise<Outcome<unknown>>) =>
     async (req: Request, res: Response, next: NextFunction) => {
       const end = deps.metrics.stepSeconds.startTimer({ step: name });
       try {
@@ -64,6 +64,11 @@ export function createApp(deps: AppDeps): Express {
   app.post("/v1/attest/tpm12/challenge", step("tpm12-challenge", (req) => deps.service.challenge12(req.body, addr(req))));
   app.post("/v1/attest/tpm12/evidence", step("tpm12-evidence", (req) => deps.service.evidence12(req.body)));
   app.post("/v1/attest/confirm", step("confirm", (req) => deps.service.confirm(req.body)));
+  // Renewal with runtime attestation (shared/platform/src/protocol/server/renew.ts): possession of the current
+  // LDevID is proven by a TPM2_Sign over the challenge, not by TLS client authentication (README "Renewal").
+  app.post("/v1/renew/challenge", step("renew-challenge", (req) => deps.service.renewChallenge(req.body)));
+  app.post("/v1/renew/evidence", step("renew-evidence", (req) => deps.service.renewEvidence(req.body)));
+  app.post("/v1/renew/confirm", step("renew-confirm", (req) => deps.service.renewConfirm(req.body)));
   app.get("/talos/config", configFetchHandler(deps));
   const health = healthHandlers({ registry: deps.metrics.registry, ...(deps.ready ? { ready: deps.ready } : {}) });
   app.get("/healthz", health.healthz);

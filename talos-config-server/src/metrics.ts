@@ -54,6 +54,24 @@ export function createMetrics(sources: MetricSources = {}) {
     stepSeconds: new Histogram({ name: "fleetd_attestation_step_seconds", help: "Server time per protocol step", labelNames: ["step"], registers: [registry] }),
     configFetches: new Counter({ name: "fleetd_talos_config_fetches_total", help: "Talos config fetches by outcome", labelNames: ["outcome"], registers: [registry] }),
     outages: new Counter({ name: "fleetd_attestation_dependency_outages_total", help: "Requests answered 503 because a dependency was down, by step and reason", labelNames: ["step", "reason"], registers: [registry] }),
+    runtimeVerdicts: new Counter({
+      name: "fleetd_runtime_verdicts_total",
+      help: "Runtime attestations (renewal endpoint) by verdict and class profile",
+      labelNames: ["verdict", "profile"],
+      registers: [registry],
+    }),
+    quarantines: new Counter({
+      name: "fleetd_quarantines_total",
+      help: "Workers quarantined (latched, Node cordoned) after an authenticated runtime quote missed their class profile, by profile",
+      labelNames: ["profile"],
+      registers: [registry],
+    }),
+    quarantineAlerts: new Counter({
+      name: "fleetd_quarantine_alerts_total",
+      help: "Control planes whose authenticated runtime quote missed their class profile (alerted, not cordoned), by profile",
+      labelNames: ["profile"],
+      registers: [registry],
+    }),
     outboxDeliveries: new Counter({
       name: "fleetd_outbox_deliveries_total",
       help: "Outbox delivery attempts by effect kind and outcome (delivered, moot, outage, failed, invalid)",

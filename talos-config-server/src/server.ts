@@ -17,15 +17,15 @@ import { attestationAccount, ConfigError, type Admission, type Issuer, type Boot
 import { createNetBox, netboxReachable, NetBoxInventory, netboxPlatformFieldCheck, NetBoxOutboxDelivery } from "@fleetd/platform/netbox";
 import {
   currentCa, type BundleState, parseIssuedCertificate, openPkcs11Signer, type Pkcs11Signer, SerialQueue,
-  type CertificateSigner,
+  type CertificateSigner, bundlePem, certificatesFromPem,
 } from "@fleetd/platform/pki";
-import { PkiIssuer, PolicyMeasuredBoot, TalosRenderer, AttestationService } from "@fleetd/platform/protocol/server";
+import { PkiIssuer, PolicyMeasuredBoot, TalosRenderer, AttestationService, profileSelection, type RenewalSettings } from "@fleetd/platform/protocol/server";
 import {
   TinkerbellAdmission, NoWorkflowGate, TinkerbellWorkflowGate, type WorkflowGate, Objects,
   tinkerbellEffectsFromConfig,
 } from "@fleetd/platform/tinkerbell";
 import { SqliteAttestationStore, KubeAttestationStore, type AttestationStore } from "@fleetd/platform/state";
-import { KubeBootstrapTokens, loadKube, INTERNAL_URL_ANNOTATION, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
+import { KubeBootstrapTokens, KubeNodeQuarantine, loadKube, INTERNAL_URL_ANNOTATION, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
 import { createForwarder } from "./ha/forward.js";
 import { internalRouter } from "./ha/internalApi.js";
 import { createInternalListener, loadInternalTls } from "./ha/internalListener.js";
@@ -271,13 +271,40 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   // outages and restarts (every replica runs one; claims keep them apart).
   const outbox = new OutboxWorker({
     store,
-    delivery: new NetBoxOutboxDelivery({ nb, inventory, bootstrapTokens, store }),
+    delivery: new NetBoxOutboxDelivery({ nb, inventory, bootstrapTokens, store, ...(workload ? { quarantine: new KubeNodeQuarantine(workload) } : {}) }),
     log,
     onDelivery: (kind, outcome) => metrics.outboxDeliveries.inc({ kind, outcome }),
     staleMs: s.ttl.staleClaimSeconds * 1000,
   });
+  // Renewal with runtime attestation: each node class's profile (site configuration `runtime.profiles`), loaded
+  // now so a missing one is said at start; a class whose profile does not load is refused at its challenge.
+  const runtimeProfiles: Record<string, string> = {};
+  for (const [cls, profile] of Object.entries(cfg.site.runtime.profiles)) {
+    try {
+      loadProfile(profile, policyDir);
+      runtimeProfiles[cls] = profile;
+    } catch (e) {
+      log.warn({ class: cls, profile, err: (e as Error).message }, "runtime profile does not load: nodes of this class cannot renew");
+    }
+  }
+  const renewal: RenewalSettings = {
+    caBundle: () => certificatesFromPem(bundlePem(bundle, now()), "CA bundle"),
+    profiles: runtimeProfiles,
+    selection: (profile) => profileSelection(loadProfile(profile, policyDir)),
+    onVerdict: (verdict, profile) => metrics.runtimeVerdicts.inc({ verdict, profile }),
+    onQuarantine: (node, profile, reasons) => {
+      metrics.quarantines.inc({ profile });
+      log.warn({ node: node.name, deviceId: node.deviceId, profile, checks: reasons.map((r) => r.check) }, "worker quarantined: authenticated runtime quote missed its profile; Node cordoned, renewal refused until an operator attests it");
+    },
+    onAlert: (node, profile, reasons) => {
+      metrics.quarantineAlerts.inc({ profile });
+      log.error({ node: node.name, deviceId: node.deviceId, profile, checks: reasons.map((r) => r.check) }, "control plane failed runtime attestation: alert (not cordoned, not quarantined)");
+    },
+  };
+  if (!workload) log.warn("no workload cluster configured (kubernetes.workload): quarantined workers are not cordoned");
   let lastUnauthLog = 0;
   const service = new AttestationService({
+    renewal,
     store,
     inventory,
     journal: inventory,

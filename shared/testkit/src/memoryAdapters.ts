@@ -6,9 +6,9 @@
  * and admission that record what they were asked, and a Workflow gate that accepts every claimed Workflow.
  * Production wires NetBox, PKCS#11, Kubernetes and Tinkerbell; each of those has its own tests.
  */
-import type { AttestationFacts, Admission, BootstrapTokens, Inventory, Issuer, Journal, JournalEntry, Node, NodeRef } from "@fleetd/platform/fleet";
+import type { AttestationFacts, Admission, BootstrapTokens, Inventory, Issuer, Journal, JournalEntry, Node, NodeRef, RuntimeFacts } from "@fleetd/platform/fleet";
 import { formatJournalEntry } from "@fleetd/platform/netbox";
-import { factsFromWire, type Effect, type OutboxDelivery } from "@fleetd/platform/outbox";
+import { factsFromWire, runtimeFactsFromWire, type Effect, type OutboxDelivery } from "@fleetd/platform/outbox";
 import { addCa, createCaCertificate, emptyBundleState, type BundleState, type CertificateSigner } from "@fleetd/platform/pki";
 import { PkiIssuer } from "@fleetd/platform/protocol/server";
 import type { OutboxEntry } from "@fleetd/platform/state";
@@ -87,6 +87,17 @@ export class MemoryInventory implements Inventory {
     if (facts.verdict === "pass" && boot) n.macs = [boot];
   }
 
+  /** Every recordRuntime, in order. */
+  readonly runtimes: { node: NodeRef; facts: RuntimeFacts }[] = [];
+
+  async recordRuntime(node: NodeRef, facts: RuntimeFacts): Promise<void> {
+    this.runtimes.push({ node, facts });
+    const n = this.nodes.get(node.deviceId);
+    if (!n) return;
+    if (facts.verdict) n.runtime = { verdict: facts.verdict.verdict, at: facts.verdict.at, ...(facts.verdict.verdict === "pass" ? { lastPassAt: facts.verdict.at } : n.runtime?.lastPassAt ? { lastPassAt: n.runtime.lastPassAt } : {}) };
+    if (facts.ldevid) n.ldevid = { ...facts.ldevid };
+  }
+
   async markStaged(node: NodeRef): Promise<void> {
     this.setStatus(node, "staged");
   }
@@ -109,7 +120,7 @@ export class MemoryInventory implements Inventory {
 
 /** The outbox's deliveries into the in-memory inventory and journal (NetBoxOutboxDelivery's counterpart). */
 export class MemoryOutboxDelivery implements OutboxDelivery {
-  constructor(private readonly o: { inventory: MemoryInventory; journal: MemoryJournal; bootstrapTokens?: BootstrapTokens }) {}
+  constructor(private readonly o: { inventory: MemoryInventory; journal: MemoryJournal; bootstrapTokens?: BootstrapTokens; /** Names of cordoned Nodes. */ quarantine?: Set<string> }) {}
 
   async deliver(_entry: OutboxEntry, effect: Effect): Promise<"delivered" | "moot"> {
     switch (effect.kind) {
@@ -125,6 +136,15 @@ export class MemoryOutboxDelivery implements OutboxDelivery {
         return "delivered";
       case "netbox.journal":
         await this.o.journal.record("deviceId" in effect.node ? effect.node : effect.node.name, effect.entry);
+        return "delivered";
+      case "netbox.runtime":
+        if (!this.o.inventory.get(effect.node.deviceId)) return "moot";
+        await this.o.inventory.recordRuntime(effect.node, runtimeFactsFromWire(effect));
+        return "delivered";
+      case "kube.quarantine":
+        if (!this.o.quarantine) return "moot";
+        if (effect.action === "cordon") this.o.quarantine.add(effect.node.name);
+        else this.o.quarantine.delete(effect.node.name);
         return "delivered";
       case "kube.deleteBootstrapToken":
         if (!this.o.bootstrapTokens) return "moot";

@@ -12,3 +12,14 @@ export const OWNER_SELECTOR = `${OWNER_LABEL}=${OWNER_VALUE}`;
 export function ownedByFleetd(labels: Record<string, string> | undefined | null): boolean {
   return labels?.[OWNER_LABEL] === OWNER_VALUE;
 }
+
+/**
+ * A workload-cluster Node fleetd quarantined (talos-config-server/README.md "Quarantine") carries this label
+ * (value OWNER_VALUE) and the annotation QUARANTINE_SET_ANNOTATION saying what fleetd set: fleetd lifts only
+ * what it set, and only from a Node whose label says fleetd set it (an operator's own cordon or taint stays).
+ */
+export const QUARANTINE_LABEL = "fleetd.io/quarantined-by";
+/** JSON `{ taint: boolean, unschedulable: boolean, at, why }`: what fleetd changed when it cordoned the Node. */
+export const QUARANTINE_SET_ANNOTATION = "fleetd.io/quarantine-set";
+/** The taint fleetd puts on a quarantined worker's Node (effect NoSchedule). */
+export const QUARANTINE_TAINT = "fleetd.io/quarantine";

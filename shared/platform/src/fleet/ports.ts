@@ -39,6 +39,14 @@ export interface AttestationFacts {
   ldevid?: { serial: string; cn: string; notAfter: Date };
 }
 
+/** What a runtime attestation records in NetBox (NetBoxInventory.recordRuntime). */
+export interface RuntimeFacts {
+  /** `runtime_verdict` and `runtime_attested_at`; a pass also `runtime_passed_at`. */
+  verdict?: { verdict: "pass" | "fail"; at: Date };
+  /** A confirmed renewal: `ldevid_serial`, `ldevid_cn`, `ldevid_expiry`. */
+  ldevid?: { serial: string; cn: string; notAfter: Date };
+}
+
 export interface JournalEntry {
   kind: "success" | "warning" | "danger" | "info";
   /** One line for people. */

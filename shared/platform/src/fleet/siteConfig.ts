@@ -11,6 +11,9 @@ import { TinkerbellSiteConfig } from "./tinkerbellSiteConfig.js";
 const Url = z.string().url().refine((u) => /^https?:\/\//.test(u), "must be an http(s) URL");
 const Secret = z.string().min(1);
 
+/** Node class → runtime profile, unless the site configuration says otherwise (`runtime.profiles`). */
+export const DEFAULT_RUNTIME_PROFILES: Readonly<Record<string, string>> = { talos: "talos", ubuntu: "ubuntu" };
+
 export const SiteConfig = z.strictObject({
   netbox: z.strictObject({
     url: Url,
@@ -61,6 +64,28 @@ export const SiteConfig = z.strictObject({
       workload: z.strictObject({ kubeconfig: z.string().min(1) }),
     })
     .optional(),
+  /**
+   * Runtime attestation of installed nodes (talos-config-server/README.md "Renewal"): the policy profile each
+   * node class is judged by. A class not listed is refused (no profile, no verdict). Default: talos → talos,
+   * ubuntu → ubuntu.
+   */
+  runtime: z
+    .strictObject({
+      profiles: z
+        .record(z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "must be a node class"), z.string().regex(/^[a-z0-9][a-z0-9-]*$/, "must be a profile name"))
+        .default({ ...DEFAULT_RUNTIME_PROFILES }),
+    })
+    .prefault({}),
+  /** SPIRE (the node entry sync, spire-plugin). */
+  spire: z
+    .strictObject({
+      /**
+       * A control plane whose runtime verdict failed keeps its SPIRE node entry (default true: a control plane is
+       * alerted on, never quarantined — taking its identity away could take the cluster down with it).
+       */
+      keepFailedControlPlanes: z.boolean().default(true),
+    })
+    .prefault({}),
   features: z
     .strictObject({
       /**

@@ -5,3 +5,4 @@ export * from "./csrGate.js";
 export * from "./csrGatePolicy.js";
 export * from "./leader.js";
 export * from "./parseCsr.js";
+export * from "./quarantine.js";

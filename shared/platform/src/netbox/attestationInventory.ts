@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { BMC_TYPES, type BmcInfo, type Node, type NodeRef, type Unattributed } from "../fleet/node.js";
-import type { AttestationFacts, Inventory, Journal, JournalEntry } from "../fleet/ports.js";
+import type { AttestationFacts, Inventory, Journal, JournalEntry, RuntimeFacts } from "../fleet/ports.js";
 import { BOOT_MAC_FIELD } from "./bootMac.js";
 import { checkAttribution, type AttributedField } from "./changelog.js";
 import { listAll, must, NetBoxError, type NetBox } from "./client.js";
@@ -278,6 +278,23 @@ export class NetBoxInventory implements Inventory, Journal {
     }
     await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);
     if (bootMac) await this.recordMac(id, bootMac);
+  }
+
+  /** A runtime attestation's verdict and/or a confirmed renewal's LDevID, as the attestation account. */
+  async recordRuntime(node: NodeRef, f: RuntimeFacts): Promise<void> {
+    const cf: Record<string, unknown> = {};
+    if (f.verdict) {
+      cf["runtime_verdict"] = f.verdict.verdict;
+      cf["runtime_attested_at"] = f.verdict.at.toISOString();
+      if (f.verdict.verdict === "pass") cf["runtime_passed_at"] = f.verdict.at.toISOString();
+    }
+    if (f.ldevid) {
+      cf["ldevid_serial"] = f.ldevid.serial;
+      cf["ldevid_cn"] = f.ldevid.cn;
+      cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
+    }
+    if (Object.keys(cf).length === 0) return;
+    await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed");
   }
 
   /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */

@@ -4,7 +4,8 @@
  * written only when the interface does not hold it, a journal entry carries its key and a retry looks for it
  * first, and a bootstrap token's Secret is deleted only when the store does not record it as the node's token.
  */
-import { type Effect, factsFromWire } from "../outbox/effects.js";
+import { type Effect, factsFromWire, runtimeFactsFromWire } from "../outbox/effects.js";
+import type { NodeQuarantine } from "../kube/quarantine.js";
 import type { OutboxDelivery } from "../outbox/worker.js";
 import type { BootstrapTokens } from "../fleet/ports.js";
 import type { AttestationStore, OutboxEntry } from "../state/store.js";
@@ -15,10 +16,12 @@ import { formatJournalEntry, writeJournal } from "./journal.js";
 
 export interface NetBoxOutboxDeliveryOptions {
   nb: NetBox;
-  inventory: Pick<NetBoxInventory, "recordAttestation" | "markStaged" | "markActive" | "markFailed">;
+  inventory: Pick<NetBoxInventory, "recordAttestation" | "markStaged" | "markActive" | "markFailed" | "recordRuntime">;
+  /** The workload cluster's Nodes (absent: quarantine cordons have nowhere to go and are dropped as moot). */
+  quarantine?: NodeQuarantine;
   /** The workload cluster's token Secrets (absent: token clean-ups have nothing to do). */
   bootstrapTokens?: Pick<BootstrapTokens, "delete">;
-  store: Pick<AttestationStore, "getBootstrapToken">;
+  store: Pick<AttestationStore, "getBootstrapToken" | "getRuntime">;
 }
 
 /** NetBox answered 404 for the device: it is gone, and so is the point of writing to it. */
@@ -51,6 +54,16 @@ export class NetBoxOutboxDelivery implements OutboxDelivery {
         if (id === undefined) return "moot";
         await writeJournal(this.o.nb, id, effect.entry.kind, formatJournalEntry(effect.entry), { key: entry.key, maybeWritten: entry.attempts > 0 });
         return "delivered";
+      }
+      case "netbox.runtime":
+        await this.o.inventory.recordRuntime(effect.node, runtimeFactsFromWire(effect));
+        return "delivered";
+      case "kube.quarantine": {
+        if (!this.o.quarantine) return "moot";
+        if (effect.action === "cordon") return (await this.o.quarantine.cordon(effect.node.name, effect.why)) === "absent" ? "moot" : "delivered";
+        // a cordon is lifted only while the store holds no latch (a failure committed after the pass that queued this)
+        if ((await this.o.store.getRuntime(effect.node.deviceId))?.quarantine) return "moot";
+        return (await this.o.quarantine.uncordon(effect.node.name)) === "lifted" ? "delivered" : "moot";
       }
       case "kube.deleteBootstrapToken": {
         if (effect.unlessRecordedFor !== undefined && (await this.o.store.getBootstrapToken(effect.unlessRecordedFor))?.tokenId === effect.tokenId) return "moot";

@@ -5,7 +5,7 @@
  * (worker.ts) delivers them. Effects are stored as JSON and validated here on their way out.
  */
 import { z } from "zod";
-import type { AttestationFacts, JournalEntry } from "../fleet/ports.js";
+import type { AttestationFacts, JournalEntry, RuntimeFacts } from "../fleet/ports.js";
 import type { NodeRef, OutboxItem } from "../state/store.js";
 
 const Ref = z.object({ deviceId: z.number().int().positive(), name: z.string() });
@@ -40,10 +40,30 @@ export const Effect = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("netbox.status"), node: Ref, status: z.enum(["staged", "active", "failed"]), why: z.string() }),
   /** A journal entry on the node's device (a bare name: the one device of that name). */
   z.object({ kind: z.literal("netbox.journal"), node: z.union([Ref, z.object({ name: z.string() })]), entry: Entry }),
+  /**
+   * A runtime attestation's NetBox fields: `runtime_verdict`, `runtime_attested_at` and, on a pass,
+   * `runtime_passed_at`; and/or the confirmed renewal's LDevID (`ldevid_serial`, `ldevid_cn`, `ldevid_expiry`).
+   */
+  z.object({
+    kind: z.literal("netbox.runtime"),
+    node: Ref,
+    verdict: z.object({ verdict: z.enum(["pass", "fail"]), at: z.string() }).optional(),
+    ldevid: z.object({ serial: z.string(), cn: z.string(), notAfter: z.string() }).optional(),
+  }),
+  /** Cordon a quarantined worker's Node in the workload cluster, or lift fleetd's cordon (kube/quarantine.ts). */
+  z.object({ kind: z.literal("kube.quarantine"), node: Ref, action: z.enum(["cordon", "uncordon"]), why: z.string() }),
   /** Delete a bootstrap token's Secret unless the store records it as `deviceId`'s token (a compensation). */
   z.object({ kind: z.literal("kube.deleteBootstrapToken"), tokenId: z.string().regex(/^[a-z0-9]{6}$/), unlessRecordedFor: z.number().int().positive().optional() }),
 ]);
 export type Effect = z.infer<typeof Effect>;
+
+/** The runtime facts of a `netbox.runtime` effect (dates back from ISO strings). */
+export function runtimeFactsFromWire(e: Extract<Effect, { kind: "netbox.runtime" }>): RuntimeFacts {
+  return {
+    ...(e.verdict ? { verdict: { verdict: e.verdict.verdict, at: new Date(e.verdict.at) } } : {}),
+    ...(e.ldevid ? { ldevid: { serial: e.ldevid.serial, cn: e.ldevid.cn, notAfter: new Date(e.ldevid.notAfter) } } : {}),
+  };
+}
 
 /** The facts as the outbox stores them (dates as ISO strings) and back. */
 export function factsToWire(f: AttestationFacts): Extract<Effect, { kind: "netbox.attestation" }>["facts"] {
@@ -73,6 +93,21 @@ export class StepEffects {
 
   attestation(node: NodeRef, facts: AttestationFacts): void {
     this.add(node.deviceId, { kind: "netbox.attestation", node: ref(node), facts: factsToWire(facts) });
+  }
+
+  /** Runtime verdict fields and/or the confirmed renewal's LDevID fields in NetBox. */
+  runtime(node: NodeRef, facts: RuntimeFacts): void {
+    this.add(node.deviceId, {
+      kind: "netbox.runtime",
+      node: ref(node),
+      ...(facts.verdict ? { verdict: { verdict: facts.verdict.verdict, at: facts.verdict.at.toISOString() } } : {}),
+      ...(facts.ldevid ? { ldevid: { serial: facts.ldevid.serial, cn: facts.ldevid.cn, notAfter: facts.ldevid.notAfter.toISOString() } } : {}),
+    });
+  }
+
+  /** Cordon (or lift fleetd's cordon of) the node's Node in the workload cluster. */
+  quarantine(node: NodeRef, action: "cordon" | "uncordon", why: string): void {
+    this.add(node.deviceId, { kind: "kube.quarantine", node: ref(node), action, why });
   }
 
   status(node: NodeRef, status: "staged" | "active" | "failed", why: string): void {

@@ -5,6 +5,7 @@ import type { CaStore } from "@fleetd/verify/ek";
 import type { AttestationStore, NodeRef } from "../../state/store.js";
 import type { WorkflowGate } from "../../tinkerbell/workflowGate.js";
 import type { Admission, BootstrapTokens, ConfigRenderer, Inventory, Issuer, Journal, MeasuredBoot, ModeGates } from "../../fleet/ports.js";
+import type { RenewalSettings } from "./renew.js";
 
 export interface ServerSettings {
   /** Session (nonce) lifetime; default 5 minutes. */
@@ -47,6 +48,8 @@ export interface ServerContext {
   outbox?: { kick(): void; flush(deviceId: number): Promise<boolean> };
   ekRoots: CaStore;
   settings: ServerSettings;
+  /** Renewal with runtime attestation (renew.ts); absent: the renewal endpoints refuse. */
+  renewal?: RenewalSettings;
   now: () => Date;
   random: (n: number) => Uint8Array;
   /** Counts refusals before activation (a metric; the journal is rate-limited). */

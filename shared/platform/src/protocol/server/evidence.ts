@@ -44,7 +44,9 @@ export function evidence(ctx: ServerContext, ev: Evidence, request: string): Pro
     session.data["tpm"] === "1.2"
       ? // opened by the TPM 1.2 challenge (tpm12.ts): its AIK is a TPM_PUBKEY, and nothing may be issued for it
         { check: "session.tpm", detail: "this session was opened by the TPM 1.2 challenge; send its evidence to /v1/attest/tpm12/evidence" }
-      : undefined,
+      : session.data["renew"] !== undefined
+        ? { check: "session.kind", detail: "this session was opened by the renewal challenge; send its evidence to /v1/renew/evidence" }
+        : undefined,
   (s, now) => judge(ctx, ev, s, now),
   );
 }
@@ -175,6 +177,15 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
     ...passRecord(data.claims, node, now),
     ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, cn: ldevidCommonName(session.node.name, generation ?? 0), notAfter: issued.ldevid.notAfter } } : {}),
   });
+  // An operator's attest that passes releases a quarantined node (renew.ts): the latch is cleared with this commit;
+  // fleetd's cordon is lifted at the node's next passing runtime attestation.
+  const latched = session.mode === "attest" ? (await ctx.store.getRuntime(node.deviceId))?.quarantine : undefined;
+  if (latched) {
+    s.effects.journal(session.node, {
+      kind: "success",
+      summary: `released from quarantine by the operator's attest (quarantined since ${new Date(latched.at).toISOString()}: ${latched.why}); the cordon is lifted at the next passing runtime attestation`,
+    });
+  }
   const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
   s.effects.journal(session.node, {
     kind: "success",
@@ -197,7 +208,7 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   const response: EvidenceResponse = issued
     ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
     : { verdict: "pass", issued: "none" };
-  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records });
+  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records, ...(latched ? { runtime: { node: session.node, quarantine: "release" as const } } : {}) });
   return response;
 }
 

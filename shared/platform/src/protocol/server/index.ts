@@ -9,3 +9,4 @@ export * from "./adapters/measuredBoot.js";
 export * from "./adapters/renderer.js";
 export * from "./step.js";
 export * from "./tpm12.js";
+export * from "./renew.js";

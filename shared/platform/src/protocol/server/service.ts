@@ -7,8 +7,14 @@ import {
   ChallengeRequest,
   Confirm,
   Evidence,
+  RenewChallengeRequest,
+  RenewConfirm,
+  RenewEvidence,
   Tpm12ChallengeRequest,
   Tpm12Evidence,
+  type RenewChallengeResponse,
+  type RenewConfirmResponse,
+  type RenewEvidenceResponse,
   type ChallengeResponse,
   type ConfirmResponse,
   type EvidenceResponse,
@@ -25,6 +31,7 @@ import { Refused, type ServerContext } from "./context.js";
 import { evidence } from "./evidence.js";
 import { outageOf } from "../../outage/outage.js";
 import { challenge12, evidence12 } from "./tpm12.js";
+import { renewChallenge, renewConfirm, renewEvidence } from "./renew.js";
 
 /** A step's answer: its body, a refusal, or (503) a dependency outage with the seconds to wait before a retry. */
 export type Outcome<T> = { ok: true; body: T } | { ok: false; status: number; body: Refusal; retryAfterSeconds?: number };
@@ -54,6 +61,19 @@ export class AttestationService {
 
   evidence12(body: unknown): Promise<Outcome<Tpm12EvidenceResponse>> {
     return this.run("tpm12 evidence", () => evidence12(this.ctx, parse(Tpm12Evidence, body), requestHash(body)));
+  }
+
+  /** Renewal with runtime attestation (renew.ts): refusals are journalled alike (rate-limited before possession is proven). */
+  renewChallenge(body: unknown): Promise<Outcome<RenewChallengeResponse>> {
+    return this.run("renew challenge", () => renewChallenge(this.ctx, parse(RenewChallengeRequest, body), requestHash(body)));
+  }
+
+  renewEvidence(body: unknown): Promise<Outcome<RenewEvidenceResponse>> {
+    return this.run("renew evidence", () => renewEvidence(this.ctx, parse(RenewEvidence, body), requestHash(body)));
+  }
+
+  renewConfirm(body: unknown): Promise<Outcome<RenewConfirmResponse>> {
+    return this.run("renew confirm", () => renewConfirm(this.ctx, parse(RenewConfirm, body), requestHash(body)));
   }
 
   private async run<T>(step: string, fn: () => Promise<T>): Promise<Outcome<T>> {

@@ -16,7 +16,7 @@ import type { SessionRecord, SessionState, StepRecord } from "../../state/store.
 import type { Reason } from "@fleetd/verify/attest";
 import { Refused, type ServerContext } from "./context.js";
 
-export type StepName = "evidence" | "confirm" | "tpm12-evidence";
+export type StepName = "evidence" | "confirm" | "tpm12-evidence" | "renew-evidence" | "renew-confirm";
 
 /** What a session keeps of each step's answer: the request it answered (SHA-256) and the answer or refusal. */
 export interface Answer<T> {
@@ -82,10 +82,13 @@ export class ClaimedStep {
     this.ctx.outbox?.kick();
   }
 
-  /** A refusal that spends the session: its journal entry goes with the commit; the refusal is thrown. */
-  async refuse(e: Refused, to: SessionState): Promise<never> {
-    await refusalJournal(this.ctx, this.name.replace(/-/g, " "), e, this.effects); // as the service names the step
-    await this.commit(to, this.session.data, { refused: { status: e.status, error: e.error, reasons: e.reasons } });
+  /**
+   * A refusal that spends the session: its journal entry goes with the commit (unless the step wrote its own:
+   * `e.journalled`), with `parts` (e.g. a runtime verdict); the refusal is thrown.
+   */
+  async refuse(e: Refused, to: SessionState, parts: Omit<StepRecord, "session" | "outbox"> = {}): Promise<never> {
+    if (!e.journalled) await refusalJournal(this.ctx, this.name.replace(/-/g, " "), e, this.effects); // as the service names the step
+    await this.commit(to, this.session.data, { refused: { status: e.status, error: e.error, reasons: e.reasons } }, parts);
     throw e.recorded();
   }
 }

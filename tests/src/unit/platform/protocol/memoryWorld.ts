@@ -16,15 +16,19 @@ import { join } from "node:path";
 import pino from "pino";
 import { hex } from "@fleetd/verify/crypto";
 import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
-import { PolicyMeasuredBoot, type AttestationService } from "@fleetd/platform/protocol/server";
-import { call, DEFAULT_QUOTE_SELECTION, tpm2b, type ConfirmWire, type EvidenceWire, type ServerTransport } from "@fleetd/platform/protocol/client";
+import { PolicyMeasuredBoot, profileSelection, type AttestationService, type RenewalSettings } from "@fleetd/platform/protocol/server";
+import { loadProfile } from "@fleetd/platform/trust";
+import { certificatesFromPem } from "@fleetd/platform/pki";
+import { DEFAULT_RUNTIME_PROFILES } from "@fleetd/platform/fleet";
+import { call, DEFAULT_QUOTE_SELECTION, postStep, RENEW_PATHS, selectionFromWire, tpm2b, type ConfirmWire, type EvidenceWire, type RenewEvidenceWire, type ServerTransport } from "@fleetd/platform/protocol/client";
 import {
-  certifyExtraData, claimsHash, confirmMessage, quoteExtraData, type ChallengeResponse, type Claims, type ConfirmResponse, type EvidenceResponse,
+  certifyExtraData, claimsHash, confirmMessage, quoteExtraData, renewConfirmMessage, renewPossessionMessage, renewQuoteExtraData, type ChallengeResponse, type Claims, type ConfirmResponse, type EvidenceResponse,
+  type RenewChallengeResponse, type RenewConfirmResponse, type RenewEvidenceResponse,
 } from "@fleetd/platform/protocol";
 import type { Node } from "@fleetd/platform/fleet";
 import { OutboxWorker } from "@fleetd/platform/outbox";
 import { akTemplate, lakTemplate, ldevidTemplate, type KeyAlg } from "@fleetd/platform/tpmclient";
-import { bootScenario, makeLabKeys, writeSiteAuthorities, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
+import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
 import { SoftwareTpm, softwareKey, softwareManufacturer, type SoftwareEk, type SoftwareKey } from "@fleetd/testkit/softwareTpm";
 import {
@@ -73,6 +77,15 @@ export interface MemoryWorld {
   journalOf(name: string): string[];
   signatures(): number;
   installCodesIssued(): number;
+  /** The lab keys the boots are signed with (for other boots, e.g. a Talos one). */
+  keys: LabKeys;
+  /** Names of the Nodes the outbox cordoned (kube.quarantine), as a workload cluster would hold them. */
+  cordoned: Set<string>;
+  /** Moves the server's clock (ms from now; the certificates' validity stays as issued). */
+  advanceClock(ms: number): void;
+  /** What the renewal callbacks reported: quarantines and control-plane alerts by node name. */
+  quarantines: string[];
+  alerts: string[];
   /** talos-config-server's app over the same service and store, on loopback (started on first use). */
   configServer(): Promise<{ baseUrl: string }>;
   stop(): Promise<void>;
@@ -80,7 +93,8 @@ export interface MemoryWorld {
 
 export async function startMemoryWorld(opts: { machines?: Record<string, MachineSpec> } = {}): Promise<MemoryWorld> {
   const dir = mkdtempSync(join(tmpdir(), "fleetd-memory-world-"));
-  const now = () => new Date();
+  let offset = 0;
+  const now = () => new Date(Date.now() + offset);
   const keys = await makeLabKeys();
   const site = writeSiteAuthorities(join(dir, "site"), keys);
   const maker = softwareManufacturer("fleetd world EK CA");
@@ -147,7 +161,17 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
   });
 
   const log = pino({ level: "silent" });
-  const outbox = new OutboxWorker({ store, delivery: new MemoryOutboxDelivery({ inventory, journal, bootstrapTokens }), log, staleMs: 60_000 });
+  const cordoned = new Set<string>();
+  const quarantines: string[] = [];
+  const alerts: string[] = [];
+  const outbox = new OutboxWorker({ store, delivery: new MemoryOutboxDelivery({ inventory, journal, bootstrapTokens, quarantine: cordoned }), log, staleMs: 60_000 });
+  const renewal: RenewalSettings = {
+    caBundle: () => certificatesFromPem(ca.caPem),
+    profiles: DEFAULT_RUNTIME_PROFILES,
+    selection: (profile) => profileSelection(loadProfile(profile)),
+    onQuarantine: (node) => void quarantines.push(node.name),
+    onAlert: (node) => void alerts.push(node.name),
+  };
   // Not started: no timers. Every step flushes its node's items itself (step.ts, service.ts), so what a step
   // committed is in the inventory and journal when its answer comes back.
   const service = testAttestationService(
@@ -163,6 +187,7 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
       ekRoots: maker.store(),
       outbox,
       now,
+      renewal,
     },
     siteConfigFixture(TALOS_VERSION),
   );
@@ -170,7 +195,18 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
     async post(path, body) {
       // as the HTTP server hands it over: parsed JSON
       const json: unknown = JSON.parse(JSON.stringify(body));
-      const out = path.endsWith("/challenge") ? await service.challenge(json, "127.0.0.1") : path.endsWith("/evidence") ? await service.evidence(json) : await service.confirm(json);
+      const renew = path.startsWith("/v1/renew/");
+      const out = renew
+        ? path.endsWith("/challenge")
+          ? await service.renewChallenge(json)
+          : path.endsWith("/evidence")
+            ? await service.renewEvidence(json)
+            : await service.renewConfirm(json)
+        : path.endsWith("/challenge")
+          ? await service.challenge(json, "127.0.0.1")
+          : path.endsWith("/evidence")
+            ? await service.evidence(json)
+            : await service.confirm(json);
       return out.ok ? { status: 200, body: out.body } : { status: out.status, body: out.body };
     },
   };
@@ -194,6 +230,11 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
     machines,
     deviceId,
     journalOf: (name) => journal.of(deviceId(name)),
+    keys,
+    cordoned,
+    advanceClock: (ms) => void (offset += ms),
+    quarantines,
+    alerts,
     signatures: ca.signatures,
     installCodesIssued: () => store.installCodes,
     async configServer() {
@@ -317,4 +358,63 @@ export async function honest(m: Machine, claims: Claims): Promise<{ session: Cha
   const confirm = confirmBody(m, session, ev, accepted);
   const code = unwrap(m, session, await sendConfirm(m, confirm));
   return { session, evidence: ev, accepted, confirm, ...(code ? { code } : {}) };
+}
+
+// ---- renewal with runtime attestation (protocol/client/renew.ts's steps on the software TPM) ----
+
+/** A node's held keys after a confirmed intake or provision: the certificates and the software keys. */
+export interface Held {
+  ldevid: { certificate: Uint8Array; key: SoftwareKey };
+  lak: { certificate: Uint8Array; key: SoftwareKey };
+}
+
+/** What an honest run issued (the certificates and the keys the evidence certified). */
+export function heldFrom(run: { evidence: Evidenced; accepted: EvidenceResponse }): Held {
+  if (run.accepted.issued !== "new") throw new Error("nothing was issued");
+  return {
+    ldevid: { certificate: unb64(run.accepted.ldevidCertificate), key: run.evidence.ldevid.key },
+    lak: { certificate: unb64(run.accepted.lakCertificate), key: run.evidence.lak.key },
+  };
+}
+
+/** A TPM whose PCRs carry `profile`'s boot (a reboot into the installed OS). */
+export function bootedTpm(w: Pick<MemoryWorld, "keys">, profile: "talos" | "ubuntu" | "hookos", o: ScenarioOptions = {}): { tpm: SoftwareTpm; eventLog: Uint8Array } {
+  const tpm = new SoftwareTpm();
+  const boot = bootScenario(profile, w.keys, o);
+  for (const e of boot.extends()) tpm.extend(e.pcr, e.digests);
+  return { tpm, eventLog: boot.bytes() };
+}
+
+export interface RenewOptions {
+  /** Sign the possession digest with this key instead of the LDevID. */
+  possessionKey?: SoftwareKey;
+  /** Quote with this key instead of the LAK. */
+  quoteKey?: SoftwareKey;
+  /** Send this log instead of the boot's. */
+  eventLog?: Uint8Array;
+}
+
+/** The renewal evidence body for a challenge, as the node agent builds it (renewEvidenceBody), on the software TPM. */
+export function renewEvidenceOf(tpm: SoftwareTpm, held: Held, ch: RenewChallengeResponse, eventLog: Uint8Array, o: RenewOptions = {}): RenewEvidenceWire {
+  const nonce = unb64(ch.nonce);
+  const selection = selectionFromWire(ch.pcrSelection);
+  const q = tpm.quote(o.quoteKey ?? held.lak.key, selection, renewQuoteExtraData(nonce, ch.sessionId));
+  const signature = tpm.sign(o.possessionKey ?? held.ldevid.key, renewPossessionMessage(nonce, ch.sessionId, q.attestBytes));
+  return { sessionId: ch.sessionId, quote: { message: b64(q.attestBytes), signature: b64(q.signatureBytes), pcrs: tpm.pcrWire(selection) }, eventLog: b64(o.eventLog ?? eventLog), signature: b64(signature) };
+}
+
+export function renewChallengeOf(server: ServerTransport, held: Held, purpose: "attest" | "renew" = "renew"): Promise<RenewChallengeResponse> {
+  return postStep<RenewChallengeResponse>(server, RENEW_PATHS.challenge, "renew-challenge", { ldevidCertificate: b64(held.ldevid.certificate), lakCertificate: b64(held.lak.certificate), purpose });
+}
+
+/** challenge → evidence → confirm (when issued); the new certificates, if any. */
+export async function renewOnce(server: ServerTransport, tpm: SoftwareTpm, held: Held, eventLog: Uint8Array, purpose: "attest" | "renew" = "renew", o: RenewOptions = {}): Promise<{ response: RenewEvidenceResponse; held: Held }> {
+  const ch = await renewChallengeOf(server, held, purpose);
+  const response = await postStep<RenewEvidenceResponse>(server, RENEW_PATHS.evidence, "renew-evidence", renewEvidenceOf(tpm, held, ch, eventLog, o));
+  if (response.issued === "none") return { response, held };
+  const ldevid = unb64(response.ldevidCertificate);
+  const lak = unb64(response.lakCertificate);
+  const signature = tpm.sign(held.ldevid.key, renewConfirmMessage(ch.sessionId, ldevid, lak));
+  await postStep<RenewConfirmResponse>(server, RENEW_PATHS.confirm, "renew-confirm", { sessionId: ch.sessionId, signature: b64(signature) });
+  return { response, held: { ldevid: { certificate: ldevid, key: held.ldevid.key }, lak: { certificate: lak, key: held.lak.key } } };
 }
