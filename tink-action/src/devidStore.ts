@@ -24,7 +24,7 @@
  * but not a complete, parseable set — or holds another node — is an error naming what is wrong, never re-seeded.
  */
 import { createHash } from "node:crypto";
-import { closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { SEED_FILES } from "@fleetd/platform/talos/config";
 import { certificatesFromPem, parseIssuedCertificate, type CertificateInfo } from "@fleetd/platform/pki";
@@ -296,6 +296,8 @@ function writeSynced(path: string, data: Uint8Array | string): void {
 /** The devid directory, created 0700 if missing (its parent must exist: the hostPath). */
 export function ensureDir(devidDir: string): void {
   mkdirSync(devidDir, { recursive: true, mode: 0o700 });
+  // a hostPath the kubelet created (DirectoryOrCreate) is 0755: the agent alone may read the key blobs
+  if ((statSync(devidDir).mode & 0o777) !== 0o700) chmodSync(devidDir, 0o700);
 }
 
 /**
