@@ -28,14 +28,19 @@ import { type NetBox, NetBoxOutboxDelivery, NetBoxInventory, deviceIdByName } fr
 import { OutboxWorker } from "@fleetd/platform/outbox";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
-import { PolicyMeasuredBoot, type AttestationService, type PkiIssuer } from "@fleetd/platform/protocol/server";
+import { PolicyMeasuredBoot, profileSelection, type AttestationService, type PkiIssuer, type RenewalSettings } from "@fleetd/platform/protocol/server";
+import { loadProfile } from "@fleetd/platform/trust";
+import { certificatesFromPem } from "@fleetd/platform/pki";
+import { DEFAULT_RUNTIME_PROFILES } from "@fleetd/platform/fleet";
+import { execFileSync } from "node:child_process";
 import type { BootstrapTokens, Issuer } from "@fleetd/platform/fleet";
 import type { AttestationStore, SqliteAttestationStore } from "@fleetd/platform/state";
-import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions } from "@fleetd/testkit/bootScenarios";
+import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions, type ScenarioProfile } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
 import { bundleInMemoryIssuer, countingSigner } from "@fleetd/testkit/memoryAdapters";
 import type { TalosSiteConfig } from "@fleetd/platform/talos/config";
-import { pcrExtend, TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
+import { pcrExtend, pcrRead, TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
+import { createHash } from "node:crypto";
 import type { createApp } from "@fleetd/talos-config-server/app";
 import { createMetrics } from "@fleetd/talos-config-server/metrics";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
@@ -47,7 +52,7 @@ import { Tpm12Client, type Tpm12Secrets } from "@fleetd/platform/tpm12client";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
-import { kubeFromConfig, type Kube } from "@fleetd/platform/kube";
+import { kubeFromConfig, KubeNodeQuarantine, type Kube } from "@fleetd/platform/kube";
 import * as k8s from "@kubernetes/client-node";
 import {
   LABEL_MODE, ownedLabels, WORKFLOW, WorkflowObject, enrollmentWorkflowName, Objects, templateName,
@@ -163,6 +168,17 @@ export interface World {
   caPem: string;
   /** Site Secure Boot authorities of the HookOS boot (the policy's `site:` sets). */
   siteAuthoritiesDir: string;
+  /**
+   * Power-cycles the machine's swtpm (PCRs reset, transient objects gone, persistent keys and NV kept) and boots
+   * `profile` (e.g. the installed Talos) into it: returns that boot's event log (the machine's `eventLog` is not
+   * changed).
+   */
+  reboot(name: string, profile: ScenarioProfile, options?: ScenarioOptions): Promise<Uint8Array>;
+  /** Moves the server's clock (ms; certificates keep the validity they were issued with). */
+  advanceClock(ms: number): void;
+  /** What the server's renewal reported: quarantined workers and alerted control planes, by node name. */
+  quarantines: string[];
+  alerts: string[];
   stop(): Promise<void>;
 }
 
@@ -203,6 +219,10 @@ export interface AttestationServerParts extends TestLimits {
   now: () => Date;
   /** The Workflow gate (the world's Tinkerbell objects). */
   workflows: TinkerbellWorkflowGate;
+  /** Renewal with runtime attestation (absent: the renewal endpoints refuse). */
+  renewal?: RenewalSettings;
+  /** The workload cluster whose Nodes quarantine cordons (absent: cordons are dropped). */
+  workload?: Kube;
 }
 
 /** A second attestation server over the world's state, NetBox and CA with other limits (World.serverWith). */
@@ -218,7 +238,7 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
   // what the steps commit for NetBox (and the token clean-ups), delivered by the server's own worker, as server.ts does
   const outbox = new OutboxWorker({
     store,
-    delivery: new NetBoxOutboxDelivery({ nb: parts.netbox, inventory, bootstrapTokens: parts.bootstrapTokens, store }),
+    delivery: new NetBoxOutboxDelivery({ nb: parts.netbox, inventory, bootstrapTokens: parts.bootstrapTokens, store, ...(parts.workload ? { quarantine: new KubeNodeQuarantine(parts.workload) } : {}) }),
     log,
     onDelivery: (kind, outcome) => parts.metrics.outboxDeliveries.inc({ kind, outcome }),
     intervalMs: 200,
@@ -238,6 +258,7 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
       ekRoots: loadCaStore(parts.ekCaDir),
       outbox,
       now,
+      ...(parts.renewal ? { renewal: parts.renewal } : {}),
     },
     parts.talosSite ?? siteConfigFixture(parts.talosVersion),
     parts,
@@ -359,11 +380,14 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
 
   // The CA on a PKCS#11 token; every signature it makes from here on is counted.
   const hsm = await startSoftHsm([{ label: "fleetd-ca", pin: "123456", soPin: "12345678", keys: [{ label: "ca", id: "01", type: "ec-p256" }] }]);
-  const now = () => new Date();
+  let clockOffset = 0;
+  const now = () => new Date(Date.now() + clockOffset);
   const { signer, ca } = await createSoftHsmCa(hsm, { token: "fleetd-ca", key: "ca", commonName: "fleetd lab CA", notBefore: new Date(Date.now() - 3600_000), lifetimeDays: 365 });
   const counted = countingSigner(signer);
 
   const hooks: FaultHooks = {};
+  const quarantines: string[] = [];
+  const alerts: string[] = [];
   const store = new CountingStore(join(dir, "state.db"));
   const bootstrapTokens = new Map<string, string>();
   const attestationClient = fleet.client(fleet.handler.token);
@@ -401,6 +425,15 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     metrics,
     now,
     workflows: new TinkerbellWorkflowGate(objects),
+    renewal: {
+      caBundle: () => certificatesFromPem(ca.pem),
+      profiles: DEFAULT_RUNTIME_PROFILES,
+      selection: (profile) => profileSelection(loadProfile(profile)),
+      onQuarantine: (node) => void quarantines.push(node.name),
+      onAlert: (node) => void alerts.push(node.name),
+    },
+    // the management cluster plays the workload cluster too: quarantine cordons its Nodes
+    workload: kube,
   };
   const { service, app, outbox } = attestationServer(parts);
   const extraOutboxes: OutboxWorker[] = [];
@@ -554,6 +587,36 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     lab: keys,
     caPem: ca.pem,
     siteAuthoritiesDir: site,
+    async reboot(name, profile, options = {}) {
+      const t = tpms.get(name);
+      if (!t) throw new Error(`no machine ${name}`);
+      // An orderly shutdown first: a TPM counts an unorderly reset against its dictionary-attack budget, and
+      // a few of them lock DA-protected keys out (TPM_RC_LOCKOUT).
+      await t.tpm2("shutdown", ["-c"]);
+      execFileSync("swtpm_ioctl", ["--tcp", `127.0.0.1:${t.ctrlPort}`, "-i"], { timeout: 10_000 });
+      await t.tpm2("startup", ["-c"]);
+      const boot = bootScenario(profile, keys, options);
+      const tc = new TpmClient(new TcpTransport(t.host, t.port));
+      try {
+        const expected = new Map<number, Uint8Array>();
+        for (const e of boot.extends()) {
+          await pcrExtend(tc, e.pcr, [...e.digests].map(([hashAlg, digest]) => ({ hashAlg, digest })));
+          const d = e.digests.get(TPM_ALG.SHA256);
+          if (d) expected.set(e.pcr, new Uint8Array(createHash("sha256").update(expected.get(e.pcr) ?? new Uint8Array(32)).update(d).digest()));
+        }
+        // the machine's PCRs now hold exactly this boot (a reset that did not happen would show here, not later)
+        const got = (await pcrRead(tc, [{ hash: TPM_ALG.SHA256, pcrs: [...expected.keys()] }])).values.get(TPM_ALG.SHA256);
+        for (const [pcr, v] of expected) {
+          if (Buffer.compare(Buffer.from(got?.get(pcr) ?? []), Buffer.from(v)) !== 0) throw new Error(`${name}: after the reboot PCR ${pcr} does not hold the ${profile} boot`);
+        }
+      } finally {
+        await tc.close();
+      }
+      return boot.bytes();
+    },
+    advanceClock: (ms) => void (clockOffset += ms),
+    quarantines,
+    alerts,
     async stop() {
       await new Promise<void>((res) => server.close(() => res()));
       for (const o of [outbox, ...extraOutboxes]) await o.stop();

@@ -7,6 +7,7 @@ import { printRows } from "./measure.js";
 import { benchAttestation } from "./attestation.js";
 import { benchEventlog } from "./eventlog.js";
 import { benchNetbox } from "./netbox.js";
+import { benchRenewal } from "./renewal.js";
 import { benchSpire } from "./spire.js";
 import { benchTpm } from "./tpm.js";
 
@@ -15,6 +16,7 @@ const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import
   ["Event log and evidence verification (per core)", benchEventlog],
   ["NetBox webhook to dispatch, real NetBox on loopback", benchNetbox],
   ["Attestation server (per core)", benchAttestation],
+  ["Renewal with runtime attestation, server side (per core)", benchRenewal],
   ["SPIRE's own floor: spire-server v1.13.3, SQLite, admin socket on loopback", benchSpire],
 ];
 

@@ -102,9 +102,17 @@ function attributedFields(d: DeviceRecord, o: NetBoxInventoryOptions): Attribute
  */
 export const LDEVID_FIELDS = ["ldevid_serial", "ldevid_cn", "ldevid_expiry"] as const;
 export const RUNTIME_FIELDS = ["runtime_verdict", "runtime_attested_at", "runtime_passed_at"] as const;
+const DATETIME_FIELDS: ReadonlySet<string> = new Set(["ldevid_expiry", "runtime_attested_at", "runtime_passed_at"]);
 
 function recordedFields(d: DeviceRecord, o: NetBoxInventoryOptions): AttributedField[] {
-  return [...LDEVID_FIELDS, ...RUNTIME_FIELDS].map((name) => ({ path: `custom_fields.${name}`, current: d.cf[name] ?? null, account: o.attestationAccount, code: unattributedCode(name), label: name.replaceAll("_", " ") }));
+  return [...LDEVID_FIELDS, ...RUNTIME_FIELDS].map((name) => ({
+    path: `custom_fields.${name}`,
+    current: d.cf[name] ?? null,
+    account: o.attestationAccount,
+    code: unattributedCode(name),
+    label: name.replaceAll("_", " "),
+    datetime: DATETIME_FIELDS.has(name),
+  }));
 }
 
 const textOf = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);

@@ -125,6 +125,22 @@ export interface AttributedField {
   label: string;
   /** The label is a plural noun ("EK bindings were…"). */
   plural?: boolean;
+  /**
+   * The field is a NetBox datetime: the change log keeps the value as written, the device read as NetBox
+   * formats it, so the two are compared as instants.
+   */
+  datetime?: boolean;
+}
+
+/** Whether change `c` set `f` to the value the device holds (as instants for a datetime field). */
+function setsCurrent(c: ObjectChangeRecord, f: AttributedField): boolean {
+  if (setsValue(c, f.path, f.current)) return true;
+  if (!f.datetime) return false;
+  const written = writtenBy(c, f.path);
+  if (typeof written !== "string" || typeof f.current !== "string") return false;
+  const a = Date.parse(written);
+  const b = Date.parse(f.current);
+  return Number.isFinite(a) && a === b;
 }
 
 /**
@@ -143,7 +159,7 @@ export async function checkAttribution(nb: NetBox, deviceId: number, fields: rea
       out.set(f.path, { ok: false, code: f.code, reason: `no change-log record of the ${f.label} being written (retention expired, or written outside the API): re-run inventory apply` });
       continue;
     }
-    if (!setsValue(c, f.path, f.current)) {
+    if (!setsCurrent(c, f)) {
       out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} ${f.plural ? "differ" : "differs"} from the last recorded change (#${c.id}, ${c.time})` });
     } else if (c.user_name !== f.account) {
       out.set(f.path, { ok: false, code: f.code, reason: `the ${f.label} ${were} last changed by ${c.user_name} at ${c.time} (change #${c.id}), not by the account ${f.account}` });
