@@ -202,6 +202,11 @@ test("renewal when due: the next generation in the devid directory, the seed unt
   assert.deepEqual(snapshot(seedDir), seedBefore, "the seed is untouched");
   assert.equal(status().generation, g + 1);
   assert.ok(r.lines.some((l) => /signalled spire-agent/.test(String(l["msg"]))));
+  const text = r.lines.map((l) => JSON.stringify(l)).join("\n");
+  for (const f of ["ldevid.priv", "lak.priv"]) {
+    const blob = readFileSync(join(devidDir, f));
+    assert.ok(!text.includes(blob.toString("base64")) && !text.includes(blob.toString("hex")), `no ${f} in the logs`);
+  }
 
   // the agent's SIGTERM stops spire-agent; "the kubelet" starts it again on the same files
   await pollValue("spire-agent to exit on the agent's signal", async () => agent?.process.exit, { timeoutMs: 60_000, intervalMs: 200, context: () => agent?.process.tail(20) ?? "" });
