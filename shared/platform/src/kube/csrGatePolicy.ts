@@ -94,6 +94,9 @@ export function gateClusterRole(): k8s.V1ClusterRole {
       { apiGroups: ["certificates.k8s.io"], resources: ["certificatesigningrequests"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["certificates.k8s.io"], resources: ["certificatesigningrequests/approval"], verbs: ["update"] },
       { apiGroups: ["certificates.k8s.io"], resources: ["signers"], resourceNames: [KUBELET_CLIENT_SIGNER], verbs: ["approve"] },
+      // a quarantined worker's cordon (kube/quarantine.ts): read the Node, replace it with fleetd's taint,
+      // spec.unschedulable and label (and take back only those)
+      { apiGroups: [""], resources: ["nodes"], verbs: ["get", "update"] },
     ],
   };
 }

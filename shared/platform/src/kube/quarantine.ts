@@ -9,7 +9,14 @@
  */
 import type * as k8s from "@kubernetes/client-node";
 import { OWNER_VALUE, QUARANTINE_LABEL, QUARANTINE_SET_ANNOTATION, QUARANTINE_TAINT } from "../fleet/ownership.js";
-import { isConflict, isNotFound, type Kube } from "./client.js";
+import { Unavailable } from "../outage/outage.js";
+import { isConflict, isNotFound, kubeStatus, type Kube } from "./client.js";
+
+/** The API server did not answer, or answered 5xx: an outage (the outbox retries soon); anything else stays a failure. */
+function outage(e: unknown, what: string): unknown {
+  const status = kubeStatus(e);
+  return status === undefined || status >= 500 ? new Unavailable("kubernetes-unavailable", `${what}: ${status ?? (e as Error).message}`) : e;
+}
 
 export interface NodeQuarantine {
   /** Cordon the Node `name`; "absent" when the workload cluster has no such Node. */
@@ -49,7 +56,7 @@ export class KubeNodeQuarantine implements NodeQuarantine {
         current = await this.kube.core.readNode({ name });
       } catch (e) {
         if (isNotFound(e)) return "absent";
-        throw e;
+        throw outage(e, `reading Node ${name}`);
       }
       const c = change(structuredClone(current));
       if (!("next" in c)) return c.result;
@@ -58,7 +65,7 @@ export class KubeNodeQuarantine implements NodeQuarantine {
         return c.result;
       } catch (e) {
         if (isNotFound(e)) return "absent";
-        if (!isConflict(e)) throw e;
+        if (!isConflict(e)) throw outage(e, `updating Node ${name}`);
       }
     }
     throw new Error(`Node ${name} kept changing while fleetd tried to update it (10 conflicts)`);

@@ -217,3 +217,34 @@ test("release: the operator's passing attest clears the latch; the next runtime 
   assert.ok(!w.cordoned.has("worker-1"), "uncordoned");
   assert.equal((await w.store.getRuntime(id))?.cordoned, false);
 });
+
+test("bad, oversized and garbage bodies: 400 at every renewal step, nothing recorded (fuzzed)", async () => {
+  const fc = (await import("fast-check")).default;
+  const id = w.deviceId("worker-1");
+  const h = held["worker-1"] as steps.Held;
+  const snapshot = async () => JSON.stringify({ runtime: await w.store.getRuntime(id), issued: (await w.store.listIssued(id)).length, outbox: (await w.store.listOutbox()).length, journal: w.journalOf("worker-1").length });
+  const before = await snapshot();
+  const cert = b64(h.ldevid.certificate);
+  const bodies: [string, unknown][] = [
+    ["/v1/renew/challenge", { ldevidCertificate: "A".repeat(5600), lakCertificate: cert, purpose: "renew" }],
+    ["/v1/renew/challenge", { ldevidCertificate: cert, lakCertificate: cert, purpose: "renew", more: 1 }],
+    ["/v1/renew/challenge", { ldevidCertificate: "%%%", lakCertificate: cert, purpose: "renew" }],
+    ["/v1/renew/challenge", "renew please"],
+    ["/v1/renew/evidence", { sessionId: "x", quote: { message: "AAE=", signature: "AAE=", pcrs: [] }, eventLog: "", signature: "AAE=" }],
+    ["/v1/renew/evidence", { sessionId: "x", quote: { message: "A".repeat(2000), signature: "AAE=", pcrs: [{ bank: "sha256", pcr: 0, value: "00".repeat(32) }] }, eventLog: "", signature: "AAE=" }],
+    ["/v1/renew/confirm", { sessionId: "x", signature: "A".repeat(1500) }],
+    ["/v1/renew/confirm", [1, 2, 3]],
+  ];
+  for (const [path, body] of bodies) {
+    const r = await t.post(path, body);
+    assert.equal(r.status, 400, `${path} ${JSON.stringify(body).slice(0, 60)}: ${JSON.stringify(r.body).slice(0, 200)}`);
+  }
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom("/v1/renew/challenge", "/v1/renew/evidence", "/v1/renew/confirm"), fc.jsonValue(), async (path, body) => {
+      const r = await t.post(path, body);
+      assert.ok([400, 403, 404, 409].includes(r.status), `${path}: ${r.status}`);
+    }),
+    { numRuns: 150 },
+  );
+  assert.equal(await snapshot(), before, "nothing was recorded");
+});
