@@ -5,9 +5,11 @@
  *   fleetd-tink-action write-meta --disk DEV (--code-file FILE | --code HEX) [--init] [--sector-size N]
  *   fleetd-tink-action lldp [--interface IF] [--wait S]               (what attest would claim about the switch port)
  *   fleetd-tink-action clear-tpm                                      (FLEETD_CLEAR_TPM=yes: TPM2_Clear at retirement)
+ *   fleetd-tink-action renew [--once | --seed-only] [flags]           (the node agent on Talos; renewCommand.ts)
  * Exit codes, every subcommand: fleetd's one table (`EXIT`, @fleetd/platform/cmd; `--help` lists it): 0 done;
  * 1 refused (write-meta: the disk is left unchanged); 2 usage, configuration or local input; 3 still pending at
- * the timeout (attest); 4 an unexpected failure; 5 TPM or transport failure.
+ * the timeout (attest); 4 an unexpected failure; 5 TPM or transport failure (renew: the per-mode details are in
+ * renewCommand.ts — running, it retries failures instead of exiting).
  */
 import { type CliCommand, CliUsageError, EXIT, EXIT_CODES_HELP, type ExitCode, exitCodeOf, printError } from "@fleetd/platform/cmd";
 
@@ -23,6 +25,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
   "clear-tpm": {
     summary: "clear the TPM's owner hierarchy (TPM2_Clear, lockout) at retirement, where the site allows it (FLEETD_CLEAR_TPM=yes)",
     load: () => import("./clearTpm.js"),
+  },
+  renew: {
+    summary: "the node agent on Talos: copy the LDevID seed once, attest the running OS at every start, renew the LDevID at two thirds of its lifetime and restart spire-agent",
+    load: () => import("./renewCommand.js"),
   },
   "write-meta": {
     summary: "write the install code into META key 0x0b of a Talos disk (or image), keeping the other keys",

@@ -47,7 +47,8 @@ function securityfsMounted(): boolean {
   }
 }
 
-function readBounded(path: string): Uint8Array {
+/** The event log at `path`, at most MAX_EVENT_LOG bytes (renew reads it from a configured path). */
+export function readEventLogFile(path: string): Uint8Array {
   let fd: number;
   try {
     fd = openSync(path, "r");
@@ -94,5 +95,5 @@ export async function readEventLog(root: string): Promise<EventLog> {
       mounted ? "securityfs is mounted now but has no TPM event log (no TPM driver, or the firmware handed over no TCG2 log: UEFI only)" : "no TPM event log (securityfs not mounted, no TPM, or not UEFI)",
     );
   }
-  return { bytes: readBounded(path), path, mounted };
+  return { bytes: readEventLogFile(path), path, mounted };
 }

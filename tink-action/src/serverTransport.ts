@@ -13,7 +13,7 @@ import { z } from "zod";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import {
   type ChallengeResponse, type ConfirmResponse, type EvidenceResponse, type Refusal, type Tpm12ChallengeResponse,
-  type Tpm12EvidenceResponse, MODES,
+  type Tpm12EvidenceResponse, MODES, RenewChallengeResponse, RenewConfirmResponse, RenewEvidenceResponse,
 } from "@fleetd/platform/protocol";
 
 export type ServerTransportErrorCode = "connect" | "tls" | "timeout" | "bad-response" | "too-large";
@@ -78,6 +78,10 @@ const ANSWERS: Record<string, z.ZodType<unknown>> = {
   "/v1/attest/confirm": ConfirmAnswer,
   "/v1/attest/tpm12/challenge": Challenge12,
   "/v1/attest/tpm12/evidence": Evidence12Answer,
+  // renewal with runtime attestation (`renew`): the server's own answer schemas (strings only, no transforms)
+  "/v1/renew/challenge": RenewChallengeResponse,
+  "/v1/renew/evidence": RenewEvidenceResponse,
+  "/v1/renew/confirm": RenewConfirmResponse,
 };
 
 export interface TransportOptions {

@@ -87,6 +87,13 @@ export interface WorldOptions {
   /** The site's Talos settings (default: siteConfigFixture, which renders workers only). */
   talosSite?: TalosSiteConfig;
   /**
+   * Lifetime of the LDevID/LAK certificates the CA issues (default 30 days). The node agent's real-platform test
+   * uses minutes, so that renewal comes due while every certificate stays valid by the real clock (which the real
+   * spire-server and spire-agent check); moving the server's clock by days would issue certificates that start in
+   * the future for them.
+   */
+  ldevidLifetimeDays?: number;
+  /**
    * The site's Secure Boot authorities (the policy's `site:` sets) the server judges boots by. Default: the test
    * keys the simulated boots are signed with; lab machines with real firmware bring the lab kit's (tests/src/vm/kit.ts).
    */
@@ -408,7 +415,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         await fire(hooks, "afterIssue");
         return r;
       },
-    }))(bundleInMemoryIssuer({ signer: counted.signer, caPem: ca.pem, now })),
+    }))(bundleInMemoryIssuer({ signer: counted.signer, caPem: ca.pem, now, ...(opts.ldevidLifetimeDays ? { lifetimeDays: opts.ldevidLifetimeDays } : {}) })),
     // without a workload cluster (the default) the token Secrets are recorded, not created
     bootstrapTokens: ((t: BootstrapTokens): BootstrapTokens => ({
       async create(node, token, expiresAt) {

@@ -21,6 +21,11 @@ export const SEED_FILES = {
   ldevidPrivate: "ldevid.priv.b64",
   lakPublic: "lak.pub.b64",
   lakPrivate: "lak.priv.b64",
+  /**
+   * The LAK certificate (PEM). The node agent (`tink-action renew`) presents it with the LDevID at every runtime
+   * attestation. Optional in the input while the renderer's callers are updated; the agent refuses a seed without it.
+   */
+  lakCertPem: "lak-cert.pem.b64",
 } as const;
 
 const b64 = (b: Uint8Array | string) => Buffer.from(b).toString("base64");
@@ -52,8 +57,11 @@ export function checkInputs(siteInput: unknown, nodeInput: unknown, token?: Boot
 
 /** The machine config as a worker gets it; a plain object in Talos's key order. */
 export function baseConfig({ site, node, net, token }: CheckedInputs) {
-  const files = (Object.keys(SEED_FILES) as (keyof typeof SEED_FILES)[]).map((k) => ({
-    content: b64(node.seed[k]),
+  const files = (Object.keys(SEED_FILES) as (keyof typeof SEED_FILES)[]).flatMap((k) => {
+    const value = node.seed[k];
+    return value === undefined ? [] : [{ k, value }];
+  }).map(({ k, value }) => ({
+    content: b64(value),
     permissions: 0o600,
     path: `${SEED_DIR}/${SEED_FILES[k]}`,
     op: "create",

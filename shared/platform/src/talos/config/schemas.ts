@@ -158,6 +158,8 @@ export const NodeInput = z
         ldevidPrivate: blob,
         lakPublic: blob,
         lakPrivate: blob,
+        /** The LAK certificate (PEM), which the node agent presents at runtime attestation (SEED_FILES.lakCertPem). */
+        lakCertPem: certChainPem.optional(),
       })
       .strict(),
   })
