@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { loadKube, LeaderElector, runWhileLeader } from "@fleetd/platform/kube";
 import { cachedProbe, drainServers, healthHandlers, readinessOf, serviceLogger, type Readiness } from "@fleetd/platform/service";
-import { configMapDocument, type DocumentStore, fileDocument, SpireServerClient } from "@fleetd/platform/spire";
+import { configMapDocument, type DocumentStore, fileDocument, SpireServerClient, type SpireServerClientOptions } from "@fleetd/platform/spire";
 import type { DocumentLocation, SpirePluginConfig } from "./config.js";
 import { createSyncMetrics, EntrySync, type PassResult, type SyncMetrics } from "./sync.js";
 
@@ -33,10 +33,12 @@ export interface SpirePluginOptions {
   list?: DocumentStore;
   status?: DocumentStore;
   elector?: LeaderElector;
+  /** Called once per SPIRE RPC (tests count write RPCs with it). */
+  onRpc?: SpireServerClientOptions["onRpc"];
 }
 
 function makeSync(cfg: SpirePluginConfig, o: SpirePluginOptions, log: Logger, metrics: SyncMetrics): { sync: EntrySync; client: SpireServerClient } {
-  const client = new SpireServerClient({ socketPath: cfg.socketPath, timeoutMs: cfg.rpcTimeoutMs });
+  const client = new SpireServerClient({ socketPath: cfg.socketPath, timeoutMs: cfg.rpcTimeoutMs, ...(o.onRpc ? { onRpc: o.onRpc } : {}) });
   const sync = new EntrySync({
     client,
     trustDomain: cfg.trustDomain,
