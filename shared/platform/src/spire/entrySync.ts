@@ -72,6 +72,11 @@ export function sameEntry(current: Entry, declared: NodeEntrySpec): boolean {
   );
 }
 
+/** What the entry backend calls (a SpireServerClient; tests pass a fake). */
+export type EntryApi = Pick<SpireServerClient, "listEntriesPage" | "batchCreateEntry" | "batchUpdateEntry" | "batchDeleteEntry">;
+/** What the bans call. */
+export type AgentApi = Pick<SpireServerClient, "listAgents" | "banAgent">;
+
 export interface NodeEntryBackendOptions {
   trustDomain: string;
   /** ListEntries page size (default 500). */
@@ -87,7 +92,7 @@ const ALREADY_EXISTS = 6;
 const NOT_FOUND = 5;
 
 /** The engine backend for fleetd's SPIRE node entries. */
-export function nodeEntryBackend(client: SpireServerClient, o: NodeEntryBackendOptions): ReconcileBackend<Entry, NodeEntrySpec> {
+export function nodeEntryBackend(client: EntryApi, o: NodeEntryBackendOptions): ReconcileBackend<Entry, NodeEntrySpec> {
   const parent = serverId(o.trustDomain);
   const pageSize = o.pageSize ?? 500;
   return {
@@ -158,7 +163,7 @@ const hasAll = (agent: readonly Selector[], want: readonly Selector[]): boolean 
 };
 
 /** Bans every agent (tpm_devid, not banned yet) whose selectors include all of `ban.selectors`. */
-export async function banAgentsOf(client: SpireServerClient, ban: PendingBan): Promise<string[]> {
+export async function banAgentsOf(client: AgentApi, ban: PendingBan): Promise<string[]> {
   const agents = await client.listAgents({ byAttestationType: "tpm_devid", byBanned: false, bySelectors: { selectors: ban.selectors, match: "MATCH_SUPERSET" } });
   const banned: string[] = [];
   for (const a of agents) {
@@ -187,7 +192,7 @@ export interface SyncResult {
  * One reconcile of SPIRE's node entries to `list` (no bans: see `EntrySync` for the loop that bans and retries).
  * Throws before any write when the listing fails; write failures are per-item outcomes in the report.
  */
-export async function syncNodeEntries(client: SpireServerClient, list: NodeList, o: SyncOptions = {}): Promise<SyncResult> {
+export async function syncNodeEntries(client: EntryApi, list: NodeList, o: SyncOptions = {}): Promise<SyncResult> {
   const deleted: Entry[] = [];
   const backend = nodeEntryBackend(client, {
     trustDomain: list.trustDomain,
