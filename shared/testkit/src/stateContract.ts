@@ -310,6 +310,41 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
     }
   });
 
+  test(`${name}: runtime verdicts and the quarantine latch change only with a commit; a lost claim changes nothing; issued records are found by serial`, async () => {
+    const s = await open();
+    try {
+      const node = { deviceId: 8, name: "node-r" };
+      assert.equal(await s.getRuntime(8), undefined);
+      const cert = { serial: "bb02", node, kind: "ldevid" as const, generation: 2, notAfter: 9e12, issuedAt: 1100, der: "30", keyPublic: "00" };
+      await s.recordIssued(cert);
+      assert.deepEqual(await s.issuedBySerial("bb02"), cert);
+      assert.equal(await s.issuedBySerial("bb03"), undefined);
+      // a failed verdict of a worker: latched and cordoned, in the step's commit
+      await s.createSession(session("r1", { node }));
+      assert.ok((await s.claimSession("r1", "challenged", "A", 1100, 60_000)).ok);
+      assert.ok((await s.claimSession("r1", "challenged", "B", 1200, 50)).ok);
+      const fail = { node, verdict: { verdict: "fail" as const, at: 1201 }, quarantine: { latch: { at: 1201, why: "policy.authority" } }, cordoned: true };
+      assert.equal(await s.commit({ session: { id: "r1", claimer: "A", to: "evidenced", data: {} }, runtime: fail }, 1201), false);
+      assert.equal(await s.getRuntime(8), undefined, "a lost claim's commit changes no verdict");
+      assert.equal(await s.commit({ session: { id: "r1", claimer: "B", to: "evidenced", data: {} }, runtime: fail }, 1201), true);
+      assert.deepEqual(await s.getRuntime(8), { node, verdict: { verdict: "fail", at: 1201 }, lastPassAt: null, quarantine: { at: 1201, why: "policy.authority" }, cordoned: true });
+      // a later latch keeps the first; a pass does not release it
+      await s.commit({ runtime: { node, verdict: { verdict: "pass", at: 1300 }, quarantine: { latch: { at: 1300, why: "other" } } } }, 1300);
+      const held = await s.getRuntime(8);
+      assert.deepEqual(held?.quarantine, { at: 1201, why: "policy.authority" });
+      assert.equal(held?.lastPassAt, 1300);
+      assert.equal(held?.verdict?.verdict, "pass");
+      // only a release clears it; the cordon stays until it is lifted
+      await s.commit({ runtime: { node, quarantine: "release" } }, 1400);
+      assert.deepEqual({ q: (await s.getRuntime(8))?.quarantine, c: (await s.getRuntime(8))?.cordoned }, { q: null, c: true });
+      await s.commit({ runtime: { node, verdict: { verdict: "pass", at: 1500 }, cordoned: false } }, 1500);
+      assert.deepEqual(await s.getRuntime(8), { node, verdict: { verdict: "pass", at: 1500 }, lastPassAt: 1500, quarantine: null, cordoned: false });
+      assert.equal(await s.getRuntime(7), undefined, "per device");
+    } finally {
+      await s.close();
+    }
+  });
+
   test(`${name}: a delivered install code is deleted with its outbox items at once; another claimer's commit changes nothing`, async () => {
     const s = await open();
     try {

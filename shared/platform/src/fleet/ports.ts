@@ -35,7 +35,8 @@ export interface AttestationFacts {
   uuid?: string;
   /** The first pass of a node with no recorded UUID: record this one (`attested_uuid`); it is required afterwards. */
   recordUuid?: string;
-  ldevid?: { serial: string; notAfter: Date };
+  /** The LDevID issued with this pass (written as ldevid_serial, ldevid_cn, ldevid_expiry): `cn` is `<node>.g<generation>`. */
+  ldevid?: { serial: string; cn: string; notAfter: Date };
 }
 
 export interface JournalEntry {

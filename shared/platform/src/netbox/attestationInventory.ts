@@ -96,12 +96,56 @@ function attributedFields(d: DeviceRecord, o: NetBoxInventoryOptions): Attribute
 }
 
 /**
+ * The fields the attestation account records about the current LDevID and the runtime verdict. Read into a Node
+ * only when the change log attributes each to that account (`recordedFields`); one that is not attributed (a
+ * user's edit) is left out — it is not a refusal of the node's own attestation, but nobody may rely on it.
+ */
+export const LDEVID_FIELDS = ["ldevid_serial", "ldevid_cn", "ldevid_expiry"] as const;
+export const RUNTIME_FIELDS = ["runtime_verdict", "runtime_attested_at", "runtime_passed_at"] as const;
+
+function recordedFields(d: DeviceRecord, o: NetBoxInventoryOptions): AttributedField[] {
+  return [...LDEVID_FIELDS, ...RUNTIME_FIELDS].map((name) => ({ path: `custom_fields.${name}`, current: d.cf[name] ?? null, account: o.attestationAccount, code: unattributedCode(name), label: name.replaceAll("_", " ") }));
+}
+
+const textOf = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+const dateOf = (v: unknown): Date | undefined => {
+  const s = textOf(v);
+  if (s === undefined) return undefined;
+  const t = new Date(s);
+  return Number.isNaN(t.getTime()) ? undefined : t;
+};
+
+/** `Node.ldevid` and `Node.runtime` from the fields the attestation account wrote (`attributed`: custom field names). */
+function recordedOf(d: DeviceRecord, attributed: ReadonlySet<string>): Pick<Node, "ldevid" | "runtime"> {
+  const trusted = (name: string) => (attributed.has(name) ? d.cf[name] : undefined);
+  const out: Pick<Node, "ldevid" | "runtime"> = {};
+  const serial = textOf(trusted("ldevid_serial"));
+  const cn = textOf(trusted("ldevid_cn"));
+  const notAfter = dateOf(trusted("ldevid_expiry"));
+  if (serial !== undefined && cn !== undefined && notAfter !== undefined) out.ldevid = { serial, cn, notAfter };
+  const verdict = trusted("runtime_verdict");
+  const at = dateOf(trusted("runtime_attested_at"));
+  const lastPassAt = dateOf(trusted("runtime_passed_at"));
+  if ((verdict === "pass" || verdict === "fail") && at !== undefined) out.runtime = { verdict, at, ...(lastPassAt ? { lastPassAt } : {}) };
+  return out;
+}
+
+/**
  * The one conversion of a NetBox device into a `Node` (the device was judged by zod `DeviceRecord` when read).
  * `facts` are what other NetBox objects say: the cabled interface's switch port and the change log's attribution.
  * Lenient where NetBox is: a missing class is "", an unknown TPM family 2.0, malformed EK entries and BMC are dropped
  * (the gates refuse what they need and do not find).
  */
-export function nodeFromDevice(d: DeviceRecord, facts: { switchPort?: { device: string; port: string }; unattributed: Unattributed[] }, roleSlugs: NetBoxInventoryOptions["roleSlugs"]): Node {
+export function nodeFromDevice(
+  d: DeviceRecord,
+  facts: {
+    switchPort?: { device: string; port: string };
+    unattributed: Unattributed[];
+    /** Custom fields of LDEVID_FIELDS and RUNTIME_FIELDS the change log attributes to the attestation account (default: none). */
+    attributed?: ReadonlySet<string>;
+  },
+  roleSlugs: NetBoxInventoryOptions["roleSlugs"],
+): Node {
   const tpm = d.cf["tpm_version"];
   const address = (d.primary_ip4 as { address?: string } | null | undefined)?.address;
   const uuid = d.cf[UUID_FIELD];
@@ -125,6 +169,7 @@ export function nodeFromDevice(d: DeviceRecord, facts: { switchPort?: { device: 
     ...(typeof d.cf["network_gateway"] === "string" ? { gateway: d.cf["network_gateway"] as string } : {}),
     ...(typeof d.cf["install_disk"] === "string" ? { installDisk: d.cf["install_disk"] as string } : {}),
     ...bmcOf(d),
+    ...recordedOf(d, facts.attributed ?? new Set()),
   };
 }
 
@@ -197,7 +242,9 @@ export class NetBoxInventory implements Inventory, Journal {
     const cabled = (await this.interfaces(d.id)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
     const peer = cabled?.link_peers?.[0];
     const fields = attributedFields(d, this.o);
-    const attribution = await checkAttribution(this.nb, d.id, fields);
+    const recorded = recordedFields(d, this.o);
+    const attribution = await checkAttribution(this.nb, d.id, [...fields, ...recorded]);
+    const attributed = new Set(recorded.filter((f) => attribution.get(f.path)?.ok).map((f) => f.path.slice("custom_fields.".length)));
     const unattributed: Unattributed[] = [];
     for (const f of fields) {
       const a = attribution.get(f.path);
@@ -206,7 +253,7 @@ export class NetBoxInventory implements Inventory, Journal {
       if (!neverWritten) unattributed.push({ field: f.path, code: f.code, reason: a ? a.reason : `${f.label} not checked` });
     }
     const switchPort = peer?.device?.name && peer.name ? { device: peer.device.name, port: peer.name } : undefined;
-    return nodeFromDevice(d, { unattributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
+    return nodeFromDevice(d, { unattributed, attributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
   }
 
   private async idOf(name: string): Promise<number | undefined> {
@@ -226,6 +273,7 @@ export class NetBoxInventory implements Inventory, Journal {
     if (bootMac) cf[BOOT_MAC_FIELD] = bootMac;
     if (f.ldevid) {
       cf["ldevid_serial"] = f.ldevid.serial;
+      if (f.ldevid.cn !== "") cf["ldevid_cn"] = f.ldevid.cn;
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
     await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);

@@ -32,7 +32,8 @@ export const Effect = z.discriminatedUnion("kind", [
       serial: z.string().optional(),
       uuid: z.string().optional(),
       recordUuid: z.string().optional(),
-      ldevid: z.object({ serial: z.string(), notAfter: z.string() }).optional(),
+      // cn is absent in items queued before it was recorded (nothing is then written to ldevid_cn)
+      ldevid: z.object({ serial: z.string(), cn: z.string().optional(), notAfter: z.string() }).optional(),
     }),
   }),
   /** A lifecycle status; `failed` only from planned, staged or active (an operator's own status is kept). */
@@ -47,11 +48,11 @@ export type Effect = z.infer<typeof Effect>;
 /** The facts as the outbox stores them (dates as ISO strings) and back. */
 export function factsToWire(f: AttestationFacts): Extract<Effect, { kind: "netbox.attestation" }>["facts"] {
   const { at, ldevid, ...rest } = f;
-  return { ...rest, at: at.toISOString(), ...(ldevid ? { ldevid: { serial: ldevid.serial, notAfter: ldevid.notAfter.toISOString() } } : {}) };
+  return { ...rest, at: at.toISOString(), ...(ldevid ? { ldevid: { serial: ldevid.serial, cn: ldevid.cn, notAfter: ldevid.notAfter.toISOString() } } : {}) };
 }
 export function factsFromWire(f: Extract<Effect, { kind: "netbox.attestation" }>["facts"]): AttestationFacts {
   const { at, ldevid, ...rest } = f;
-  return { ...rest, at: new Date(at), ...(ldevid ? { ldevid: { serial: ldevid.serial, notAfter: new Date(ldevid.notAfter) } } : {}) };
+  return { ...rest, at: new Date(at), ...(ldevid ? { ldevid: { serial: ldevid.serial, cn: ldevid.cn ?? "", notAfter: new Date(ldevid.notAfter) } } : {}) };
 }
 
 /**

@@ -44,3 +44,25 @@ export function confirmMessage(sessionId: string, ldevidCertDer: Uint8Array, lak
 export function confirmDigest(sessionId: string, ldevidCertDer: Uint8Array, lakCertDer: Uint8Array): Uint8Array {
   return sha256(confirmMessage(sessionId, ldevidCertDer, lakCertDer));
 }
+
+/*
+ * Renewal with runtime attestation (talos-config-server/README.md "Renewal"):
+ *   renew quote extraData = SHA-256("fleetd/renew/quote/v1"      ‖ nonce ‖ sessionId)
+ *   possession digest     = SHA-256("fleetd/renew/possession/v1" ‖ nonce ‖ sessionId ‖ SHA-256(quote.message))
+ *   renew confirm digest  = SHA-256("fleetd/renew/confirm/v1"    ‖ sessionId ‖ SHA-256(new LDevID DER) ‖ SHA-256(new LAK DER))
+ * The possession and confirm signatures are TPM2_Sign by the LDevID over the digest: plain SHA-256 signatures over
+ * the preimages below, verified as such.
+ */
+export function renewQuoteExtraData(nonce: Uint8Array, sessionId: string): Uint8Array {
+  return sha256("fleetd/renew/quote/v1", nonce, sessionId);
+}
+
+/** The possession digest's preimage (signed by the current LDevID). */
+export function renewPossessionMessage(nonce: Uint8Array, sessionId: string, quoteMessage: Uint8Array): Uint8Array {
+  return new Uint8Array(Buffer.concat([Buffer.from("fleetd/renew/possession/v1"), nonce, Buffer.from(sessionId), sha256(quoteMessage)]));
+}
+
+/** The renewal confirm digest's preimage (signed by the LDevID key, which the new certificate certifies again). */
+export function renewConfirmMessage(sessionId: string, ldevidCertDer: Uint8Array, lakCertDer: Uint8Array): Uint8Array {
+  return new Uint8Array(Buffer.concat([Buffer.from("fleetd/renew/confirm/v1"), Buffer.from(sessionId), sha256(ldevidCertDer), sha256(lakCertDer)]));
+}

@@ -292,6 +292,85 @@ export const Tpm12EvidenceResponse = PassNone;
 export type Tpm12EvidenceResponse = z.infer<typeof Tpm12EvidenceResponse>;
 
 /**
+ * Renewal with runtime attestation (talos-config-server/README.md "Renewal"). The node proves possession of its
+ * current LDevID by signing a server challenge with it (TPM2_Sign), quotes with its LAK over the PCRs its class
+ * profile needs, and — for `purpose: renew`, when renewal is due — gets the next generation's certificates for
+ * the same TPM keys, which become current only at the confirm.
+ */
+export const RENEW_PURPOSES = ["attest", "renew"] as const;
+export type RenewPurpose = (typeof RENEW_PURPOSES)[number];
+
+export const RenewChallengeRequest = z
+  .object({
+    ldevidCertificate: b64(4096, "ldevidCertificate").meta({ description: "The node's current LDevID certificate, DER (base64, at most 4 KiB)." }),
+    lakCertificate: b64(4096, "lakCertificate").meta({ description: "The node's current LAK certificate (the same generation), DER (base64, at most 4 KiB)." }),
+    purpose: z.enum(RENEW_PURPOSES).meta({ description: "`attest`: a runtime verdict only; `renew`: the verdict, and the next generation's certificates when renewal is due." }),
+  })
+  .strict();
+export type RenewChallengeRequest = z.infer<typeof RenewChallengeRequest>;
+
+/** The PCRs of one bank the node must quote. */
+export const PcrBankSelection = z.strictObject({
+  bank: z.enum(["sha1", "sha256", "sha384", "sha512"]),
+  pcrs: z.array(z.number().int().min(0).max(23)).min(1).max(24),
+});
+export type PcrBankSelection = z.infer<typeof PcrBankSelection>;
+
+export const RenewChallengeResponse = z.strictObject({
+  sessionId: SessionIdOut,
+  nonce: NonceOut,
+  expiresAt: ExpiresAt,
+  pcrSelection: z
+    .array(PcrBankSelection)
+    .min(1)
+    .max(4)
+    .meta({ description: "The PCRs the node's class profile needs, per bank: quote exactly these." }),
+});
+export type RenewChallengeResponse = z.infer<typeof RenewChallengeResponse>;
+
+export const RenewEvidence = z
+  .object({
+    sessionId: z.string().min(1).max(128),
+    quote: z
+      .object({
+        message: b64(1024, "quote.message").meta({ description: "TPMS_ATTEST of TPM2_Quote by the LAK (base64, at most 1 KiB)." }),
+        signature: b64(1024, "quote.signature").meta({ description: "TPMT_SIGNATURE of the quote (base64, at most 1 KiB)." }),
+        pcrs: z.array(PcrValue).min(1).max(4 * 24).meta({ description: "One value per quoted (bank, PCR), each exactly its bank's digest size in lowercase hex." }),
+      })
+      .strict(),
+    eventLog: b64(1024 * 1024, "eventLog").meta({ description: "The TCG event log of the running OS's boot (binary_bios_measurements), base64 of at most 1 MiB." }),
+    signature: b64(1024, "signature").meta({
+      description: 'TPMT_SIGNATURE by the current LDevID over SHA-256("fleetd/renew/possession/v1" ‖ nonce ‖ sessionId ‖ SHA-256(quote.message)) (base64, at most 1 KiB).',
+    }),
+  })
+  .strict();
+export type RenewEvidence = z.infer<typeof RenewEvidence>;
+
+/**
+ * A passing runtime verdict: `issued: none` (purpose attest, or renewal not due), or `issued: new` with the next
+ * generation's certificates for the same keys (confirm them with /v1/renew/confirm).
+ */
+export const RenewEvidenceResponse = z.discriminatedUnion("issued", [EvidenceIssued, PassNone]).meta({
+  description:
+    "A passing runtime verdict. `issued: new` carries the next generation's LDevID and LAK certificates for the same TPM keys (they become current at the confirm); `issued: none` carries nothing and has no confirm.",
+});
+export type RenewEvidenceResponse = z.infer<typeof RenewEvidenceResponse>;
+
+export const RenewConfirm = z
+  .object({
+    sessionId: z.string().min(1).max(128),
+    signature: b64(1024, "signature").meta({
+      description: 'TPMT_SIGNATURE by the LDevID over SHA-256("fleetd/renew/confirm/v1" ‖ sessionId ‖ SHA-256(new LDevID DER) ‖ SHA-256(new LAK DER)) (base64, at most 1 KiB).',
+    }),
+  })
+  .strict();
+export type RenewConfirm = z.infer<typeof RenewConfirm>;
+
+/** The renewal confirm's answer: nothing (the new generation is current). */
+export const RenewConfirmResponse = z.strictObject({});
+export type RenewConfirmResponse = z.infer<typeof RenewConfirmResponse>;
+
+/**
  * One failed check and the evidence it concerns (the same reasons NetBox's journal shows): the wire form of
  * @fleetd/verify's Reason, without `internal` (which never leaves the server). OpenAPI component `Reason`.
  */

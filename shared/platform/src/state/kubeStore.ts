@@ -23,13 +23,13 @@
 import { z } from "zod";
 import type { Kube } from "../kube/client.js";
 import { CLAIMABLE_FIELDS, KubeStoreError, objectName, SecretRecords, type Found } from "./kubeRecords.js";
-import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
+import { applyRuntimeUpdate, type AttestationStore, type InstallCodeRecord, type IssuedRecord, type LimitCharge, type NodeRef, type OutboxEntry, type OutboxItem, type PendingEk, type RuntimeRecord, type SessionClaim, type SessionRecord, type SessionState, type StepRecord } from "./store.js";
 
 const NODE_LABEL = "fleetd.io/node";
 const TOKEN_LABEL = "fleetd.io/bootstrap-token";
 const SECRET_TYPE = "fleetd.io/attestation-state";
 
-type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token" | "limit" | "once" | "outbox";
+type Kind = "session" | "ak-name" | "pending-ek" | "install-code" | "issued" | "generation" | "bootstrap-token" | "limit" | "once" | "outbox" | "runtime";
 /** On a session or install code whose commit is written but not yet applied to its parts (recover() finds them). */
 const APPLYING_LABEL = "fleetd.io/applying";
 
@@ -104,8 +104,23 @@ const Token = z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() }
 const Limit = z.object({ key: z.string().optional(), windowStart: z.number(), count: z.number().int() });
 const Once = z.object({ expiresAt: z.number() });
 
+const Runtime = z.object({
+  node: Ref,
+  verdict: z.object({ verdict: z.enum(["pass", "fail"]), at: z.number() }).optional(),
+  lastPassAt: z.number().nullable(),
+  quarantine: z.object({ at: z.number(), why: z.string() }).nullable(),
+  cordoned: z.boolean(),
+});
+const RuntimeUpdateRecord = z.object({
+  node: Ref,
+  verdict: z.object({ verdict: z.enum(["pass", "fail"]), at: z.number() }).optional(),
+  quarantine: z.union([z.object({ latch: z.object({ at: z.number(), why: z.string() }) }), z.literal("release")]).optional(),
+  cordoned: z.boolean().optional(),
+});
+
 /** What a commit (or an install code's finish) releases besides its anchor, applied idempotently after it. */
 const Parts = z.object({
+  runtime: RuntimeUpdateRecord.optional(),
   issued: z.array(Issued).optional(),
   installCode: Code.omit({ claimedBy: true, claimedAt: true, finishedAt: true }).optional(),
   bootstrapToken: z.object({ node: Ref, tokenId: z.string(), expiresAt: z.number() }).optional(),
@@ -252,6 +267,7 @@ export class KubeAttestationStore implements AttestationStore {
   private parts(step: StepRecord, now: number): Parts {
     return {
       ...(step.issued?.length ? { issued: step.issued } : {}),
+      ...(step.runtime ? { runtime: step.runtime } : {}),
       ...(step.installCode ? { installCode: step.installCode } : {}),
       ...(step.bootstrapToken ? { bootstrapToken: step.bootstrapToken } : {}),
       ...(step.outbox?.length ? { outbox: step.outbox.map((i, n) => this.outboxRecord(i, now, n)) } : {}),
@@ -303,6 +319,17 @@ export class KubeAttestationStore implements AttestationStore {
         const cur = await this.read("issued", c.serial, Issued);
         if (!cur) return (await this.create("issued", c.serial, c, labels)) ? { done: undefined } : "retry";
         return (await this.replace("issued", c.serial, c, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
+      });
+    }
+    const u = p.runtime;
+    if (u) {
+      const key = nodeKey(u.node.deviceId);
+      const labels = { [NODE_LABEL]: nodeLabel(u.node.deviceId) };
+      await this.casLoop(`runtime of device ${u.node.deviceId}`, async () => {
+        const cur = await this.read("runtime", key, Runtime);
+        const next = applyRuntimeUpdate(cur?.record, u);
+        if (!cur) return (await this.create("runtime", key, next, labels)) ? { done: undefined } : "retry";
+        return (await this.replace("runtime", key, next, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
       });
     }
     if (p.installCode) await this.putInstallCode(p.installCode);
@@ -457,6 +484,12 @@ export class KubeAttestationStore implements AttestationStore {
         return (await this.replace("issued", serial, { ...cur.record, voided: { at, why } }, cur.resourceVersion, labels)) ? { done: undefined } : "retry";
       });
     }
+  }
+  async issuedBySerial(serial: string): Promise<IssuedRecord | undefined> {
+    return (await this.read("issued", serial, Issued))?.record;
+  }
+  async getRuntime(deviceId: number): Promise<RuntimeRecord | undefined> {
+    return (await this.read("runtime", nodeKey(deviceId), Runtime))?.record;
   }
   async listIssued(deviceId: number): Promise<IssuedRecord[]> {
     return (await this.list("issued", Issued, { [NODE_LABEL]: nodeLabel(deviceId) }))

@@ -9,12 +9,13 @@
  */
 import type Database from "better-sqlite3";
 import { openStateDb, StateFileError } from "./sqliteFile.js";
-import type { AttestationStore, InstallCodeRecord, IssuedRecord, LimitCharge, NodeRef, OutboxEntry, OutboxItem, PendingEk, SessionClaim, SessionRecord, SessionState, StepRecord } from "./store.js";
+import { applyRuntimeUpdate, type AttestationStore, type InstallCodeRecord, type IssuedRecord, type LimitCharge, type NodeRef, type OutboxEntry, type OutboxItem, type PendingEk, type RuntimeRecord, type RuntimeUpdate, type SessionClaim, type SessionRecord, type SessionState, type StepRecord } from "./store.js";
 
 /**
  * The schema this code writes (PRAGMA user_version). Version 1 keyed nodes by name; it is refused, not migrated.
  * Version 3 added `issued.voided_at`/`voided_why`; version 4 session claims and the outbox (older files are
- * migrated in place).
+ * migrated in place). The `runtime` table (runtime verdicts, quarantine latches) is new in version 4 files too:
+ * CREATE TABLE IF NOT EXISTS adds it at open.
  */
 const SCHEMA_VERSION = 4;
 
@@ -43,6 +44,7 @@ CREATE TABLE IF NOT EXISTS outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TE
   effect TEXT NOT NULL, not_before INTEGER NOT NULL, created_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
   last_error TEXT, claimed_by TEXT, claimed_at INTEGER);
 CREATE INDEX IF NOT EXISTS outbox_device ON outbox (device_id, seq);
+CREATE TABLE IF NOT EXISTS runtime (device_id INTEGER PRIMARY KEY, record TEXT NOT NULL);
 `;
 
 /** In-place migrations from older schema versions (each leaves the file at the next version). */
@@ -253,6 +255,7 @@ export class SqliteAttestationStore implements AttestationStore {
         scrubbed = true;
       }
       for (const c of step.issued ?? []) this.upsertIssued(c);
+      if (step.runtime) this.updateRuntime(step.runtime);
       if (step.installCode) {
         const r = step.installCode;
         this.db.prepare(`UPDATE install_codes SET config = '' WHERE device_id = ?`).run(r.node.deviceId);
@@ -404,6 +407,20 @@ export class SqliteAttestationStore implements AttestationStore {
   }
   async listIssued(deviceId: number): Promise<IssuedRecord[]> {
     return (this.db.prepare(`SELECT * FROM issued WHERE device_id = ? ORDER BY issued_at, generation`).all(deviceId) as IssuedRow[]).map(toIssued);
+  }
+  async issuedBySerial(serial: string): Promise<IssuedRecord | undefined> {
+    const r = this.db.prepare(`SELECT * FROM issued WHERE serial = ?`).get(serial) as IssuedRow | undefined;
+    return r ? toIssued(r) : undefined;
+  }
+  async getRuntime(deviceId: number): Promise<RuntimeRecord | undefined> {
+    const r = this.db.prepare(`SELECT record FROM runtime WHERE device_id = ?`).get(deviceId) as { record: string } | undefined;
+    return r ? (JSON.parse(r.record) as RuntimeRecord) : undefined;
+  }
+  /** Inside commit's transaction: read, apply, write. */
+  private updateRuntime(u: RuntimeUpdate): void {
+    const r = this.db.prepare(`SELECT record FROM runtime WHERE device_id = ?`).get(u.node.deviceId) as { record: string } | undefined;
+    const next = applyRuntimeUpdate(r ? (JSON.parse(r.record) as RuntimeRecord) : undefined, u);
+    this.db.prepare(`INSERT INTO runtime (device_id, record) VALUES (?, ?) ON CONFLICT(device_id) DO UPDATE SET record = excluded.record`).run(u.node.deviceId, JSON.stringify(next));
   }
   async voidIssued(serials: string[], at: number, why: string): Promise<void> {
     const mark = this.db.prepare(`UPDATE issued SET voided_at = ?, voided_why = ? WHERE serial = ? AND voided_at IS NULL`);

@@ -93,6 +93,47 @@ export interface StepRecord {
   outbox?: OutboxItem[];
   /** Outbox keys this step makes unnecessary (a compensation queued before an effect outside the store). */
   cancel?: string[];
+  /** The node's runtime verdict, quarantine latch and cordon (RuntimeUpdate), changed with the step. */
+  runtime?: RuntimeUpdate;
+}
+
+/**
+ * A node's runtime attestation as fleetd decided it (talos-config-server/README.md "Quarantine"). The
+ * authoritative record of the quarantine latch: NetBox shows the verdict, but NetBox users can edit it.
+ */
+export interface RuntimeRecord {
+  node: NodeRef;
+  /** The latest runtime verdict and its time (ms); absent until the first one. */
+  verdict?: { verdict: "pass" | "fail"; at: number };
+  lastPassAt: number | null;
+  /** The latch: set when an authenticated runtime quote of a worker missed its profile; cleared only by an operator's passing attest. */
+  quarantine: { at: number; why: string } | null;
+  /** fleetd cordoned the Node (taint + unschedulable) and has not lifted it yet (lifted at the next runtime pass). */
+  cordoned: boolean;
+}
+
+/** A change of a node's RuntimeRecord (applied atomically with its step; applying it twice is applying it once). */
+export interface RuntimeUpdate {
+  node: NodeRef;
+  /** A runtime verdict at `at` (a pass also sets lastPassAt). */
+  verdict?: { verdict: "pass" | "fail"; at: number };
+  /** `latch` quarantines (an existing latch is kept as it was); `release` clears the latch. */
+  quarantine?: { latch: { at: number; why: string } } | "release";
+  cordoned?: boolean;
+}
+
+/** The record after `u` (every backend applies updates with this one function). */
+export function applyRuntimeUpdate(cur: RuntimeRecord | undefined, u: RuntimeUpdate): RuntimeRecord {
+  const base: RuntimeRecord = cur ?? { node: u.node, lastPassAt: null, quarantine: null, cordoned: false };
+  const next: RuntimeRecord = { ...base, node: u.node };
+  if (u.verdict) {
+    next.verdict = u.verdict;
+    if (u.verdict.verdict === "pass") next.lastPassAt = Math.max(base.lastPassAt ?? 0, u.verdict.at);
+  }
+  if (u.quarantine === "release") next.quarantine = null;
+  else if (u.quarantine) next.quarantine = base.quarantine ?? u.quarantine.latch;
+  if (u.cordoned !== undefined) next.cordoned = u.cordoned;
+  return next;
 }
 
 export interface PendingEk {
@@ -205,6 +246,11 @@ export interface AttestationStore {
   /** The next LDevID generation for a node (1 for the first). Atomic. */
   nextGeneration(deviceId: number): Promise<number>;
   listIssued(deviceId: number): Promise<IssuedRecord[]>;
+  /** The issued certificate (or reservation) with this serial (hex, as recorded), if any. */
+  issuedBySerial(serial: string): Promise<IssuedRecord | undefined>;
+
+  /** The node's runtime verdict, quarantine latch and cordon (changed only through commit's `runtime`). */
+  getRuntime(deviceId: number): Promise<RuntimeRecord | undefined>;
   /** Mark issued certificates void (IssuedRecord.voided); a serial not recorded, or already void, is left as it is. */
   voidIssued(serials: string[], at: number, why: string): Promise<void>;
 

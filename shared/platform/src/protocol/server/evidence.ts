@@ -14,6 +14,7 @@ import { certifyExtraData, quoteExtraData } from "../bindings.js";
 import type { Claims, Evidence, EvidenceResponse } from "../messages.js";
 import type { IssuedRecord, SessionRecord, SessionState } from "../../state/store.js";
 import { randomSerial } from "../../pki/serial.js";
+import { ldevidCommonName } from "../../pki/names.js";
 import { failpoint } from "../../outage/failpoint.js";
 import { Unavailable } from "../../outage/outage.js";
 import { uuidEqual } from "./challenge.js";
@@ -172,7 +173,7 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   // through the outbox.
   s.effects.attestation(session.node, {
     ...passRecord(data.claims, node, now),
-    ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, notAfter: issued.ldevid.notAfter } } : {}),
+    ...(issued ? { ldevid: { serial: issued.ldevid.serialHex, cn: ldevidCommonName(session.node.name, generation ?? 0), notAfter: issued.ldevid.notAfter } } : {}),
   });
   const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
   s.effects.journal(session.node, {
