@@ -7,23 +7,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
-import { NODE_LIST_MAX_BYTES } from "@fleetd/platform/spire";
-
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-/** Where a document lives: a file, or a key of a ConfigMap. */
-export const DocumentLocation = z.union([
-  z.strictObject({ file: z.string().min(1).refine((p) => p.startsWith("/"), "an absolute path") }),
-  z.strictObject({
-    configMap: z.strictObject({
-      kubeconfig: z.string().min(1).default("in-cluster"),
-      namespace: z.string().regex(DNS_LABEL, "a namespace name"),
-      name: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, "a ConfigMap name"),
-      key: z.string().regex(/^[-._a-zA-Z0-9]{1,253}$/).default("spire-nodes.json"),
-    }),
-  }),
-]);
-export type DocumentLocation = z.infer<typeof DocumentLocation>;
+import { DocumentLocation, NODE_LIST_MAX_BYTES } from "@fleetd/platform/spire";
 
 export const SpirePluginConfig = z.strictObject({
   /** The SPIRE server's trust domain (a list for another trust domain is refused). */

@@ -7,15 +7,9 @@ import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { loadKube, LeaderElector, runWhileLeader } from "@fleetd/platform/kube";
 import { cachedProbe, drainServers, healthHandlers, readinessOf, serviceLogger, type Readiness } from "@fleetd/platform/service";
-import { configMapDocument, type DocumentStore, fileDocument, SpireServerClient, type SpireServerClientOptions } from "@fleetd/platform/spire";
-import type { DocumentLocation, SpirePluginConfig } from "./config.js";
+import { documentStore, type DocumentStore, SpireServerClient, type SpireServerClientOptions } from "@fleetd/platform/spire";
+import type { SpirePluginConfig } from "./config.js";
 import { createSyncMetrics, EntrySync, type PassResult, type SyncMetrics } from "./sync.js";
-
-export function documentStore(loc: DocumentLocation): DocumentStore {
-  if ("file" in loc) return fileDocument(loc.file);
-  const c = loc.configMap;
-  return configMapDocument({ kube: loadKube(c.kubeconfig), namespace: c.namespace, name: c.name, key: c.key });
-}
 
 export interface SpirePlugin {
   url: string;

@@ -277,7 +277,7 @@ test("SIGKILL mid-retirement, then a restart: it finishes without repeating comp
   assert.equal(res.code, 0, res.stderr.slice(-3000));
   const report = JSON.parse(res.stdout.trim().split("\n").pop() ?? "{}") as { status: string; completedNow: string[] };
   assert.equal(report.status, "complete");
-  assert.deepEqual(report.completedNow, ["wipe", "power-off", "netbox-offline"]);
+  assert.deepEqual(report.completedNow, ["wipe", "power-off", "spire", "netbox-offline"]);
   // Not repeated: the Node and Secret created after the kill survive; the Workflow was started once.
   assert.equal((await w.kube.core.readNode({ name: node })).metadata?.labels?.["reappeared"], "yes");
   assert.ok((await secretNames()).includes("bootstrap-token-cp1new"));

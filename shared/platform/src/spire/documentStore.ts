@@ -13,7 +13,8 @@ import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
 import * as k8s from "@kubernetes/client-node";
-import { isConflict, isNotFound, type Kube } from "../kube/client.js";
+import { z } from "zod";
+import { isConflict, isNotFound, loadKube, type Kube } from "../kube/client.js";
 import { OWNER_LABELS } from "../fleet/ownership.js";
 
 export interface StoredDocument {
@@ -246,4 +247,28 @@ export function configMapDocument(o: ConfigMapDocumentOptions): DocumentStore {
       };
     },
   };
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** Where a document lives (site configuration): a file, or a key of a ConfigMap. */
+export const DocumentLocation = z.union([
+  z.strictObject({ file: z.string().min(1).refine((p) => p.startsWith("/"), "an absolute path") }),
+  z.strictObject({
+    configMap: z.strictObject({
+      /** kubeconfig of the cluster holding it; "in-cluster" for a pod's service account. */
+      kubeconfig: z.string().min(1).default("in-cluster"),
+      namespace: z.string().regex(DNS_LABEL, "a namespace name"),
+      name: z.string().regex(/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/, "a ConfigMap name"),
+      key: z.string().regex(/^[-._a-zA-Z0-9]{1,253}$/),
+    }),
+  }),
+]);
+export type DocumentLocation = z.infer<typeof DocumentLocation>;
+
+/** The store of a configured location. */
+export function documentStore(loc: DocumentLocation): DocumentStore {
+  if ("file" in loc) return fileDocument(loc.file);
+  const c = loc.configMap;
+  return configMapDocument({ kube: loadKube(c.kubeconfig), namespace: c.namespace, name: c.name, key: c.key });
 }

@@ -9,3 +9,4 @@ export * from "./nodeList.js";
 export * from "./entrySync.js";
 export * from "./documentStore.js";
 export * from "./syncStatus.js";
+export * from "./publish.js";
