@@ -129,6 +129,7 @@ export class EntrySync {
     this.timer = undefined;
     this.running = this.pass(false)
       .then((r) => {
+        this.last = r;
         for (const l of this.passListeners) l(r);
       })
       .catch((e: unknown) => this.o.log.error({ err: e }, "sync pass failed unexpectedly"))
