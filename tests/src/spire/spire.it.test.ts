@@ -20,7 +20,7 @@ import { outageOf } from "@fleetd/platform/outage";
 import {
   SpireApiError, type SpireServerClient, serverId, tpmDevidAgentId, fetchX509Svids, type X509Svid, nodeEntryId, parseSyncStatus, type Entry,
 } from "@fleetd/platform/spire";
-import { patchDevice, readDevice } from "@fleetd/platform/netbox";
+import { lastChangeOf, patchDevice, readDevice } from "@fleetd/platform/netbox";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
 import { parseSpirePluginConfig, startSpirePlugin, type SpirePlugin } from "@fleetd/spire-plugin";
 import { pino } from "pino";
@@ -208,8 +208,12 @@ test("decommissioning worker-1 in NetBox removes exactly its entry and bans its 
     const [entries, banned] = await Promise.all([spire.listEntries({ bySpiffeId: `spiffe://${td}/node/${NODE}`, byParentId: serverId(td) }), spire.listAgents({ byBanned: true })]);
     return entries.length === 0 && banned.some((a) => a.id === agentId) ? Date.now() : undefined;
   }, { timeoutMs: 30_000, intervalMs: 25 });
-  const ms = doneAt - t1;
-  process.stdout.write(`# decommissioning → entry removed and agent banned: ${ms} ms after NetBox answered the change (${doneAt - t0} ms after it was sent)\n`);
+  // The NetBox change's own time: its change-log record (NetBox's clock is this machine's).
+  const change = await lastChangeOf(w.admin, deviceId, "status");
+  const changedAt = Date.parse(change?.time ?? "");
+  assert.ok(changedAt >= t0 - 1000 && changedAt <= t1 + 1000, `the change-log time ${change?.time} lies within the PATCH (${new Date(t0).toISOString()} … ${new Date(t1).toISOString()})`);
+  const ms = doneAt - changedAt;
+  process.stdout.write(`# decommissioning → entry removed and agent banned: ${ms} ms after the NetBox change (change log ${change?.time}); ${doneAt - t1} ms after NetBox answered the PATCH, ${doneAt - t0} ms after it was sent\n`);
   assert.ok(ms < 2000, `entry removed and agent banned ${ms} ms after the NetBox change (done-when: < 2 s)`);
   // The status says so, with the agent banned, and retirement's confirmation holds.
   const s = await pollValue("spire-plugin's status naming the ban", async () => {
