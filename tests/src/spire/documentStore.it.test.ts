@@ -9,6 +9,7 @@
  *    temp file is left); the directory watch reports the replacement; an oversized file is refused.
  */
 import { strict as assert } from "node:assert";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -62,7 +63,7 @@ test("ConfigMap: created when absent, unchanged bytes not written, replaced with
     assert.equal(await store.write(list(4)), true);
     await pollValue("the watch to see the update", async () => (changes > seen ? true : undefined), { timeoutMs: 10_000, intervalMs: 50 });
     const cm = await kube.core.readNamespacedConfigMap({ name: "spire-nodes", namespace: NS });
-    assert.equal(cm.metadata?.labels?.["app.kubernetes.io/managed-by"], "fleetd");
+    assert.equal(cm.metadata?.labels?.["fleetd.io/owner"], "fleetd");
     assert.deepEqual(Object.keys(cm.data ?? {}), ["spire-nodes.json"]);
     // deleted and created again by someone: the watch still reports changes (it reconnects)
     await kube.core.deleteNamespacedConfigMap({ name: "spire-nodes", namespace: NS });
@@ -131,7 +132,7 @@ test("ConfigMap: a document over 900 KiB is stored gzip-compressed in binaryData
   assert.equal(cm2.binaryData?.["spire-nodes.json.gz"], undefined);
 });
 
-test("file: atomic replace — a reader polling during 30 replacements sees only whole documents; the directory watch fires; no temp file stays", async () => {
+test("file: atomic replace — another process reading all along sees only whole documents; the directory watch fires; no temp file stays", async () => {
   const path = join(dir, "lists", "spire-nodes.json");
   const store = fileDocument(path);
   let changes = 0;
@@ -139,23 +140,30 @@ test("file: atomic replace — a reader polling during 30 replacements sees only
   try {
     assert.equal(await store.read(1 << 20), undefined);
     await store.write(list(500, 1));
-    let reading = true;
-    let reads = 0;
-    const reader = (async () => {
-      while (reading) {
-        const got = await store.read(32 << 20);
-        if (got) {
-          const l = parseNodeList(got.bytes, "lab.test"); // throws on a torn document
-          assert.ok(l.nodes.length === 500 || l.nodes.length === 1500, `${l.nodes.length} nodes`);
-          reads++;
-        }
-        await new Promise((r) => setImmediate(r));
+    // A reader in its own process (truly concurrent with the writes): every read must parse and hold 500 or 1500 nodes.
+    const reader = spawn(process.execPath, ["-e", `
+      const fs = require("node:fs");
+      let reads = 0, torn = 0, sizes = new Set();
+      const end = Date.now() + Number(process.argv[2]);
+      while (Date.now() < end) {
+        try { const l = JSON.parse(fs.readFileSync(process.argv[1], "utf8")); sizes.add(l.nodes.length); reads++; }
+        catch (e) { if (e.code !== "ENOENT") torn++; }
       }
-    })();
-    for (let i = 0; i < 30; i++) await store.write(i % 2 === 0 ? list(1500, 2) : list(500, 3));
-    reading = false;
-    await reader;
-    assert.ok(reads > 10, `${reads} reads`);
+      process.stdout.write(JSON.stringify({ reads, torn, sizes: [...sizes].sort((a, b) => a - b) }));
+    `, path, "3000"], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    reader.stdout.on("data", (b: Buffer) => (out += b.toString()));
+    const done = new Promise<void>((r) => reader.on("exit", () => r()));
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 30; i++) {
+      await store.write(i % 2 === 0 ? list(1500, 2) : list(500, 3));
+      await new Promise((r) => setTimeout(r, 40));
+    }
+    await done;
+    const r = JSON.parse(out) as { reads: number; torn: number; sizes: number[] };
+    assert.equal(r.torn, 0, `torn reads: ${out}`);
+    assert.ok(r.reads > 100, out);
+    assert.deepEqual(r.sizes, [500, 1500], "both documents were seen, nothing else");
     assert.ok(changes > 0, "the watch reported the replacements");
     assert.deepEqual(readdirSync(join(dir, "lists")), ["spire-nodes.json"], "no temp file left");
     assert.equal(await store.write(list(500, 3)), false, "the same bytes: nothing written");

@@ -4,14 +4,13 @@ import type { Node } from "@fleetd/platform/fleet";
 
 export type ListNode = Pick<Node, "name" | "status" | "role" | "ldevid" | "runtime" | "unattributed">;
 
-const DAY = 86_400_000;
 
 /** An eligible node: active, a current LDevID `<name>.g<gen>`, a passing runtime verdict. */
 export function eligibleNode(name: string, gen = 1, role: Node["role"] = "worker"): ListNode {
   const at = new Date(Date.UTC(2026, 0, 1));
   return {
     name, status: "active", role, unattributed: [],
-    ldevid: { serial: `0${gen}`, cn: `${name}.g${gen}`, notAfter: new Date(Date.now() + 30 * DAY) },
+    ldevid: { serial: `0${gen}`, cn: `${name}.g${gen}`, notAfter: new Date(Date.UTC(2099, 0, 1)) },
     runtime: { verdict: "pass", at, lastPassAt: at },
   };
 }
