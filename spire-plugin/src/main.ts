@@ -2,8 +2,10 @@
 /**
  * spire-plugin: `node spire-plugin/dist/main.js [--config FILE] [--dry-run]` (or FLEETD_SPIRE_PLUGIN_CONFIG).
  * Starts through the service kit (@fleetd/platform/service): runs until SIGTERM/SIGINT. `--dry-run` computes one
- * pass's plan against the real SPIRE server, prints it as JSON and exits without writing anything.
+ * pass's plan against the real SPIRE server, prints it as JSON and exits without writing anything (0: the plan;
+ * 1: no list, or a refused one; 5: SPIRE or the list's store did not answer).
  */
+import { EXIT } from "@fleetd/platform/cmd";
 import { runService, serviceLogger } from "@fleetd/platform/service";
 import { loadSpirePluginConfig } from "./config.js";
 import { dryRun, startSpirePlugin } from "./service.js";
@@ -21,7 +23,8 @@ await runService({
     if (values["dry-run"] === true) {
       const r = await dryRun(cfg, { logger: log });
       process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-      process.exit(r.outcome === "dry-run" ? 0 : 1);
+      // the plan (0); a refused list (1); SPIRE or the list's store unavailable (5)
+      process.exit(r.outcome === "dry-run" ? EXIT.ok : r.outcome === "list-refused" || r.outcome === "no-list" ? EXIT.refused : EXIT.unavailable);
     }
     const p = await startSpirePlugin(cfg, { logger: log });
     return {

@@ -12,6 +12,7 @@
  *  - SPIRE stopped: passes fail as outages with backoff; restarted: the loop converges without a trigger.
  */
 import { strict as assert } from "node:assert";
+import { spawnSync } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, renameSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -28,6 +29,7 @@ import { pollValue } from "../harness/ports.js";
 import { startSpireServer, type SpireServer } from "../harness/spire.js";
 import { eligibleNode, listBytes, listOf, nodeNames, type ListNode } from "./listFixture.js";
 import pino from "pino";
+import { repoRoot } from "../netbox/fixture.js";
 
 const N = 25;
 const WRITES = new Set(["Entry/BatchCreateEntry", "Entry/BatchUpdateEntry", "Entry/BatchDeleteEntry", "Agent/BanAgent"]);
@@ -229,6 +231,15 @@ test("dry run: the plan is computed against the real server, nothing is written"
   assert.equal(rpcs.length, before);
   assert.equal(readFileSync(statusFile(), "utf8"), statusBefore, "the status is not written");
   assert.ok((await ours()).some((e) => e.id === nodeEntryId("node-00004", root)));
+  // The binary: `spire-plugin --config FILE --dry-run` prints the same plan and exits 0; nothing changes.
+  const revisions = (await ours()).map((e) => `${e.id}@${e.revisionNumber}`).sort();
+  const cfgFile = join(dir, "spire-plugin.json");
+  writeFileSync(cfgFile, JSON.stringify({ trustDomain: td(), socketPath: server.socketPath, list: { file: listFile() }, status: { file: statusFile() }, listen: { host: "127.0.0.1", port: 0 } }));
+  const bin = spawnSync(process.execPath, [join(repoRoot, "spire-plugin/dist/main.js"), "--config", cfgFile, "--dry-run"], { encoding: "utf8", env: { ...process.env, FLEETD_LOG_LEVEL: "silent" }, timeout: 60_000 });
+  assert.equal(bin.status, 0, bin.stderr);
+  assert.deepEqual((JSON.parse(bin.stdout) as PassResult).plan, r.plan);
+  assert.deepEqual((await ours()).map((e) => `${e.id}@${e.revisionNumber}`).sort(), revisions, "the binary's dry run wrote no entry");
+  assert.equal(readFileSync(statusFile(), "utf8"), statusBefore, "nor the status");
   // back to the applied list, loop running again
   writeFileSync(listFile(), listBytes(current));
   const next = plugin.sync.nextPass();
