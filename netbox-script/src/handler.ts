@@ -12,7 +12,7 @@ import { backoffDelayMs, outageOf } from "@fleetd/platform/outage";
 import { type TinkerbellEffects, tinkerbellEffectsFromConfig, followWorkflows, type FollowReport } from "@fleetd/platform/tinkerbell";
 import { loadKube, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
 import { keepFailedControlPlanesOf, type HandlerConfig } from "./config.js";
-import { documentStore, NodeListPublisher, parseSyncStatus, spireRemovalConfirmed } from "@fleetd/platform/spire";
+import { documentStore, NODE_LIST_MAX_BYTES, NodeListPublisher, parseNodeList, parseSyncStatus, spireRemovalConfirmed } from "@fleetd/platform/spire";
 import type { RetirementSpire } from "@fleetd/platform/retire";
 import type { RetireFn } from "./effects.js";
 import { retirementFor } from "./retirement.js";
@@ -40,6 +40,8 @@ export interface Handler {
   elector?: LeaderElector;
   /** SPIRE's node list publisher (handler.spireNodes), if configured. */
   spireNodes?: NodeListPublisher;
+  /** Retirement's view of SPIRE (the spire step's confirmation), if configured. */
+  spireRetirement?: RetirementSpire;
   stop(): Promise<void>;
 }
 
@@ -109,26 +111,33 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   }
   // SPIRE's node list: published on every device event and every pass; retirement's spire step confirms by it.
   const sn = cfg.handler.spireNodes;
-  const spireNodes = sn
-    ? new NodeListPublisher({
-        nb,
-        inventory: { applyAccount: cfg.site.accounts.apply, attestationAccount: attestationAccount(cfg.site), roleSlugs: sn.roleSlugs },
-        trustDomain: sn.trustDomain,
-        caBundlePath: sn.caBundle,
-        store: documentStore(sn.list),
-        keepFailedControlPlanes: keepFailedControlPlanesOf(cfg.site),
-        log,
-      })
-    : undefined;
+  const spireList = sn ? documentStore(sn.list) : undefined;
   const spireStatus = sn ? documentStore(sn.status) : undefined;
+  const spireNodes =
+    sn && spireList
+      ? new NodeListPublisher({
+          nb,
+          inventory: { applyAccount: cfg.site.accounts.apply, attestationAccount: attestationAccount(cfg.site), roleSlugs: sn.roleSlugs },
+          trustDomain: sn.trustDomain,
+          caBundlePath: sn.caBundle,
+          store: spireList,
+          keepFailedControlPlanes: keepFailedControlPlanesOf(cfg.site),
+          log,
+        })
+      : undefined;
   const spire: RetirementSpire | undefined =
-    spireNodes && spireStatus && sn
+    spireNodes && spireList && spireStatus && sn
       ? {
           pollMs: sn.confirmPollMs,
           async confirmRemoved(node) {
-            const p = await spireNodes.publish();
-            const doc = await spireStatus.read(4 * 1024 * 1024);
-            return spireRemovalConfirmed(doc ? parseSyncStatus(doc.bytes) : undefined, p.list, node);
+            // Publish only when this process has not yet published a list without the node; then judge by the list
+            // as stored (another replica may have published since) and spire-plugin's status.
+            if (!spireNodes.last || spireNodes.last.list.nodes.some((n) => n.name === node)) await spireNodes.publish();
+            const doc = await spireList.read(NODE_LIST_MAX_BYTES);
+            if (!doc) return { confirmed: false, waitingFor: `spire-nodes.json is not in ${spireList.describe} yet` };
+            const list = parseNodeList(doc.bytes, sn.trustDomain);
+            const st = await spireStatus.read(4 * 1024 * 1024);
+            return spireRemovalConfirmed(st ? parseSyncStatus(st.bytes) : undefined, list, node);
           },
         }
       : undefined;
@@ -276,7 +285,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   }
   log.info({ url, nodes: Object.keys(nodes.nodes).length }, "netbox-script listening");
   return {
-    url, nb, queue, intents, metrics, worker, reconcile, followWorkflows: follow, ...(elector ? { elector } : {}), ...(spireNodes ? { spireNodes } : {}),
+    url, nb, queue, intents, metrics, worker, reconcile, followWorkflows: follow, ...(elector ? { elector } : {}), ...(spireNodes ? { spireNodes } : {}), ...(spire ? { spireRetirement: spire } : {}),
     async stop() {
       // Stop accepting; webhooks in flight finish (their jobs are on disk before the 202) within 5 s.
       await drainServers([server], 5_000);

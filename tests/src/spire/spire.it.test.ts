@@ -222,6 +222,10 @@ test("decommissioning worker-1 in NetBox removes exactly its entry and bans its 
   }, { timeoutMs: 5_000, intervalMs: 50 });
   assert.deepEqual(s.bans.find((b) => b.node === NODE)?.agents, [agentId], "the agent found by the entry's selectors is the one SPIRE derived from the LDevID leaf");
   assert.deepEqual(s.pendingBans, []);
+  // Retirement's spire step, as netbox-script wires it: confirmed, naming the banned agent.
+  const confirm = await handler?.spireRetirement?.confirmRemoved(NODE);
+  assert.ok(confirm?.confirmed, JSON.stringify(confirm));
+  assert.match(confirm.detail, new RegExp(`agents banned: ${agentId}`));
   // Foreign entries: every one still there, unwritten — the workload entry under worker-1's node entry too.
   for (const f of foreign) {
     const [now] = await spire.listEntries({ bySpiffeId: f.spiffeId, byParentId: f.parentId });
