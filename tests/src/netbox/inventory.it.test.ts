@@ -33,11 +33,13 @@ test("inventory apply refuses before setup (unknown custom fields) and changes n
 test("netbox setup creates everything once; a second run changes nothing and duplicates nothing", async () => {
   const first = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /Applied: 27 created, 0 updated, 0 unchanged/);
+  // 31: the contract's four custom fields (ldevid_cn, runtime_verdict, runtime_attested_at, runtime_passed_at) and
+  // the SPIRE node list's event rule joined the 26 of before.
+  assert.match(first.stdout, /Applied: 31 created, 0 updated, 0 unchanged/);
   const before = await changeCount(f);
   const second = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(second.code, 0, second.stderr);
-  assert.match(second.stdout, /Applied: 0 created, 0 updated, 27 unchanged/);
+  assert.match(second.stdout, /Applied: 0 created, 0 updated, 31 unchanged/);
   assert.equal(await changeCount(f), before, "the second setup wrote nothing");
   const r = await fetch(`${f.nb.url}/api/extras/custom-fields/?limit=1000`, { headers: { authorization: f.nb.authorization } });
   const names = ((await r.json()) as { results: { name: string }[] }).results.map((x) => x.name);
