@@ -44,3 +44,11 @@ test("the sidecar manifest: the admin socket volume is mounted by the two contai
   const role = docs.find((d) => d["kind"] === "Role" && (d["metadata"] as { name: string }).name === "fleetd-spire-plugin") as { rules: { resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
   assert.ok(!role.rules.some((r) => r.resources.includes("secrets")), "no Secrets");
 });
+
+test("the sidecar has no readiness probe (its /readyz must not take spire-server out of its Service)", () => {
+  const docs = parseAllDocuments(readFileSync(join(pkg, "manifests/spire-server.yaml"), "utf8")).map((d) => d.toJSON() as Record<string, unknown>);
+  const sts = docs.find((d) => d["kind"] === "StatefulSet") as { spec: { template: { spec: { containers: { name: string; readinessProbe?: unknown; livenessProbe?: unknown }[] } } } };
+  const plugin = sts.spec.template.spec.containers.find((c) => c.name === "spire-plugin");
+  assert.equal(plugin?.readinessProbe, undefined);
+  assert.ok(plugin?.livenessProbe);
+});

@@ -5,6 +5,7 @@
  *    again, nobody's write is lost); unchanged bytes are not written; a document over 900 KiB goes gzip-compressed
  *    into binaryData and reads back byte for byte; the watch reports a change (spire-plugin's trigger), also after
  *    the ConfigMap was deleted and created again; an oversized one is refused before parsing.
+ *  - spire-plugin under `ha`: of two replicas only the Lease holder runs passes; when it stops, the other takes over.
  *  - file: temp + fsync + rename (a reader polling meanwhile sees the old or the new document, never a mix; no
  *    temp file is left); the directory watch reports the replacement; an oversized file is refused.
  */
@@ -20,6 +21,8 @@ import { configMapDocument, DocumentTooLarge, fileDocument, parseNodeList, seria
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { pollValue } from "../harness/ports.js";
 import { eligibleNode, listOf, nodeNames } from "./listFixture.js";
+import { parseSpirePluginConfig, startSpirePlugin, type SpirePlugin } from "@fleetd/spire-plugin";
+import pino from "pino";
 
 const NS = "fleetd";
 const FP = "d".repeat(40);
@@ -170,5 +173,32 @@ test("file: atomic replace — another process reading all along sees only whole
     await assert.rejects(store.read(100), (e: unknown) => e instanceof DocumentTooLarge);
   } finally {
     stop();
+  }
+});
+
+test("spire-plugin under ha: only the Lease holder runs passes; when it stops, the other replica takes over", async () => {
+  const listFile = join(dir, "ha", "spire-nodes.json");
+  const passes = async (p: SpirePlugin) => {
+    const m = await p.metrics.registry.getSingleMetric("fleetd_spire_plugin_passes_total")?.get();
+    return (m?.values ?? []).reduce((a, v) => a + v.value, 0);
+  };
+  const cfg = (identity: string) => parseSpirePluginConfig({
+    trustDomain: "lab.test", socketPath: join(dir, "no-spire.sock"), list: { file: listFile }, status: { file: join(dir, "ha", "status.json") },
+    intervalSeconds: 1, listen: { host: "127.0.0.1", port: 0 },
+    ha: { kubeconfig: cp.kubeconfig, namespace: NS, identity, leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 1 },
+  });
+  const a = await startSpirePlugin(cfg("replica-a"), { logger: pino({ level: "silent" }) });
+  await pollValue("replica-a to lead", async () => (a.elector?.isLeader() ? true : undefined), { timeoutMs: 15_000, intervalMs: 100 });
+  const b = await startSpirePlugin(cfg("replica-b"), { logger: pino({ level: "silent" }) });
+  try {
+    await pollValue("replica-a to pass twice", async () => ((await passes(a)) >= 2 ? true : undefined), { timeoutMs: 15_000, intervalMs: 100 });
+    assert.equal(b.elector?.isLeader(), false);
+    assert.equal(await passes(b), 0, "the follower runs no pass");
+    assert.equal((await b.ready()).checks["leader"]?.ok, true, "the follower knows a leader");
+    await a.stop();
+    await pollValue("replica-b to take over and pass", async () => (b.elector?.isLeader() && (await passes(b)) >= 1 ? true : undefined), { timeoutMs: 20_000, intervalMs: 100 });
+  } finally {
+    await b.stop();
+    await a.stop().catch(() => undefined);
   }
 });
