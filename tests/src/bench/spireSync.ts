@@ -25,6 +25,7 @@ import { startPostgres, type Postgres } from "../harness/netbox.js";
 import { startSpireServer, type SpireServer } from "../harness/spire.js";
 import { eligibleNode, listOf, nodeNames } from "../spire/listFixture.js";
 import { printRows, type BenchRow } from "./measure.js";
+import { createFloor } from "./spire.js";
 
 const BATCH = 200;
 const WRITES = new Set(["Entry/BatchCreateEntry", "Entry/BatchUpdateEntry", "Entry/BatchDeleteEntry", "Agent/BanAgent"]);
@@ -73,14 +74,8 @@ async function onDatastore(kind: "sqlite3" | "postgres", n: number, dir: string,
     const s = await server();
     const spire = s.client();
     try {
-      const entries = nodeEntries(list);
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < entries.length; i += BATCH) {
-        const r = await spire.batchCreateEntry(entries.slice(i, i + BATCH));
-        const bad = r.find((x) => x.status.code !== 0);
-        if (bad) throw new Error(`floor: ${bad.status.codeName} ${bad.status.message}`);
-      }
-      rows.push({ name: `${label}: floor — ${n.toLocaleString("en")} node entries as raw BatchCreateEntry (${Math.ceil(n / BATCH)} batches of ${BATCH})`, value: secs(t0), unit: "s" });
+      const { seconds } = await createFloor(spire, nodeEntries(list), BATCH);
+      rows.push({ name: `${label}: floor — ${n.toLocaleString("en")} node entries as raw BatchCreateEntry (${Math.ceil(n / BATCH)} batches of ${BATCH})`, value: seconds, unit: "s" });
     } finally {
       spire.close();
       await s.stop();
