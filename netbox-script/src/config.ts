@@ -3,6 +3,30 @@ import { z } from "zod";
 import { ListenerLimits } from "@fleetd/platform/http";
 import { ConfigError, loadSiteConfig, type SiteConfig } from "@fleetd/platform/fleet";
 import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
+import { DocumentLocation } from "@fleetd/platform/spire";
+
+const Slug = z.string().regex(/^[-a-z0-9_]+$/);
+
+/**
+ * SPIRE's node list (`spire-nodes.json`, shared/platform/src/spire/nodeList.ts), published on every relevant
+ * device webhook and every reconcile pass, and read back by retirement's `spire` step together with spire-plugin's
+ * status. Absent: no list is published and retirement's spire step reports SPIRE as not configured.
+ */
+export const SpireNodesSection = z.strictObject({
+  /** The SPIRE trust domain (`spiffe://<td>/node/<name>`). */
+  trustDomain: z.string().regex(/^[a-z0-9._-]{1,255}$/),
+  /** fleetd's CA bundle (PEM): its roots are the entries' `tpm_devid:ca:fingerprint` selectors. */
+  caBundle: z.string().min(1),
+  /** Where the list is written (a file, or a ConfigMap key). */
+  list: DocumentLocation,
+  /** Where spire-plugin writes its status (retirement waits on it). */
+  status: DocumentLocation,
+  /** NetBox device-role slugs (the control-plane one decides keepFailedControlPlanes). */
+  roleSlugs: z.strictObject({ worker: Slug.default("fleetd-worker"), "control-plane": Slug.default("fleetd-control-plane") }).prefault({}),
+  /** How long retirement's spire step waits between looks at spire-plugin's status. */
+  confirmPollMs: z.number().int().min(100).max(60_000).default(1000),
+});
+export type SpireNodesSection = z.infer<typeof SpireNodesSection>;
 
 export const HandlerSection = z.strictObject({
   listen: z
@@ -36,6 +60,7 @@ export const HandlerSection = z.strictObject({
    */
   ha: z.strictObject({ ...LeaderElectionFields, lease: LeaseName.default("fleetd-netbox-script") }).refine(leaseTimingOk, LEASE_TIMING)
     .optional(),
+  spireNodes: SpireNodesSection.optional(),
 });
 export type HandlerSection = z.infer<typeof HandlerSection>;
 
@@ -53,4 +78,15 @@ export function toHandlerConfig(site: SiteConfig): HandlerConfig {
 
 export function loadHandlerConfig(path: string | undefined): HandlerConfig {
   return toHandlerConfig(loadSiteConfig(path));
+}
+
+const SpireSite = z.object({ spire: z.object({ keepFailedControlPlanes: z.boolean().optional() }).passthrough().optional() }).passthrough();
+
+/**
+ * The site's `spire.keepFailedControlPlanes` (default true): a control plane whose runtime verdict failed keeps
+ * its SPIRE entry if it passed once. Read leniently here; the site configuration's schema owns the field.
+ */
+export function keepFailedControlPlanesOf(site: SiteConfig): boolean {
+  const r = SpireSite.safeParse(site);
+  return r.success ? (r.data.spire?.keepFailedControlPlanes ?? true) : true;
 }

@@ -11,7 +11,9 @@ import { createNetBox, type NetBox, netboxReachable, missingCustomFields, CUSTOM
 import { backoffDelayMs, outageOf } from "@fleetd/platform/outage";
 import { type TinkerbellEffects, tinkerbellEffectsFromConfig, followWorkflows, type FollowReport } from "@fleetd/platform/tinkerbell";
 import { loadKube, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
-import type { HandlerConfig } from "./config.js";
+import { keepFailedControlPlanesOf, type HandlerConfig } from "./config.js";
+import { documentStore, NODE_LIST_MAX_BYTES, NodeListPublisher, parseNodeList, parseSyncStatus, spireRemovalConfirmed } from "@fleetd/platform/spire";
+import type { RetirementSpire } from "@fleetd/platform/retire";
 import type { RetireFn } from "./effects.js";
 import { retirementFor } from "./retirement.js";
 import { Intents } from "./intents.js";
@@ -36,6 +38,10 @@ export interface Handler {
   followWorkflows(): Promise<FollowReport | undefined>;
   /** HA: the election the worker and reconcile loop run under (undefined: they run here). */
   elector?: LeaderElector;
+  /** SPIRE's node list publisher (handler.spireNodes), if configured. */
+  spireNodes?: NodeListPublisher;
+  /** Retirement's view of SPIRE (the spire step's confirmation), if configured. */
+  spireRetirement?: RetirementSpire;
   stop(): Promise<void>;
 }
 
@@ -103,13 +109,45 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
       log.warn({ err: (e as Error).message }, "Tinkerbell templates not synced at start");
     }
   }
+  // SPIRE's node list: published on every device event and every pass; retirement's spire step confirms by it.
+  const sn = cfg.handler.spireNodes;
+  const spireList = sn ? documentStore(sn.list) : undefined;
+  const spireStatus = sn ? documentStore(sn.status) : undefined;
+  const spireNodes =
+    sn && spireList
+      ? new NodeListPublisher({
+          nb,
+          inventory: { applyAccount: cfg.site.accounts.apply, attestationAccount: attestationAccount(cfg.site), roleSlugs: sn.roleSlugs },
+          trustDomain: sn.trustDomain,
+          caBundlePath: sn.caBundle,
+          store: spireList,
+          keepFailedControlPlanes: keepFailedControlPlanesOf(cfg.site),
+          log,
+        })
+      : undefined;
+  const spire: RetirementSpire | undefined =
+    spireNodes && spireList && spireStatus && sn
+      ? {
+          pollMs: sn.confirmPollMs,
+          async confirmRemoved(node) {
+            // Publish only when this process has not yet published a list without the node; then judge by the list
+            // as stored (another replica may have published since) and spire-plugin's status.
+            if (!spireNodes.last || spireNodes.last.list.nodes.some((n) => n.name === node)) await spireNodes.publish();
+            const doc = await spireList.read(NODE_LIST_MAX_BYTES);
+            if (!doc) return { confirmed: false, waitingFor: `spire-nodes.json is not in ${spireList.describe} yet` };
+            const list = parseNodeList(doc.bytes, sn.trustDomain);
+            const st = await spireStatus.read(4 * 1024 * 1024);
+            return spireRemovalConfirmed(st ? parseSyncStatus(st.bytes) : undefined, list, node);
+          },
+        }
+      : undefined;
   // Retirement (status decommissioning) needs both clusters; without them a decommission is only recorded.
   let retire = opts.retire;
   const k = cfg.site.kubernetes;
   if (!retire && tinkerbell && k) {
     retire = retirementFor({
       tinkerbell, management: loadKube(k.management.kubeconfig), workload: loadKube(k.workload.kubeconfig), nb, nodes,
-      bootMac, owner: process.env["HOSTNAME"] ?? hostname(), log,
+      bootMac, owner: process.env["HOSTNAME"] ?? hostname(), log, ...(spire ? { spire } : {}),
     }).retire;
   } else if (!retire) {
     log.warn("retirement is not wired (it needs kubernetes.management with its tinkerbell section and kubernetes.workload): a decommission is only recorded");
@@ -163,6 +201,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   });
   const app = createApp({
     cfg, queue, log, metrics, ready, ...(opts.now ? { now: opts.now } : {}),
+    ...(spireNodes ? { onDeviceEvent: () => spireNodes.trigger() } : {}),
     onEnqueued: (jobId, at) => {
       received.set(jobId, at);
       worker.pump();
@@ -205,6 +244,9 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
     }
   };
   const passOnce = async (): Promise<void> => {
+    if (spireNodes) {
+      await spireNodes.publish().catch((e: Error) => log.warn({ err: e.message }, "publishing spire-nodes.json failed"));
+    }
     await reconcile().catch((e: Error) => {
       metrics.reconcileRuns.inc({ outcome: "error" });
       log.warn({ err: e.message }, "reconcile failed");
@@ -243,7 +285,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   }
   log.info({ url, nodes: Object.keys(nodes.nodes).length }, "netbox-script listening");
   return {
-    url, nb, queue, intents, metrics, worker, reconcile, followWorkflows: follow, ...(elector ? { elector } : {}),
+    url, nb, queue, intents, metrics, worker, reconcile, followWorkflows: follow, ...(elector ? { elector } : {}), ...(spireNodes ? { spireNodes } : {}), ...(spire ? { spireRetirement: spire } : {}),
     async stop() {
       // Stop accepting; webhooks in flight finish (their jobs are on disk before the 202) within 5 s.
       await drainServers([server], 5_000);

@@ -10,7 +10,7 @@ import type { Logger } from "pino";
 import { nodeEntry, type NodesFile } from "@fleetd/platform/fleet";
 import type { Kube } from "@fleetd/platform/kube";
 import { type NetBox, netboxJournal } from "@fleetd/platform/netbox";
-import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport } from "@fleetd/platform/retire";
+import { configMapProgress, netboxRetirementInventory, retireNode, type RetirementOptions, type RetirementReport, type RetirementSpire } from "@fleetd/platform/retire";
 import { type TinkerbellEffects, tinkerbellRetirementPlatform } from "@fleetd/platform/tinkerbell";
 import { platformNodeOf, type RetireFn } from "./effects.js";
 
@@ -27,6 +27,8 @@ export interface RetirementWiring {
   owner: string;
   log: Logger;
   options?: Partial<RetirementOptions>;
+  /** SPIRE's step (handler.spireNodes); absent: the step says SPIRE is not configured. */
+  spire?: RetirementSpire;
   /** Called when a run ends (tests, metrics). */
   onReport?: (node: string, report: RetirementReport | Error) => void;
 }
@@ -52,6 +54,7 @@ export function retirementFor(w: RetirementWiring): { retire: RetireFn; running(
         journal: netboxJournal(w.nb),
         owner: w.owner,
         log: w.log,
+        ...(w.spire ? { spire: w.spire } : {}),
         ...(w.options ? { options: w.options } : {}),
       },
       req.node,

@@ -18,6 +18,11 @@ export interface ServerDeps {
   metrics: Metrics;
   /** What /readyz answers (NetBox, the queue, the leader under HA). */
   ready: () => Promise<Readiness>;
+  /**
+   * Called for every signed, fresh device event (before the own-write check: the attestation account may be the
+   * handler's, and its verdicts and LDevIDs change the SPIRE node list), e.g. to republish spire-nodes.json.
+   */
+  onDeviceEvent?: (deviceId: number) => void;
   /** Called after a job is durably enqueued (wakes the worker). */
   onEnqueued: (jobId: string, receivedAt: number) => void;
   now?: () => Date;
@@ -70,6 +75,7 @@ export function createApp(d: ServerDeps): express.Express {
         const hint = parseWebhookBody(raw);
         checkFreshness(hint, d.now?.() ?? new Date(), maxAge);
         if (hint.objectType !== "dcim.device") return answer(res, 202, "ignored-object-type", hint.objectType);
+        d.onDeviceEvent?.(hint.objectId);
         if (hint.actor !== null && hint.actor === d.cfg.site.accounts.handler) return answer(res, 200, "ignored-own-write");
         const id = deliveryId(raw);
         // Remember the id past the freshness window (+ clock slack): older replays are refused as stale.

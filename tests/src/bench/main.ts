@@ -1,7 +1,7 @@
 /**
  * `pnpm bench` — every benchmark, each printed with a floor measured in the same run and the ratio to it.
  * FLEETD_BENCH_MS sets the time budget per measurement (default 1000 ms); FLEETD_BENCH_SPIRE_ENTRIES the entries of
- * the SPIRE floor (default 10,000).
+ * the SPIRE floor (default 10,000); FLEETD_BENCH_SPIRE_SYNC_NODES the nodes of the entry-sync bench (default 10,000).
  */
 import { printRows } from "./measure.js";
 import { benchAttestation } from "./attestation.js";
@@ -9,6 +9,7 @@ import { benchEventlog } from "./eventlog.js";
 import { benchNetbox } from "./netbox.js";
 import { benchRenewal } from "./renewal.js";
 import { benchSpire } from "./spire.js";
+import { benchSpireSync } from "./spireSync.js";
 import { benchTpm } from "./tpm.js";
 
 const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import("./measure.js").BenchRow[]][] = [
@@ -18,6 +19,7 @@ const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import
   ["Attestation server (per core)", benchAttestation],
   ["Renewal with runtime attestation, server side (per core)", benchRenewal],
   ["SPIRE's own floor: spire-server v1.13.3, SQLite, admin socket on loopback", benchSpire],
+  ["spire-plugin's entry sync vs SPIRE's floor (same run): SQLite and PostgreSQL", benchSpireSync],
 ];
 
 for (const [title, run] of suites) {

@@ -211,3 +211,61 @@ async function stopAll(procs: ManagedProcess[]): Promise<void> {
   // dequeue poll: it is killed.
   for (const p of [...procs].reverse()) await p.stop(p.name === "postgres" ? "SIGINT" : p.name === "rqworker" ? "SIGKILL" : "SIGTERM");
 }
+
+export interface Postgres {
+  port: number;
+  /** The superuser the template was made with. */
+  user: string;
+  password: string;
+  /** A libpq connection string for `database` (SPIRE's postgres datastore takes this form). */
+  connectionString(database: string): string;
+  /** CREATE DATABASE `name` (a database of its own per user of this server). */
+  createDatabase(name: string): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * The PostgreSQL of the NetBox harness alone (the same binaries and migrated template, the same settings), for
+ * other programs that need one (SPIRE's postgres datastore in the benchmark): each gets a database of its own.
+ */
+export async function startPostgres(): Promise<Postgres> {
+  const cache = installNetBox();
+  const secrets = Secrets.parse(JSON.parse(readFileSync(join(cache, "template/secrets.json"), "utf8")));
+  const runDir = mkdtempSync("/tmp/fleetd-postgres-");
+  chmodSync(runDir, 0o755);
+  execFileSync("cp", ["-a", join(cache, "template/pgdata"), join(runDir, "pgdata")]);
+  const pgIds = postgresIds();
+  const sock = join(runDir, "pgsock");
+  mkdirSync(sock);
+  if (pgIds) execFileSync("chown", [`${pgIds.uid}:${pgIds.gid}`, sock]);
+  const port = await freePort();
+  const pg = new ManagedProcess("postgres", join(runDir, "postgres.log"), join(secrets.pgBin, "postgres"), [
+    "-D", join(runDir, "pgdata"), "-p", String(port), "-c", "listen_addresses=127.0.0.1",
+    "-c", `unix_socket_directories=${sock}`, "-c", "fsync=off", "-c", "synchronous_commit=off",
+    "-c", "full_page_writes=off", "-c", "max_connections=50",
+  ], { ...(pgIds ?? {}), cwd: runDir });
+  const stop = async () => {
+    await pg.stop("SIGINT");
+    rmSync(runDir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor("PostgreSQL", 30_000, async () => spawnSync(join(secrets.pgBin, "pg_isready"), ["-q", "-h", "127.0.0.1", "-p", String(port)]).status === 0, () => pg.deadReason());
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  const user = "netbox";
+  const password = secrets.dbPassword;
+  return {
+    port, user, password,
+    connectionString: (database) => `dbname=${database} user=${user} password=${password} host=127.0.0.1 port=${port} sslmode=disable`,
+    createDatabase(name) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`database name ${name}`);
+      const r = spawnSync(join(secrets.pgBin, "psql"), ["-h", "127.0.0.1", "-p", String(port), "-U", user, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", `CREATE DATABASE ${name}`], {
+        env: { ...process.env, PGPASSWORD: password }, encoding: "utf8",
+      });
+      if (r.status !== 0) throw new Error(`CREATE DATABASE ${name}: ${r.stderr}`);
+    },
+    stop,
+  };
+}

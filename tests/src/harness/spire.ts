@@ -76,6 +76,11 @@ export interface SpireServerOptions {
   endorsementCaPath: string;
   /** Readiness timeout per start; default 60 s. */
   timeoutMs?: number;
+  /**
+   * Another datastore than the shipped SQLite (the benchmark: PostgreSQL). Then `database_type` is replaced too —
+   * the one site choice besides paths the harness makes, and only when asked.
+   */
+  datastore?: { type: "postgres"; connectionString: string };
 }
 
 export interface SpireServer {
@@ -147,12 +152,13 @@ export async function startSpireServer(opts: SpireServerOptions): Promise<SpireS
           bind_port: String(port),
           socket_path: socketPath,
           data_dir: data,
-          connection_string: join(data, "datastore.sqlite3"),
+          connection_string: opts.datastore?.connectionString ?? join(data, "datastore.sqlite3"),
+          ...(opts.datastore ? { database_type: opts.datastore.type } : {}),
           keys_path: join(data, "keys.json"),
           devid_ca_path: opts.devidCaPath,
           endorsement_ca_path: opts.endorsementCaPath,
         },
-        SERVER_CONF_SUBSTITUTABLE,
+        opts.datastore ? [...SERVER_CONF_SUBSTITUTABLE, "database_type"] : SERVER_CONF_SUBSTITUTABLE,
       );
       writeFileSync(configFile, configText);
       try {

@@ -33,17 +33,19 @@ test("inventory apply refuses before setup (unknown custom fields) and changes n
 test("netbox setup creates everything once; a second run changes nothing and duplicates nothing", async () => {
   const first = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(first.code, 0, first.stderr);
-  assert.match(first.stdout, /Applied: 26 created, 0 updated, 0 unchanged/);
+  // 31: the contract's four custom fields (ldevid_cn, runtime_verdict, runtime_attested_at, runtime_passed_at) and
+  // the SPIRE node list's event rule joined the 26 of before.
+  assert.match(first.stdout, /Applied: 31 created, 0 updated, 0 unchanged/);
   const before = await changeCount(f);
   const second = fleetd(["netbox", "setup", "--config", adminCfg]);
   assert.equal(second.code, 0, second.stderr);
-  assert.match(second.stdout, /Applied: 0 created, 0 updated, 26 unchanged/);
+  assert.match(second.stdout, /Applied: 0 created, 0 updated, 31 unchanged/);
   assert.equal(await changeCount(f), before, "the second setup wrote nothing");
   const r = await fetch(`${f.nb.url}/api/extras/custom-fields/?limit=1000`, { headers: { authorization: f.nb.authorization } });
   const names = ((await r.json()) as { results: { name: string }[] }).results.map((x) => x.name);
   for (const d of CUSTOM_FIELDS) assert.equal(names.filter((n) => n === d.name).length, 1, d.name);
   const rules = await (await fetch(`${f.nb.url}/api/extras/event-rules/?limit=100`, { headers: { authorization: f.nb.authorization } })).json() as { count: number };
-  assert.equal(rules.count, 2);
+  assert.equal(rules.count, 3, "desired action, decommissioning, SPIRE node list inputs");
   const ek = ((await (await fetch(`${f.nb.url}/api/extras/custom-fields/?name=ek_bindings`, { headers: { authorization: f.nb.authorization } })).json()) as { results: { ui_editable: { value: string } }[] }).results[0];
   assert.equal(ek?.ui_editable.value, "no", "EK bindings are not editable in NetBox's UI");
   const links = await (await fetch(`${f.nb.url}/api/extras/custom-links/?limit=100`, { headers: { authorization: f.nb.authorization } })).json() as { results: { link_url: string }[] };

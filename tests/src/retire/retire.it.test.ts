@@ -167,7 +167,7 @@ test("retirement of a node with running pods and a PDB: cordon, evictions throug
   }
   assert.ok(journal.some((j) => j.comments.startsWith("retirement step delete-node waiting: wipe Workflow standin-wipe-worker-1 is pending: the machine is not in HookOS yet")));
   assert.ok(journal.some((j) => j.comments.startsWith("retirement step wipe waiting: wipe Workflow standin-wipe-worker-1 is running")));
-  assert.ok(journal.some((j) => j.comments === `retirement of ${node} complete (8 steps)`));
+  assert.ok(journal.some((j) => j.comments === `retirement of ${node} complete (9 steps)`));
   // The operator's view: `fleetd retire status`.
   const kubeCfg = { kubernetes: { management: { kubeconfig: w.cp.kubeconfig, namespace: MGMT_NS }, workload: { kubeconfig: w.cp.kubeconfig } } };
   const status = fleetd(["retire", "status", node, "--config", w.fleet.configFile(undefined, kubeCfg)]);
@@ -277,7 +277,7 @@ test("SIGKILL mid-retirement, then a restart: it finishes without repeating comp
   assert.equal(res.code, 0, res.stderr.slice(-3000));
   const report = JSON.parse(res.stdout.trim().split("\n").pop() ?? "{}") as { status: string; completedNow: string[] };
   assert.equal(report.status, "complete");
-  assert.deepEqual(report.completedNow, ["wipe", "power-off", "netbox-offline"]);
+  assert.deepEqual(report.completedNow, ["wipe", "power-off", "spire", "netbox-offline"]);
   // Not repeated: the Node and Secret created after the kill survive; the Workflow was started once.
   assert.equal((await w.kube.core.readNode({ name: node })).metadata?.labels?.["reappeared"], "yes");
   assert.ok((await secretNames()).includes("bootstrap-token-cp1new"));
@@ -448,5 +448,5 @@ test("NetBox down at the last step (netbox-offline): the pass stops there with n
   assert.equal((await netboxDevice(w, node)).status, "offline");
   const journal = await journalOf(w, node);
   for (const s of STEP_NAMES) assert.equal(journal.filter((j) => j.comments.startsWith(`retirement step ${s} done:`)).length, 1, s);
-  assert.equal(journal.filter((j) => j.comments === `retirement of ${node} complete (8 steps)`).length, 1);
+  assert.equal(journal.filter((j) => j.comments === `retirement of ${node} complete (9 steps)`).length, 1);
 });

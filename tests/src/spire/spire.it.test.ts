@@ -3,8 +3,11 @@
  * fleetd's attestation server) issues worker-1 its TPM-resident LDevID; tink-action's own output writer puts the
  * certificate and key blobs where the shipped agent.conf reads them; a real spire-server (the shipped
  * server.conf: tpm_devid with fleetd's CA bundle and the swtpm manufacturer's issuing CA) and a real spire-agent
- * (tpm_devid against worker-1's swtpm, through a Unix socket) run v1.13.3. Entries are made through fleetd's SPIRE
- * adapter (shared/platform/src/spire); the SVID is read through the Workload API.
+ * (tpm_devid against worker-1's swtpm, through a Unix socket) run v1.13.3. worker-1's node entry is made by fleetd's
+ * sync: its runtime verdict lands in NetBox, NetBox's event rule delivers the change to netbox-script, which
+ * publishes spire-nodes.json, which spire-plugin (its own service assembly, watching the file) reconciles into
+ * SPIRE; the SVID of a workload under that node entry is read through the Workload API. Decommissioning worker-1 in
+ * NetBox then removes exactly its entry and bans its agent, timed from the NetBox change.
  */
 import { strict as assert } from "node:assert";
 import { createHash, X509Certificate } from "node:crypto";
@@ -14,7 +17,14 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { outageOf } from "@fleetd/platform/outage";
-import { SpireApiError, type SpireServerClient, serverId, tpmDevidAgentId, fetchX509Svids, type X509Svid } from "@fleetd/platform/spire";
+import {
+  SpireApiError, type SpireServerClient, serverId, tpmDevidAgentId, fetchX509Svids, type X509Svid, nodeEntryId, parseSyncStatus, type Entry,
+} from "@fleetd/platform/spire";
+import { lastChangeOf, patchDevice, readDevice } from "@fleetd/platform/netbox";
+import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
+import { parseSpirePluginConfig, startSpirePlugin, type SpirePlugin } from "@fleetd/spire-plugin";
+import { pino } from "pino";
+import { exampleNodesText } from "../netbox/fixture.js";
 import { writeSuccess } from "@fleetd/tink-action/outputs";
 import { issued, runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
@@ -41,6 +51,9 @@ let leaf: X509Certificate;
 let leafDer: Uint8Array;
 let caDer: Uint8Array;
 let devidFiles: DevidFiles;
+let handler: Handler | undefined;
+let plugin: SpirePlugin | undefined;
+let deviceId: number;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "fleetd-spire-e2e-"));
@@ -67,6 +80,8 @@ before(async () => {
 }, { timeout: 25 * 60_000 });
 
 after(async () => {
+  await plugin?.stop();
+  await handler?.stop();
   spire?.close();
   await agent?.stop();
   await door?.close();
@@ -98,29 +113,65 @@ test("the agent attested with tpm_devid using worker-1's LDevID: agent ID from t
   assert.ok(door.connections() > 10, "the agent spoke to worker-1's TPM (credential activation, certify, the DevID signature)");
 });
 
-test("a node entry made through the adapter makes the agent that node: a workload entry parented to it yields an X.509-SVID through the Workload API", async () => {
-  const td = server.trustDomain;
-  const nodeId = `spiffe://${td}/node/${NODE}`;
-  const workloadId = `spiffe://${td}/workload/${NODE}/e2e`;
-  const uid = process.getuid?.() ?? 0;
-  const created = await spire.batchCreateEntry([
-    {
-      id: `fleetd.node.${NODE}`,
-      spiffeId: nodeId,
-      parentId: serverId(td),
-      selectors: [
-        { type: "tpm_devid", value: `subject:cn:${cnOf(leaf, "subject")}` },
-        { type: "tpm_devid", value: `ca:fingerprint:${sha1(caDer)}` },
-      ],
-    },
-    { spiffeId: workloadId, parentId: nodeId, selectors: [{ type: "unix", value: `uid:${uid}` }] },
-    // a node no agent is (another CN) and a workload under it: never this agent's
-    { spiffeId: `spiffe://${td}/node/decoy`, parentId: serverId(td), selectors: [{ type: "tpm_devid", value: "subject:cn:decoy.g1" }] },
-    { spiffeId: `spiffe://${td}/workload/decoy`, parentId: `spiffe://${td}/node/decoy`, selectors: [{ type: "unix", value: `uid:${uid}` }] },
-  ]);
-  assert.deepEqual(created.map((c) => c.status.codeName), ["OK", "OK", "OK", "OK"], JSON.stringify(created));
-  assert.equal(created[0]?.entry?.id, `fleetd.node.${NODE}`, "the client-chosen ID is kept");
+const spireDir = () => join(dir, "spire-nodes");
+const status = () => parseSyncStatus(readFileSync(join(spireDir(), "spire-sync-status.json")));
+const foreign: Entry[] = [];
 
+test("worker-1's runtime pass reaches SPIRE through the sync: NetBox webhook → netbox-script publishes spire-nodes.json → spire-plugin creates the node entry", async () => {
+  const td = server.trustDomain;
+  const uid = process.getuid?.() ?? 0;
+  // Entries fleetd's sync must never touch: another owner's alias, a join-token alias, and workload entries
+  // parented to worker-1's node entry (made before that entry exists: SPIRE does not check parents).
+  const made = await spire.batchCreateEntry([
+    { id: "other-owner.decoy", spiffeId: `spiffe://${td}/node/decoy`, parentId: serverId(td), selectors: [{ type: "tpm_devid", value: "subject:cn:decoy.g1" }] },
+    { spiffeId: `spiffe://${td}/workload/decoy`, parentId: `spiffe://${td}/node/decoy`, selectors: [{ type: "unix", value: `uid:${uid}` }] },
+    { spiffeId: `spiffe://${td}/node/jt-host`, parentId: serverId(td), selectors: [{ type: "spiffe_id", value: `spiffe://${td}/spire/agent/join_token/e2e` }] },
+    { spiffeId: `spiffe://${td}/workload/${NODE}/e2e`, parentId: `spiffe://${td}/node/${NODE}`, selectors: [{ type: "unix", value: `uid:${uid}` }] },
+  ]);
+  assert.deepEqual(made.map((c) => c.status.codeName), ["OK", "OK", "OK", "OK"], JSON.stringify(made));
+  foreign.push(...made.map((m) => m.entry as Entry));
+
+  // netbox-script (the site's handler, NetBox's webhook target) publishing the list; spire-plugin watching it.
+  const nodesFile = join(dir, "handler-nodes.yaml");
+  writeFileSync(nodesFile, exampleNodesText());
+  const listLoc = { file: join(spireDir(), "spire-nodes.json") };
+  const statusLoc = { file: join(spireDir(), "spire-sync-status.json") };
+  handler = await startHandler(
+    toHandlerConfig(w.fleet.config(w.fleet.handler.token, {
+      handler: {
+        listen: { host: "127.0.0.1", port: w.fleet.handlerPort }, stateDir: join(dir, "handler-state"), nodesFile, reconcileIntervalSeconds: 3600,
+        spireNodes: { trustDomain: td, caBundle: join(dir, "devid-ca-bundle.pem"), list: listLoc, status: statusLoc },
+      },
+    })),
+    { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }) },
+  );
+  plugin = await startSpirePlugin(parseSpirePluginConfig({ trustDomain: td, socketPath: server.socketPath, list: listLoc, status: statusLoc, intervalSeconds: 3600, listen: { host: "127.0.0.1", port: 0 } }), { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }) });
+
+  // worker-1 is active with the LDevID fleetd issued recorded; its installed OS's runtime attestation passes. The
+  // attestation account writes these fields (the renewal endpoint's verdict, simulated here with its token).
+  deviceId = await w.deviceId(NODE);
+  const d = (await readDevice(w.admin, deviceId)).device;
+  if (d.status !== "active") await patchDevice(w.admin, deviceId, { status: "active" }, null, "test: worker-1 in service");
+  assert.deepEqual(handler.spireNodes?.last?.list.nodes.map((n) => n.name), [], "published at start, without worker-1: no runtime pass yet (the HookOS verdict is not enough)");
+  const now = new Date().toISOString();
+  await patchDevice(w.netbox, deviceId, { custom_fields: {
+    ldevid_serial: leaf.serialNumber.toLowerCase(), ldevid_cn: cnOf(leaf, "subject"), ldevid_expiry: new Date(leaf.validTo).toISOString(),
+    runtime_verdict: "pass", runtime_attested_at: now, runtime_passed_at: now,
+  } }, null, "fleetd runtime attestation pass (test)");
+
+  const entryId = nodeEntryId(NODE, sha1(caDer));
+  const [entry] = await pollValue("the sync's node entry for worker-1", async () => {
+    const e = await spire.listEntries({ bySpiffeId: `spiffe://${td}/node/${NODE}`, byParentId: serverId(td) });
+    return e.length > 0 ? e : undefined;
+  }, { timeoutMs: 30_000, intervalMs: 100, context: () => JSON.stringify({ published: handler?.spireNodes?.last ? { nodes: handler.spireNodes.last.list.nodes, excluded: handler.spireNodes.last.excluded } : "nothing", sync: plugin?.sync.last ?? "no pass" }) });
+  assert.equal(entry?.id, entryId, "made by fleetd's sync (its deterministic ID), not by hand");
+  assert.deepEqual(entry?.selectors.map((x) => `${x.type}:${x.value}`).sort(), [`tpm_devid:ca:fingerprint:${sha1(caDer)}`, `tpm_devid:subject:cn:${cnOf(leaf, "subject")}`]);
+  const published = JSON.parse(readFileSync(listLoc.file, "utf8")) as { nodes: { name: string; cn: string }[] };
+  assert.deepEqual(published.nodes.map((n) => [n.name, n.cn]), [[NODE, cnOf(leaf, "subject")]]);
+});
+
+test("the agent is that node: a workload entry parented to the sync's node entry yields an X.509-SVID through the Workload API", async () => {
+  const workloadId = `spiffe://${server.trustDomain}/workload/${NODE}/e2e`;
   // SPIRE propagates eventually (server cache reload and agent sync, about 5 s each): wait for the SVID.
   const svids = await pollValue(
     "the workload's X.509-SVID through the Workload API",
@@ -146,16 +197,49 @@ test("a node entry made through the adapter makes the agent that node: a workloa
   assert.ok(Date.parse(cert.validTo) > Date.now());
 });
 
-test("BanAgent, found by the agent ID SPIRE derives from the LDevID leaf; an unknown agent is a refusal, not an outage", async () => {
+test("decommissioning worker-1 in NetBox removes exactly its entry and bans its agent (the ID SPIRE derived from its LDevID leaf) within 2 s; foreign entries untouched", async () => {
+  const td = server.trustDomain;
+  const agentId = tpmDevidAgentId(td, leafDer);
+  assert.deepEqual((await spire.listAgents({ byAttestationType: "tpm_devid" })).map((a) => [a.id, a.banned]), [[agentId, false]]);
+  const t0 = Date.now();
+  await patchDevice(w.admin, deviceId, { status: "decommissioning" }, null, "test: decommission worker-1");
+  const t1 = Date.now();
+  const doneAt = await pollValue("worker-1's entry gone and its agent banned", async () => {
+    const [entries, banned] = await Promise.all([spire.listEntries({ bySpiffeId: `spiffe://${td}/node/${NODE}`, byParentId: serverId(td) }), spire.listAgents({ byBanned: true })]);
+    return entries.length === 0 && banned.some((a) => a.id === agentId) ? Date.now() : undefined;
+  }, { timeoutMs: 30_000, intervalMs: 25 });
+  // The NetBox change's own time: its change-log record (NetBox's clock is this machine's).
+  const change = await lastChangeOf(w.admin, deviceId, "status");
+  const changedAt = Date.parse(change?.time ?? "");
+  assert.ok(changedAt >= t0 - 1000 && changedAt <= t1 + 1000, `the change-log time ${change?.time} lies within the PATCH (${new Date(t0).toISOString()} … ${new Date(t1).toISOString()})`);
+  const ms = doneAt - changedAt;
+  process.stdout.write(`# decommissioning → entry removed and agent banned: ${ms} ms after the NetBox change (change log ${change?.time}); ${doneAt - t1} ms after NetBox answered the PATCH, ${doneAt - t0} ms after it was sent\n`);
+  assert.ok(ms < 2000, `entry removed and agent banned ${ms} ms after the NetBox change (done-when: < 2 s)`);
+  // The status says so, with the agent banned, and retirement's confirmation holds.
+  const s = await pollValue("spire-plugin's status naming the ban", async () => {
+    const st = status();
+    return st.bans.some((b) => b.node === NODE) ? st : undefined;
+  }, { timeoutMs: 5_000, intervalMs: 50 });
+  assert.deepEqual(s.bans.find((b) => b.node === NODE)?.agents, [agentId], "the agent found by the entry's selectors is the one SPIRE derived from the LDevID leaf");
+  assert.deepEqual(s.pendingBans, []);
+  // Retirement's spire step, as netbox-script wires it: confirmed, naming the banned agent.
+  const confirm = await handler?.spireRetirement?.confirmRemoved(NODE);
+  assert.ok(confirm?.confirmed, JSON.stringify(confirm));
+  assert.match(confirm.detail, new RegExp(`agents banned: ${agentId}`));
+  // Foreign entries: every one still there, unwritten — the workload entry under worker-1's node entry too.
+  for (const f of foreign) {
+    const [now] = await spire.listEntries({ bySpiffeId: f.spiffeId, byParentId: f.parentId });
+    assert.equal(now?.id, f.id, `${f.spiffeId} still there`);
+    assert.equal(now?.revisionNumber, f.revisionNumber, `${f.spiffeId} not written`);
+  }
+  assert.equal((await spire.listEntries({ byParentId: serverId(td) })).filter((e) => e.id.startsWith("fleetd.node.")).length, 0);
+});
+
+test("the banned agent shuts down; an unknown agent ID is a refusal, not an outage; deleting the agent lets the same LDevID attest again", async () => {
   const id = tpmDevidAgentId(server.trustDomain, leafDer);
   const unknown = tpmDevidAgentId(server.trustDomain, new Uint8Array([1, 2, 3]));
   await assert.rejects(spire.banAgent(unknown), (e: unknown) => e instanceof SpireApiError && e.code === "spire-refused" && e.grpcCode === 5 && outageOf(e) === undefined);
-  await spire.banAgent(id);
-  const banned = await spire.listAgents({ byBanned: true });
-  assert.deepEqual(
-    banned.map((a) => [a.id, a.banned]),
-    [[id, true]],
-  );
+  assert.deepEqual((await spire.listAgents({ byBanned: true })).map((a) => [a.id, a.banned]), [[id, true]]);
   assert.deepEqual(await spire.listAgents({ byBanned: false }), []);
   // The banned agent's next call to the server is refused (PERMISSION_DENIED, AGENT_BANNED): it removes its SVID
   // and exits (SPIRE pkg/agent/manager/manager.go).

@@ -71,7 +71,7 @@ test("decommissioning: the wipe Workflow is served, the Rufio power-off Job turn
   assert.equal(await w.bmc.powerState(), "On");
   const { actions: names, journal } = await w.retire("test: retire");
   assert.deepEqual(names, ["fleetd-attest", "wipe-disk", "fleetd-clear-tpm"], "attest (wipe mode), the whole disk, the TPM owner hierarchy");
-  for (const step of ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "netbox-offline"]) {
+  for (const step of ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "spire", "netbox-offline"]) {
     assert.ok(journal.some((j) => j.comments.includes(step)), `journal names step ${step}: ${JSON.stringify(journal.map((j) => j.comments))}`);
   }
 });

@@ -181,6 +181,21 @@ export function nodeFromDevice(
   };
 }
 
+/**
+ * A device as a `Node` for SPIRE's node list (spire/publish.ts): the name's attribution to the apply account and
+ * the recorded LDevID / runtime fields' attribution to the attestation account, from one walk of its change log.
+ * The other identity fields and the switch port are not read (the list needs none of them).
+ */
+export async function recordedNode(nb: NetBox, d: DeviceRecord, o: NetBoxInventoryOptions): Promise<Node> {
+  const name: AttributedField = { path: "name", current: d.name, account: o.applyAccount, code: unattributedCode("name"), label: "device name" };
+  const recorded = recordedFields(d, o);
+  const attribution = await checkAttribution(nb, d.id, [name, ...recorded]);
+  const attributed = new Set(recorded.filter((f) => attribution.get(f.path)?.ok).map((f) => f.path.slice("custom_fields.".length)));
+  const a = attribution.get("name");
+  const unattributed: Unattributed[] = a?.ok ? [] : [{ field: "name", code: name.code, reason: a ? a.reason : "device name not checked" }];
+  return nodeFromDevice(d, { unattributed, attributed }, o.roleSlugs);
+}
+
 const isEmpty = (v: unknown) => v === null || v === undefined || v === "";
 
 export class NetBoxInventory implements Inventory, Journal {

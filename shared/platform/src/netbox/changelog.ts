@@ -66,9 +66,28 @@ function writtenBy(c: ObjectChangeRecord, path: string): unknown {
   return c.action === "delete" ? null : fieldOf(c.postchange_data, path);
 }
 
-/** Whether change `c` set `path` to exactly `value` (canonical JSON; absent and null are the same). */
+const ISO_DATETIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Whether change `c` set `path` to exactly `value` (canonical JSON; absent and null are the same). A datetime
+ * custom field is the one exception: the change log keeps the string as written ("…:07.439Z", "…:07.000Z") while
+ * the device reads back NetBox's rendering of the same instant ("…:07.439000Z", "…:07Z"); two ISO datetimes are
+ * the same value when they name the same instant.
+ */
 export function setsValue(c: ObjectChangeRecord, path: string, value: unknown): boolean {
-  return comparableJson(writtenBy(c, path)) === comparableJson(value ?? null);
+  const written = writtenBy(c, path);
+  if (typeof written === "string" && typeof value === "string" && ISO_DATETIME.test(written) && ISO_DATETIME.test(value)) {
+    const a = Date.parse(written);
+    const b = Date.parse(value);
+    if (!Number.isNaN(a) && !Number.isNaN(b)) return a === b && sameSubMillis(written, value);
+  }
+  return comparableJson(written) === comparableJson(value ?? null);
+}
+
+/** Date.parse keeps milliseconds only: digits beyond them must agree too (padding zeros aside). */
+function sameSubMillis(a: string, b: string): boolean {
+  const frac = (s: string) => (/\.(\d+)/.exec(s)?.[1] ?? "").padEnd(9, "0").slice(3);
+  return frac(a) === frac(b);
 }
 
 /**

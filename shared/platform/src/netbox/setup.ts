@@ -10,7 +10,7 @@ import { syncKind, type Change } from "./sync.js";
 import { CodedError } from "../fleet/codedError.js";
 
 export const WEBHOOK_NAME = "fleetd";
-export const EVENT_RULES = { desiredAction: "fleetd: desired action set", decommissioning: "fleetd: status decommissioning" } as const;
+export const EVENT_RULES = { desiredAction: "fleetd: desired action set", decommissioning: "fleetd: status decommissioning", spireNodes: "fleetd: SPIRE node list inputs" } as const;
 
 /**
  * Conditions (NetBox 4.7 event-rule syntax). The first test reads the REST data (short-circuits when the
@@ -26,6 +26,20 @@ export const DECOMMISSIONING_CONDITIONS = {
   and: [
     { attr: "status.value", value: "decommissioning" },
     { attr: "status", op: "changed" },
+  ],
+};
+
+/**
+ * What SPIRE's node list (spire-nodes.json) is rendered from: a device's status, name, runtime verdict and
+ * current LDevID CN. Any change of one of them is delivered, so netbox-script republishes the list at once (a
+ * decommissioning or quarantined node loses its SPIRE entry within seconds, not at the next reconcile pass).
+ */
+export const SPIRE_NODE_LIST_CONDITIONS = {
+  or: [
+    { attr: "status", op: "changed" },
+    { attr: "name", op: "changed" },
+    { attr: "custom_fields.runtime_verdict", op: "changed" },
+    { attr: "custom_fields.ldevid_cn", op: "changed" },
   ],
 };
 
@@ -158,6 +172,7 @@ export async function netboxSetup(nb: NetBox, cfg: SiteConfig, dryRun: boolean):
     [
       rule(EVENT_RULES.desiredAction, DESIRED_ACTION_CONDITIONS, "desired_action was set on a device"),
       rule(EVENT_RULES.decommissioning, DECOMMISSIONING_CONDITIONS, "a device's status changed to decommissioning"),
+      rule(EVENT_RULES.spireNodes, SPIRE_NODE_LIST_CONDITIONS, "a device's status, name, runtime verdict or LDevID CN changed (SPIRE node list)"),
     ],
     dryRun,
   );

@@ -21,3 +21,4 @@ export * from "./progressConfigMap.js";
 export * from "./retireNode.js";
 export * from "./runner.js";
 export * from "./types.js";
+export * from "./spire.js";

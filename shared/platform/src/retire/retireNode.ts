@@ -1,8 +1,8 @@
 /**
  * Retire a node (NetBox status `decommissioning`): cordon; evict; netboot into HookOS (the wipe Workflow);
  * delete the Node; delete fleetd's cluster records (bootstrap token, CSRs); wait for the wipe; power off;
- * NetBox offline. Each step is idempotent and recorded when it completes; calling retireNode again (after a
- * crash, on another replica) continues at the first incomplete step. The SPIRE side is the SPIRE issue's.
+ * SPIRE entry removed and agents banned (confirmed by spire-plugin); NetBox offline. Each step is idempotent and recorded when it completes; calling retireNode again (after a
+ * crash, on another replica) continues at the first incomplete step.
  */
 import { cordonStep } from "./cordon.js";
 import { deleteClusterRecordsStep } from "./deleteClusterRecords.js";
@@ -11,13 +11,14 @@ import { evictStep } from "./evict.js";
 import { netbootStep } from "./netboot.js";
 import { netboxOfflineStep } from "./netboxOffline.js";
 import { powerOffStep } from "./powerOff.js";
+import { spireStep } from "./spire.js";
 import { runRetirementPass, type RetirementReport } from "./runner.js";
 import { optionsOf, type RetirementDeps, type Step } from "./types.js";
 import { wipeStep } from "./wipe.js";
 
 /** The steps, in order. */
 export const RETIREMENT_STEPS: readonly Step[] = [
-  cordonStep, evictStep, netbootStep, deleteNodeStep, deleteClusterRecordsStep, wipeStep, powerOffStep, netboxOfflineStep,
+  cordonStep, evictStep, netbootStep, deleteNodeStep, deleteClusterRecordsStep, wipeStep, powerOffStep, spireStep, netboxOfflineStep,
 ];
 
 export interface RetireOptions {

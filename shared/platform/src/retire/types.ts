@@ -6,6 +6,7 @@
 import type { Kube } from "../kube/client.js";
 import type { Journal } from "../fleet/ports.js";
 import type { RetirementProgress } from "./progress.js";
+import type { RetirementSpire } from "./spire.js";
 
 /** What a step reports. `waiting` steps are run again later (same process after retryAfterMs, or after a restart). */
 export type StepResult =
@@ -37,7 +38,7 @@ export interface Step {
   run(ctx: StepContext): Promise<StepResult>;
 }
 
-export const STEP_NAMES = ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "netbox-offline"] as const;
+export const STEP_NAMES = ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "spire", "netbox-offline"] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
 /**
@@ -96,6 +97,8 @@ export interface RetirementDeps {
   inventory: RetirementInventory;
   /** One entry per completed step, per new waiting reason, and per refusal. */
   journal: Journal;
+  /** SPIRE (step `spire`): absent when the site runs no SPIRE sync. */
+  spire?: RetirementSpire;
   /** This replica's identity (pod name); written into step claims. */
   owner: string;
   options?: Partial<RetirementOptions>;

@@ -5,3 +5,8 @@ export * from "./spiffeId.js";
 export * from "./wire.js";
 export * from "./workload.js";
 export * from "./proto.js";
+export * from "./nodeList.js";
+export * from "./entrySync.js";
+export * from "./documentStore.js";
+export * from "./syncStatus.js";
+export * from "./publish.js";

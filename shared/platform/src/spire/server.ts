@@ -169,6 +169,19 @@ export class SpireServerClient {
     }
   }
 
+  /**
+   * One `Entry/ListEntries` page: `token` "" for the first; `next` "" after the last (SPIRE answers a token after
+   * every non-empty page, so the last call returns an empty page). For callers that drive paging themselves
+   * (the reconcile engine's `listCurrent`).
+   */
+  async listEntriesPage(filter: EntryFilter, pageSize: number, token: string): Promise<{ entries: Entry[]; next: string }> {
+    const rpc = "Entry/ListEntries";
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 0x7fffffff) throw new SpireApiError("spire-bad-request", rpc, undefined, "the page size must be a positive integer (0 would ask for everything at once)");
+    const page = readAnswer(rpc, ListEntriesResponse, await this.call("spire.api.server.entry.v1.Entry", "ListEntries", { filter: this.entryFilter(rpc, filter), page_size: pageSize, page_token: token }));
+    if (page.entries.length > pageSize) throw new SpireApiError("spire-bad-response", rpc, undefined, `a page of ${page.entries.length} entries for a page size of ${pageSize}`);
+    return { entries: page.entries.map((e) => entryFromWire(rpc, e)), next: page.entries.length === 0 ? "" : page.next_page_token };
+  }
+
   /** Every entry the filter selects (all pages). */
   async listEntries(filter: EntryFilter = {}, pageSize = DEFAULT_PAGE_SIZE): Promise<Entry[]> {
     const all: Entry[] = [];

@@ -1,0 +1,29 @@
+import { strict as assert } from "node:assert";
+import { test } from "node:test";
+import { parseSiteConfig } from "@fleetd/platform/fleet";
+import { HandlerSection, keepFailedControlPlanesOf } from "./config.js";
+
+const site = (extra: Record<string, unknown> = {}) =>
+  parseSiteConfig({
+    netbox: { url: "http://127.0.0.1:1", token: "nbt_x.y" },
+    accounts: { apply: "a", handler: "h" },
+    authorizedGroup: "g",
+    ...extra,
+  });
+
+test("handler.spireNodes: trust domain, CA bundle, list and status locations; defaults for role slugs and the poll", () => {
+  const h = HandlerSection.parse({
+    stateDir: "/s", nodesFile: "/n",
+    spireNodes: { trustDomain: "fleet.example.org", caBundle: "/ca.pem", list: { file: "/l/spire-nodes.json" }, status: { configMap: { namespace: "fleetd", name: "spire-sync-status", key: "s.json" } } },
+  });
+  assert.equal(h.spireNodes?.roleSlugs["control-plane"], "fleetd-control-plane");
+  assert.equal(h.spireNodes?.confirmPollMs, 1000);
+  assert.equal((h.spireNodes?.status as { configMap: { kubeconfig: string } }).configMap.kubeconfig, "in-cluster");
+  for (const bad of [{ trustDomain: "Bad" }, { list: { file: "relative" } }, { list: {} }]) {
+    assert.equal(HandlerSection.safeParse({ stateDir: "/s", nodesFile: "/n", spireNodes: { trustDomain: "t.example", caBundle: "/c", list: { file: "/l" }, status: { file: "/s" }, ...bad } }).success, false, JSON.stringify(bad));
+  }
+});
+
+test("keepFailedControlPlanes: default true (the site setting is read when the site configuration has it)", () => {
+  assert.equal(keepFailedControlPlanesOf(site()), true);
+});
