@@ -80,13 +80,10 @@ export function loadHandlerConfig(path: string | undefined): HandlerConfig {
   return toHandlerConfig(loadSiteConfig(path));
 }
 
-const SpireSite = z.object({ spire: z.object({ keepFailedControlPlanes: z.boolean().optional() }).passthrough().optional() }).passthrough();
-
 /**
  * The site's `spire.keepFailedControlPlanes` (default true): a control plane whose runtime verdict failed keeps
- * its SPIRE entry if it passed once. Read leniently here; the site configuration's schema owns the field.
+ * its SPIRE entry if it passed once.
  */
 export function keepFailedControlPlanesOf(site: SiteConfig): boolean {
-  const r = SpireSite.safeParse(site);
-  return r.success ? (r.data.spire?.keepFailedControlPlanes ?? true) : true;
+  return site.spire.keepFailedControlPlanes;
 }

@@ -58,8 +58,6 @@ let spire: SpireServerClient;
 let door: TpmUnixSocket;
 let agent: SpireAgent | undefined;
 let cfg: RenewConfig;
-/** Whether the rendered Talos config carried the LAK certificate itself (else the test adds it: see below). */
-let lakCertFromConfig = false;
 let seedLeaf: Uint8Array;
 /** The agent's and the server's clock offset (ms). */
 let offset = 0;
@@ -112,13 +110,8 @@ before(async () => {
     assert.ok(f.path.startsWith("/var/lib/fleetd/seed/"), f.path);
     writeFileSync(join(seedDir, basename(f.path)), f.content, { mode: f.permissions });
   }
-  lakCertFromConfig = existsSync(join(seedDir, SEED_FILES.lakCertPem));
-  if (!lakCertFromConfig) {
-    // The renderer does not pass the LAK certificate into the seed yet (server side: ConfigRenderer's input and
-    // protocol/server/confirm.ts); the agent needs it for the renewal challenge, so the test adds the certificate
-    // the same provision issued, exactly as SEED_FILES.lakCertPem lays it out.
-    writeFileSync(join(seedDir, SEED_FILES.lakCertPem), Buffer.from(certificateToPem(i.lak.certificate)).toString("base64"), { mode: 0o600 });
-  }
+  // the seed carries the LAK certificate the provision issued (SEED_FILES.lakCertPem): the agent presents it
+  assert.equal(Buffer.from(readFileSync(join(seedDir, SEED_FILES.lakCertPem), "utf8"), "base64").toString(), certificateToPem(i.lak.certificate));
   seedLeaf = i.ldevid.certificate;
   // worker-1 boots the installed Talos: the runtime attestation judges that boot
   writeFileSync(eventLogFile, await w.reboot(NODE, "talos"));
@@ -153,8 +146,6 @@ const devidFiles = () => ({ cert: join(devidDir, "ldevid.crt"), pub: join(devidD
 const status = () => JSON.parse(readFileSync(cfg.statusFile, "utf8")) as { verdict: string; ready: boolean; generation: number; refused: boolean; reasons: { check: string }[] };
 
 test("start: the seed is copied into the devid directory once and the runtime attestation passes; spire-agent attests with the seed's LDevID", async (t) => {
-  // the seed contract (SEED_FILES.lakCertPem): said here until the renderer passes the LAK certificate
-  if (!lakCertFromConfig) t.diagnostic("the rendered Talos config has no lak-cert.pem.b64 yet: the test added the LAK certificate to the seed");
   const seedBefore = snapshot(seedDir);
   const first = await start();
   assert.equal(first.code, EXIT.ok, JSON.stringify(first.lines.filter((l) => (l["level"] as number) >= 40)));

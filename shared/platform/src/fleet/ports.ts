@@ -90,7 +90,7 @@ export interface ConfigRenderer {
   /** Render the node's Talos config with its seed files; returns the YAML and the bootstrap token id. */
   render(
     node: Node,
-    input: { mac: string; chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array },
+    input: { mac: string; chainPem: string; ldevidPublic: Uint8Array; ldevidPrivate: Uint8Array; lakPublic: Uint8Array; lakPrivate: Uint8Array; lakCertPem: string },
   ): Promise<{ config: string; bootstrapTokenId: string; tokenExpiresAt: Date; bootstrapToken: { id: string; secret: string } }>;
 }
 

@@ -124,6 +124,8 @@ async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: Evid
     ldevidPrivate: fromHex(data.ldevidPrivate ?? ""),
     lakPublic: fromHex(data.lakPublic ?? ""),
     lakPrivate: fromHex(data.lakPrivate ?? ""),
+    // the node agent presents it at every runtime attestation (tink-action renew; SEED_FILES.lakCertPem)
+    lakCertPem: certificateToPem(fromHex(data.lakCertificate ?? "")),
   });
   // A worker's token Secret exists before the config can be fetched; if it cannot be created, no install code
   // (fail closed). A re-provision retires the node's previous token. A control plane's Secret is Talos's own:

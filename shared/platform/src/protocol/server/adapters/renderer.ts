@@ -26,6 +26,7 @@ export class TalosRenderer implements ConfigRenderer {
         ldevidPrivate: input.ldevidPrivate,
         lakPublic: input.lakPublic,
         lakPrivate: input.lakPrivate,
+        lakCertPem: input.lakCertPem,
       },
     });
     return {
