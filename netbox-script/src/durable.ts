@@ -1,27 +1,10 @@
-/** Durable small-file writes for handled.log (handled.ts): write to a temporary name, fsync, rename, fsync the directory. */
-import { closeSync, fsyncSync, openSync, renameSync, writeSync, appendFileSync, mkdirSync } from "node:fs";
-import { dirname, join } from "node:path";
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, "r");
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
+/** Durable small-file writes for handled.log (handled.ts): whole files by writeFileAtomic (@fleetd/platform/state), appends fsynced. */
+import { closeSync, fsyncSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+import { writeFileAtomic } from "@fleetd/platform/state";
 
 export function writeDurable(path: string, content: string): void {
-  const tmp = join(dirname(path), `.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`);
-  const fd = openSync(tmp, "w", 0o600);
-  try {
-    writeSync(fd, content);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  fsyncDir(dirname(path));
+  writeFileAtomic(path, content, 0o600);
 }
 
 /** Appends one line and fsyncs (an append-only log). */

@@ -4,9 +4,8 @@
  * directory — so a crash leaves either the old or the new state, never half a file. The issuer records an
  * issuance here before the certificate is released (shared/platform/src/pki/bundle.ts).
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
-import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { writeFileAtomic } from "@fleetd/platform/state";
 import { parseBundleState, serializeBundleState, type BundleState } from "@fleetd/platform/pki";
 import { ConfigError } from "@fleetd/platform/fleet";
 
@@ -24,28 +23,5 @@ export function loadBundleStateFile(path: string): BundleState {
 }
 
 export function saveBundleStateFile(path: string, state: BundleState): void {
-  const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-  const fd = openSync(tmp, "wx", 0o600);
-  try {
-    writeSync(fd, serializeBundleState(state));
-    fsyncSync(fd);
-  } catch (e) {
-    closeSync(fd);
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-  closeSync(fd);
-  try {
-    renameSync(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-  const dfd = openSync(dir, "r");
-  try {
-    fsyncSync(dfd);
-  } finally {
-    closeSync(dfd);
-  }
+  writeFileAtomic(path, serializeBundleState(state), 0o600);
 }

@@ -8,14 +8,14 @@
  * Watching: the file's directory (fs.watch; a rename replaces the inode) or the ConfigMap (a Kubernetes watch on
  * its name). Watches are hints — callers also poll on an interval.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
-import { basename, dirname, join } from "node:path";
-import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, statSync, watch, type FSWatcher } from "node:fs";
+import { basename, dirname } from "node:path";
 import { gunzipSync, gzipSync } from "node:zlib";
 import * as k8s from "@kubernetes/client-node";
 import { z } from "zod";
 import { isConflict, isNotFound, loadKube, type Kube } from "../kube/client.js";
 import { OWNER_LABELS } from "../fleet/ownership.js";
+import { writeFileAtomic } from "../state/privateFiles.js";
 
 export interface StoredDocument {
   bytes: Uint8Array;
@@ -73,30 +73,7 @@ export function fileDocument(path: string, mode = 0o644): DocumentStore {
       }
       const dir = dirname(path);
       mkdirSync(dir, { recursive: true });
-      const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
-      const fd = openSync(tmp, "wx", mode);
-      try {
-        let off = 0;
-        while (off < bytes.byteLength) off += writeSync(fd, bytes, off, bytes.byteLength - off);
-        fsyncSync(fd);
-      } catch (e) {
-        closeSync(fd);
-        rmSync(tmp, { force: true });
-        throw e;
-      }
-      closeSync(fd);
-      try {
-        renameSync(tmp, path);
-      } catch (e) {
-        rmSync(tmp, { force: true });
-        throw e;
-      }
-      const dfd = openSync(dir, "r");
-      try {
-        fsyncSync(dfd);
-      } finally {
-        closeSync(dfd);
-      }
+      writeFileAtomic(path, bytes, mode);
       return true;
     },
     watch(onChange, onError) {

@@ -4,7 +4,8 @@
  * Checked, not assumed: a directory or file others can read is refused with the path and its mode, so a
  * mis-mounted volume stops the start instead of leaking a cluster secret.
  */
-import { chmodSync, closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, statSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { dirname, join, basename } from "node:path";
 
 const octal = (m: number) => (m & 0o777).toString(8).padStart(3, "0");
@@ -37,19 +38,44 @@ export function privateDirOf(path: string, err: (message: string) => Error = (m)
   return () => void process.umask(previous);
 }
 
-/** Writes `data` to `path` as a private file, atomically (a 0600 temporary file in the same directory, fsync, rename). */
-export function writePrivateFile(path: string, data: string | Uint8Array, err: (message: string) => Error = (m) => new Error(m)): void {
-  ensurePrivateDir(dirname(path), err);
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  const fd = openSync(tmp, "w", 0o600);
+/**
+ * Replaces `path` with `data` atomically and durably: an exclusive temporary file (random name) in the same
+ * directory with exactly `mode`, every byte written, fsync, rename over `path`, fsync of the directory. A crash
+ * leaves the old file or the new one, never half of one; a failed write removes the temporary file. The
+ * directory must exist. fleetd's one atomic file writer (the CA bundle state, netbox-script's handled.log, the
+ * SPIRE node list and sync status, private state files).
+ */
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600): void {
+  const dir = dirname(path);
+  const tmp = join(dir, `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const fd = openSync(tmp, "wx", mode);
   try {
     const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
     let off = 0;
-    while (off < bytes.length) off += writeSync(fd, bytes, off, bytes.length - off);
+    while (off < bytes.byteLength) off += writeSync(fd, bytes, off, bytes.byteLength - off);
+    fchmodSync(fd, mode); // exactly `mode`, whatever the umask
     fsyncSync(fd);
-  } finally {
     closeSync(fd);
+    renameSync(tmp, path);
+  } catch (e) {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+    rmSync(tmp, { force: true });
+    throw e;
   }
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, path);
+  const dfd = openSync(dir, "r");
+  try {
+    fsyncSync(dfd);
+  } finally {
+    closeSync(dfd);
+  }
+}
+
+/** Writes `data` to `path` as a private file (0600, in a private directory), atomically (writeFileAtomic). */
+export function writePrivateFile(path: string, data: string | Uint8Array, err: (message: string) => Error = (m) => new Error(m)): void {
+  ensurePrivateDir(dirname(path), err);
+  writeFileAtomic(path, data, 0o600);
 }
