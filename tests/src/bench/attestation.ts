@@ -8,9 +8,9 @@
  */
 import { constants, createECDH, generateKeyPairSync, publicEncrypt, randomBytes, sign, verify } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import { attest, type ServerTransport } from "@fleetd/platform/protocol/client";
+import { attest } from "@fleetd/platform/protocol/client";
 import { startWorld } from "../attestation/world.js";
-import { opsPerSecond, row, type BenchRow } from "./measure.js";
+import { opsPerSecond, row, timedTransport, type BenchRow } from "./measure.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
 
 function bareFloor(): number {
@@ -36,17 +36,8 @@ function bareFloor(): number {
 export async function benchAttestation(iterations = Number(process.env["FLEETD_BENCH_ATTESTATIONS"] ?? 8)): Promise<BenchRow[]> {
   const w = await startWorld({ talosVersion: TALOS_VERSION });
   try {
-    let serverMs = 0;
-    const timed: ServerTransport = {
-      async post(path, body) {
-        const t = performance.now();
-        try {
-          return await w.transport.post(path, body);
-        } finally {
-          serverMs += performance.now() - t;
-        }
-      },
-    };
+    const server = timedTransport(w.transport);
+    const timed = server.transport;
     // The node stays planned: intake is the mode it allows again and again (each run a fresh AK and session).
     await (async () => {
       const tpm = w.client();
@@ -56,7 +47,7 @@ export async function benchAttestation(iterations = Number(process.env["FLEETD_B
         await tpm.close();
       }
     })();
-    serverMs = 0;
+    server.ms = 0;
     for (let i = 0; i < iterations; i++) {
       const tpm = w.client();
       try {
@@ -65,7 +56,7 @@ export async function benchAttestation(iterations = Number(process.env["FLEETD_B
         await tpm.close();
       }
     }
-    const perSecond = iterations / (serverMs / 1000);
+    const perSecond = iterations / (server.ms / 1000);
     return [row("server-side attestation (challenge+evidence+confirm, TPM excluded; with NetBox, SoftHSM2)", "attestations/s", perSecond, "the same crypto bare in node:crypto", bareFloor())];
   } finally {
     await w.stop();

@@ -1,4 +1,5 @@
 /** Tiny benchmark kit: run a function for a time budget, report operations per second. */
+import type { ServerTransport } from "@fleetd/platform/protocol/client";
 export interface BenchRow {
   name: string;
   value: number;
@@ -38,4 +39,25 @@ export function printRows(title: string, rows: BenchRow[]): void {
     const f = r.floor !== undefined ? `   floor (${r.floorName}): ${r.floor.toFixed(r.floor < 100 ? 2 : 0)} ${r.floorUnit ?? r.unit}   ratio ${r.ratio?.toFixed(3)}` : "";
     console.log(`  ${r.name.padEnd(w)}  ${v.padStart(14)}${f}`);
   }
+}
+
+/**
+ * A transport that adds up the time spent in `inner` (the server's time, as the client sees it on loopback):
+ * `ms` is read and reset by the bench between phases.
+ */
+export function timedTransport(inner: ServerTransport): { transport: ServerTransport; ms: number } {
+  const timer = {
+    ms: 0,
+    transport: {
+      async post(path: string, body: unknown) {
+        const t = performance.now();
+        try {
+          return await inner.post(path, body);
+        } finally {
+          timer.ms += performance.now() - t;
+        }
+      },
+    } as ServerTransport,
+  };
+  return timer;
 }

@@ -13,9 +13,8 @@
  */
 import { generateKeyPairSync, randomBytes, sign, verify } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import { bootedTpm, heldFrom, honest, machineOf, renewOnce, startMemoryWorld, type Held, type WorldMachine } from "../unit/platform/protocol/memoryWorld.js";
-import { opsPerSecond, row, type BenchRow } from "./measure.js";
+import { opsPerSecond, row, timedTransport, type BenchRow } from "./measure.js";
 
 const DAY = 86_400_000;
 
@@ -41,31 +40,22 @@ export async function benchRenewal(iterations = Number(process.env["FLEETD_BENCH
     const wm = w.machines["worker-1"] as WorldMachine;
     let held: Held = heldFrom(await honest(machineOf(wm, w.transport), wm.claims({ mode: "intake" })));
     const boot = bootedTpm(w, "talos");
-    let serverMs = 0;
-    const timed: ServerTransport = {
-      async post(path, body) {
-        const t = performance.now();
-        try {
-          return await w.transport.post(path, body);
-        } finally {
-          serverMs += performance.now() - t;
-        }
-      },
-    };
+    const server = timedTransport(w.transport);
+    const timed = server.transport;
     // warm-up: one runtime attestation (profile load, JIT)
     await renewOnce(timed, boot.tpm, held, boot.eventLog, "attest");
-    serverMs = 0;
+    server.ms = 0;
     for (let i = 0; i < n; i++) {
       w.advanceClock(21 * DAY);
       const r = await renewOnce(timed, boot.tpm, held, boot.eventLog, "renew");
       if (r.response.issued !== "new") throw new Error(`renewal ${i + 1} issued nothing`);
       held = r.held;
     }
-    const renewals = n / (serverMs / 1000);
-    serverMs = 0;
+    const renewals = n / (server.ms / 1000);
+    server.ms = 0;
     const m = n * 2;
     for (let i = 0; i < m; i++) await renewOnce(timed, boot.tpm, held, boot.eventLog, "attest");
-    const attests = m / (serverMs / 1000);
+    const attests = m / (server.ms / 1000);
     const floor = bareFloor();
     return [
       row("server-side renewal (challenge+evidence+confirm, a new generation each; TPM excluded)", "renewals/s", renewals, "the same crypto bare in node:crypto", floor),

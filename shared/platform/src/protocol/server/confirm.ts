@@ -15,6 +15,7 @@ import { certificateToPem } from "@fleetd/verify/x509";
 import { confirmMessage } from "../bindings.js";
 import type { Confirm, ConfirmResponse } from "../messages.js";
 import { Refused, type ServerContext } from "./context.js";
+import type { SessionRecord } from "../../state/store.js";
 import type { Node } from "../../fleet/node.js";
 import { type EvidenceSessionData, freshGates, spendingRefusals } from "./evidence.js";
 import { failpoint } from "../../outage/failpoint.js";
@@ -32,11 +33,7 @@ export function confirm(ctx: ServerContext, req: Confirm, request: string): Prom
       name: "confirm",
       from: "evidenced",
       request,
-      // A confirm for a confirmed session is a replay: say so (the refusals test expects the precise name).
-      moved: (session, why) =>
-        session.state === "confirmed" || why === "expired"
-          ? new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired; a confirm is single use" }], session.node)
-          : new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows accepted evidence, once` }], session.node),
+      moved: confirmMoved("accepted evidence"),
     },
     (s) => confirmClaimed(ctx, req, s),
   );
@@ -175,3 +172,15 @@ async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: Evid
 }
 
 
+
+/**
+ * The refusal of a confirm whose session is not where a confirm can follow: a confirmed (or expired) session is a
+ * replay — said so by name (the refusals test expects it) — anything else is out of order. `after`: what a
+ * confirm follows (accepted evidence; a passing renewal).
+ */
+export function confirmMoved(after: string) {
+  return (session: SessionRecord, why: "state" | "expired"): Refused =>
+    session.state === "confirmed" || why === "expired"
+      ? new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired; a confirm is single use" }], session.node)
+      : new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows ${after}, once` }], session.node);
+}

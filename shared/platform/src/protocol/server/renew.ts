@@ -36,6 +36,7 @@ import { ldevidCommonName } from "../../pki/names.js";
 import { randomSerial } from "../../pki/serial.js";
 import { PkiError } from "../../pki/errors.js";
 import { Refused, type ServerContext } from "./context.js";
+import { confirmMoved } from "./confirm.js";
 import { type ClaimedStep, withClaim } from "./step.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
@@ -356,10 +357,7 @@ export function renewConfirm(ctx: ServerContext, req: RenewConfirm, request: str
       name: "renew-confirm",
       from: "evidenced",
       request,
-      moved: (session, why) =>
-        session.state === "confirmed" || why === "expired"
-          ? new Refused(409, "refused", [{ check: "confirm.replayed", detail: "this session was already confirmed or has expired; a confirm is single use" }], session.node)
-          : new Refused(409, "refused", [{ check: "confirm.state", detail: `session is ${session.state}; a confirm follows a passing renewal, once` }], session.node),
+      moved: confirmMoved("a passing renewal"),
     },
     async (s) => {
       const data = claimedRenewal(s);
