@@ -23,7 +23,23 @@ import { Refused, type ServerContext } from "./context.js";
 import type { Node, NodeRef } from "../../fleet/node.js";
 import type { Issued } from "../../fleet/ports.js";
 
-const BANKS = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 } as const;
+export const BANKS = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 } as const;
+
+/**
+ * The quote's PCR values as the verifier takes them (both the attestation and the renewal evidence). One value per
+ * (bank, PCR): a second one would silently replace the first (the schema cannot say this), so it fails
+ * `quote.pcrDuplicate` in `c`.
+ */
+export function pcrValuesOf(values: readonly { bank: keyof typeof BANKS; pcr: number; value: string }[], c: Checks): PcrValues {
+  const pcrs: PcrValues = new Map();
+  for (const p of values) {
+    const bank = pcrs.get(BANKS[p.bank]) ?? new Map<number, Uint8Array>();
+    pcrs.set(BANKS[p.bank], bank);
+    c.check(!bank.has(p.pcr), "quote.pcrDuplicate", `${p.bank}:${p.pcr} is given more than once`, { pcr: p.pcr });
+    bank.set(p.pcr, fromHex(p.value));
+  }
+  return pcrs;
+}
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
 export interface EvidenceSessionData {
@@ -95,14 +111,7 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   });
 
   // The quote, bound to this session's nonce and claims.
-  const pcrs: PcrValues = new Map();
-  for (const p of ev.quote.pcrs) {
-    const bank = pcrs.get(BANKS[p.bank]) ?? new Map<number, Uint8Array>();
-    pcrs.set(BANKS[p.bank], bank);
-    // One value per (bank, PCR): a second one would silently replace the first (the schema cannot say this).
-    c.check(!bank.has(p.pcr), "quote.pcrDuplicate", `${p.bank}:${p.pcr} is given more than once`, { pcr: p.pcr });
-    bank.set(p.pcr, fromHex(p.value));
-  }
+  const pcrs = pcrValuesOf(ev.quote.pcrs, c);
   const q = verifyQuote({
     akPublic: ak,
     quote: ev.quote.message,

@@ -20,10 +20,9 @@
  * The latch lives in the state store, never in NetBox (which its users can edit); an operator's passing `attest`
  * (evidence.ts) releases it.
  */
-import { AK_POLICY, Checks, checkKeyAttributes, LDEVID_POLICY, type PcrValues, type Reason, verifyQuote, verifyTpmSignature } from "@fleetd/verify/attest";
+import { AK_POLICY, Checks, checkKeyAttributes, LDEVID_POLICY, type Reason, verifyQuote, verifyTpmSignature } from "@fleetd/verify/attest";
 import { decodeExact, ParseError } from "@fleetd/verify/codec";
 import { fromHex, hex } from "@fleetd/verify/crypto";
-import { TPM_ALG } from "@fleetd/verify/tcg";
 import { TPMT_PUBLIC, TPMT_SIGNATURE } from "@fleetd/verify/tpm";
 import { renewConfirmMessage, renewPossessionMessage, renewQuoteExtraData } from "../bindings.js";
 import type { PcrBankSelection, RenewChallengeRequest, RenewChallengeResponse, RenewConfirm, RenewConfirmResponse, RenewEvidence, RenewEvidenceResponse, RenewPurpose } from "../messages.js";
@@ -37,10 +36,10 @@ import { randomSerial } from "../../pki/serial.js";
 import { PkiError } from "../../pki/errors.js";
 import { Refused, type ServerContext } from "./context.js";
 import { confirmMoved } from "./confirm.js";
+import { BANKS, pcrValuesOf } from "./evidence.js";
 import { type ClaimedStep, withClaim } from "./step.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
-const BANKS = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 } as const;
 
 /** Statuses that never renew or attest at runtime: the node is leaving, or switched off on purpose. */
 export const RUNTIME_REFUSED_STATUSES: readonly string[] = ["decommissioning", "offline"];
@@ -255,13 +254,7 @@ async function judgeRuntime(ctx: ServerContext, ev: RenewEvidence, s: ClaimedSte
 
   // 2. The LAK's quote, bound to this session, over at least the PCRs asked for; 3. the log against the profile.
   const c = new Checks();
-  const pcrs: PcrValues = new Map();
-  for (const p of ev.quote.pcrs) {
-    const bank = pcrs.get(BANKS[p.bank]) ?? new Map<number, Uint8Array>();
-    pcrs.set(BANKS[p.bank], bank);
-    c.check(!bank.has(p.pcr), "quote.pcrDuplicate", `${p.bank}:${p.pcr} is given more than once`, { pcr: p.pcr });
-    bank.set(p.pcr, fromHex(p.value));
-  }
+  const pcrs = pcrValuesOf(ev.quote.pcrs, c);
   for (const want of data.pcrSelection) {
     const missing = want.pcrs.filter((p) => !pcrs.get(BANKS[want.bank])?.has(p));
     c.check(missing.length === 0, "quote.selection", `the quote lacks ${want.bank} PCRs ${missing.join(", ")} the challenge asked for`);
