@@ -10,8 +10,8 @@
  * NetBox then removes exactly its entry and bans its agent, timed from the NetBox change.
  */
 import { strict as assert } from "node:assert";
-import { createHash, X509Certificate } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -21,24 +21,16 @@ import {
   SpireApiError, type SpireServerClient, serverId, tpmDevidAgentId, fetchX509Svids, type X509Svid, nodeEntryId, parseSyncStatus, type Entry,
 } from "@fleetd/platform/spire";
 import { lastChangeOf, patchDevice, readDevice } from "@fleetd/platform/netbox";
-import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
-import { parseSpirePluginConfig, startSpirePlugin, type SpirePlugin } from "@fleetd/spire-plugin";
-import { pino } from "pino";
-import { exampleNodesText } from "../netbox/fixture.js";
-import { writeSuccess } from "@fleetd/tink-action/outputs";
-import { issued, runHonest } from "../attestation/machine.js";
+import { runHonest } from "../attestation/machine.js";
 import { NODE, startWorld, type World } from "../attestation/world.js";
-import { pollValue } from "../harness/ports.js";
 import {
   AGENT_CONF_SUBSTITUTABLE, SERVER_CONF_SUBSTITUTABLE, SHIPPED_AGENT_CONF, SHIPPED_SERVER_CONF, startSpireAgent,
-  startSpireServer, type DevidFiles, type SpireAgent, type SpireServer,
+  type DevidFiles, type SpireAgent, type SpireServer,
 } from "../harness/spire.js";
-import { tpmUnixSocket, type TpmUnixSocket } from "../harness/tpmUnixSocket.js";
+import type { TpmUnixSocket } from "../harness/tpmUnixSocket.js";
 import { changedValues } from "./confDiff.js";
+import { cnOf, nodeEntries, pollValue, sha1, startSpireStack, startSync, stopSpireStack, syncContext, type SpireStack, type Sync } from "./syncRig.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
-
-const sha1 = (der: Uint8Array) => createHash("sha1").update(der).digest("hex");
-const cnOf = (x: X509Certificate, field: "subject" | "issuer") => /(?:^|\n)CN=([^\n]+)/.exec(x[field])?.[1] ?? "";
 
 let w: World;
 let dir: string;
@@ -51,41 +43,23 @@ let leaf: X509Certificate;
 let leafDer: Uint8Array;
 let caDer: Uint8Array;
 let devidFiles: DevidFiles;
-let handler: Handler | undefined;
-let plugin: SpirePlugin | undefined;
+let stack: SpireStack | undefined;
+let sync: Sync | undefined;
 let deviceId: number;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "fleetd-spire-e2e-"));
   w = await startWorld({ talosVersion: TALOS_VERSION });
-  // worker-1 is taken in and provisioned: the provision pass issues its LDevID and LAK into its TPM.
+  // worker-1 is taken in and provisioned: the provision pass issues its LDevID and LAK into its TPM; tink-action's
+  // output writer puts the files (ldevid.crt = certificate + CA bundle) where the shipped agent.conf reads them.
   assert.equal((await runHonest(w, "intake")).mode, "intake");
-  const r = await runHonest(w, "provision");
-  const i = issued(r);
-  // The files as tink-action writes them on the workflow's volume (ldevid.crt = certificate + CA bundle).
-  const devidDir = join(dir, "devid");
-  writeSuccess(devidDir, r, { workflow: "e2e", claims: w.claims({ mode: "provision" }), attempts: 1, tpm: "swtpm" });
-  leafDer = i.ldevid.certificate;
-  leaf = new X509Certificate(Buffer.from(leafDer));
-  const bundle = certificatesFromPem(i.caBundle, "CA bundle");
-  assert.equal(bundle.length, 1, "the world has one CA");
-  caDer = bundle[0] as Uint8Array;
-  const devidCa = join(dir, "devid-ca-bundle.pem");
-  writeFileSync(devidCa, i.caBundle);
-  server = await startSpireServer({ devidCaPath: devidCa, endorsementCaPath: w.tpm.caCerts.issuer });
-  spire = server.client();
-  door = await tpmUnixSocket(join(dir, "tpm.sock"), { host: w.tpm.host, port: w.tpm.port });
-  devidFiles = { cert: join(devidDir, "ldevid.crt"), pub: join(devidDir, "ldevid.pub"), priv: join(devidDir, "ldevid.priv") };
-  agent = await startSpireAgent(server, { tpmSocketPath: door.path, devid: devidFiles });
+  stack = await startSpireStack(w, dir, await runHonest(w, "provision"));
+  ({ server, spire, door, agent, devidFiles, leaf, leafDer, caDer } = stack);
 }, { timeout: 25 * 60_000 });
 
 after(async () => {
-  await plugin?.stop();
-  await handler?.stop();
-  spire?.close();
-  await agent?.stop();
-  await door?.close();
-  await server?.stop();
+  await sync?.stop();
+  await stopSpireStack(stack ? { ...stack, agent } : undefined);
   await w?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -113,8 +87,7 @@ test("the agent attested with tpm_devid using worker-1's LDevID: agent ID from t
   assert.ok(door.connections() > 10, "the agent spoke to worker-1's TPM (credential activation, certify, the DevID signature)");
 });
 
-const spireDir = () => join(dir, "spire-nodes");
-const status = () => parseSyncStatus(readFileSync(join(spireDir(), "spire-sync-status.json")));
+const status = () => parseSyncStatus(readFileSync((sync as Sync).status.file));
 const foreign: Entry[] = [];
 
 test("worker-1's runtime pass reaches SPIRE through the sync: NetBox webhook → netbox-script publishes spire-nodes.json → spire-plugin creates the node entry", async () => {
@@ -132,20 +105,8 @@ test("worker-1's runtime pass reaches SPIRE through the sync: NetBox webhook →
   foreign.push(...made.map((m) => m.entry as Entry));
 
   // netbox-script (the site's handler, NetBox's webhook target) publishing the list; spire-plugin watching it.
-  const nodesFile = join(dir, "handler-nodes.yaml");
-  writeFileSync(nodesFile, exampleNodesText());
-  const listLoc = { file: join(spireDir(), "spire-nodes.json") };
-  const statusLoc = { file: join(spireDir(), "spire-sync-status.json") };
-  handler = await startHandler(
-    toHandlerConfig(w.fleet.config(w.fleet.handler.token, {
-      handler: {
-        listen: { host: "127.0.0.1", port: w.fleet.handlerPort }, stateDir: join(dir, "handler-state"), nodesFile, reconcileIntervalSeconds: 3600,
-        spireNodes: { trustDomain: td, caBundle: join(dir, "devid-ca-bundle.pem"), list: listLoc, status: statusLoc },
-      },
-    })),
-    { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }) },
-  );
-  plugin = await startSpirePlugin(parseSpirePluginConfig({ trustDomain: td, socketPath: server.socketPath, list: listLoc, status: statusLoc, intervalSeconds: 3600, listen: { host: "127.0.0.1", port: 0 } }), { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }) });
+  sync = await startSync(w, dir, stack as SpireStack);
+  const { handler, list: listLoc } = sync;
 
   // worker-1 is active with the LDevID fleetd issued recorded; its installed OS's runtime attestation passes. The
   // attestation account writes these fields (the renewal endpoint's verdict, simulated here with its token).
@@ -161,9 +122,9 @@ test("worker-1's runtime pass reaches SPIRE through the sync: NetBox webhook →
 
   const entryId = nodeEntryId(NODE, sha1(caDer));
   const [entry] = await pollValue("the sync's node entry for worker-1", async () => {
-    const e = await spire.listEntries({ bySpiffeId: `spiffe://${td}/node/${NODE}`, byParentId: serverId(td) });
+    const e = await nodeEntries(stack as SpireStack);
     return e.length > 0 ? e : undefined;
-  }, { timeoutMs: 30_000, intervalMs: 100, context: () => JSON.stringify({ published: handler?.spireNodes?.last ? { nodes: handler.spireNodes.last.list.nodes, excluded: handler.spireNodes.last.excluded } : "nothing", sync: plugin?.sync.last ?? "no pass" }) });
+  }, { timeoutMs: 30_000, intervalMs: 100, context: () => syncContext(sync) });
   assert.equal(entry?.id, entryId, "made by fleetd's sync (its deterministic ID), not by hand");
   assert.deepEqual(entry?.selectors.map((x) => `${x.type}:${x.value}`).sort(), [`tpm_devid:ca:fingerprint:${sha1(caDer)}`, `tpm_devid:subject:cn:${cnOf(leaf, "subject")}`]);
   const published = JSON.parse(readFileSync(listLoc.file, "utf8")) as { nodes: { name: string; cn: string }[] };
@@ -223,7 +184,7 @@ test("decommissioning worker-1 in NetBox removes exactly its entry and bans its 
   assert.deepEqual(s.bans.find((b) => b.node === NODE)?.agents, [agentId], "the agent found by the entry's selectors is the one SPIRE derived from the LDevID leaf");
   assert.deepEqual(s.pendingBans, []);
   // Retirement's spire step, as netbox-script wires it: confirmed, naming the banned agent.
-  const confirm = await handler?.spireRetirement?.confirmRemoved(NODE);
+  const confirm = await sync?.handler.spireRetirement?.confirmRemoved(NODE);
   assert.ok(confirm?.confirmed, JSON.stringify(confirm));
   assert.match(confirm.detail, new RegExp(`agents banned: ${agentId}`));
   // Foreign entries: every one still there, unwritten — the workload entry under worker-1's node entry too.
