@@ -7,7 +7,7 @@
  * netbox-script publishes spire-nodes.json → spire-plugin makes the node entry). Then worker-1 reboots with a
  * tampered log and sends that runtime quote through the renewal endpoint: renewal refused, the Node cordoned in the
  * kube-apiserver, NetBox `runtime_verdict: fail` with a journal naming the event, and — with no further step by the
- * test — the change-triggered sync removes its SPIRE entry and bans its agent.
+ * test — the change-triggered sync removes its SPIRE entry and bans its agent, and the banned spire-agent shuts down.
  * The links one by one: attestation/renew.it (quarantine, cordon), spire/spire.it (sync, decommission → ban),
  * spire/renewAgent.it (the agent).
  */
@@ -119,6 +119,9 @@ test("a tampered runtime quote through the renewal endpoint quarantines worker-1
     return v.bans.some((b) => b.node === NODE) ? v : undefined;
   }, { timeoutMs: 5_000, intervalMs: 50 });
   assert.deepEqual(st.bans.find((b) => b.node === NODE)?.agents, [agentId]);
+  // worker-1's spire-agent learns it on its next call to the server: it removes its SVID and exits.
+  await pollValue("the banned spire-agent to shut down", async () => s.agent.process.exit, { timeoutMs: 120_000, intervalMs: 500, context: () => s.agent.process.tail(20) });
+  assert.match(readFileSync(s.agent.process.logFile, "utf8"), /Agent is banned: removing SVID and shutting down/);
 
   // The renewal stays refused: a good quote does not release a quarantined worker.
   const again = await refusal(runtime(await w.reboot(NODE, "talos"), "renew"));
