@@ -16,6 +16,10 @@
  * fsynced, renamed; the directory fsynced) and then replaces `current` with one rename(2), fsyncing the parent:
  * a crash at any point leaves `current` naming either the old complete set or the new complete set, never a mix.
  * The previous generation is kept (one step back for an operator); older ones are removed.
+ * A renewal stages the next generation (`stageGeneration`: g<N+1>/ complete and fsynced, `current` untouched)
+ * before the agent confirms it with the server, and switches `current` (`switchCurrent`) after the confirm. A
+ * generation directory newer than `current` is therefore a staged one whose confirm may or may not have happened;
+ * the agent resolves it with the server before anything else (renewAgent.ts).
  *
  * Rules for the seed (`ensureSeeded`): no generation yet → the seed is copied; the devid directory holds the seed's
  * generation or a newer one → kept, whatever the seed says (Talos rewrites the seed from the original config at
@@ -305,11 +309,32 @@ export function ensureDir(devidDir: string): void {
  * `current`. Before the swap nothing the readers see has changed; after it, everything has.
  */
 export function installGeneration(devidDir: string, set: DevidSet, opts: InstallOptions = {}): void {
+  stageGeneration(devidDir, set, opts);
+  switchCurrent(devidDir, set.generation, opts);
+}
+
+function currentTarget(devidDir: string): string | undefined {
+  return lexists(join(devidDir, CURRENT_LINK)) ? readlinkSync(join(devidDir, CURRENT_LINK)) : undefined;
+}
+
+/**
+ * Writes `set` as its generation directory `g<N>/` (each file fsynced, the directory renamed into place, the parent
+ * fsynced) without touching `current`: a staged generation. Other staged generations (newer than `current`, not
+ * this one) are removed: they were never confirmed (the agent resolves a staged one before it renews again).
+ */
+export function stageGeneration(devidDir: string, set: DevidSet, opts: InstallOptions = {}): void {
   const step = opts.beforeStep ?? (() => undefined);
   ensureDir(devidDir);
   const name = `g${set.generation}`;
-  const current = lexists(join(devidDir, CURRENT_LINK)) ? readlinkSync(join(devidDir, CURRENT_LINK)) : undefined;
+  const current = currentTarget(devidDir);
   if (current === name) throw new DevidStoreError("devid-io", join(devidDir, name), "is the current generation already");
+  const currentGen = current !== undefined ? Number(GEN_DIR.exec(current)?.[1] ?? Number.NaN) : undefined;
+  if (currentGen !== undefined && !Number.isNaN(currentGen)) {
+    for (const e of readdirSync(devidDir)) {
+      const m = GEN_DIR.exec(e);
+      if (m && e !== name && Number(m[1]) > currentGen) rmSync(join(devidDir, e), { recursive: true, force: true });
+    }
+  }
   const tmp = join(devidDir, `.${name}.${process.pid}.tmp`);
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { mode: 0o700 });
@@ -322,6 +347,18 @@ export function installGeneration(devidDir: string, set: DevidSet, opts: Install
   rmSync(join(devidDir, name), { recursive: true, force: true });
   renameSync(tmp, join(devidDir, name));
   fsyncPath(devidDir);
+}
+
+/**
+ * Makes the complete directory `g<generation>/` current: one rename of the `current` symlink, the parent fsynced,
+ * the fixed links checked, older generations pruned (the previous one is kept).
+ */
+export function switchCurrent(devidDir: string, generation: number, opts: InstallOptions = {}): void {
+  const step = opts.beforeStep ?? (() => undefined);
+  const name = `g${generation}`;
+  const current = currentTarget(devidDir);
+  if (current === name) throw new DevidStoreError("devid-io", join(devidDir, name), "is the current generation already");
+  if (!lexists(join(devidDir, name))) throw new DevidStoreError("devid-io", join(devidDir, name), "missing: stage the generation first");
   step("link-current");
   const nextLink = join(devidDir, `.${CURRENT_LINK}.${process.pid}.tmp`);
   rmSync(nextLink, { force: true });
@@ -334,6 +371,45 @@ export function installGeneration(devidDir: string, set: DevidSet, opts: Install
   ensureLinks(devidDir);
   step("prune");
   prune(devidDir, [name, ...(current ? [current] : [])]);
+}
+
+/** A staged generation found at start (or before an attempt): newer than `current`, never switched to. */
+export type Staged = { generation: number; dir: string; set: DevidSet } | { generation: number; dir: string; problem: string };
+
+/**
+ * The newest generation directory newer than `current`'s (undefined when there is none). Its set must be complete
+ * and be the current set renewed (same node, same key blobs); otherwise `problem` says why (it cannot be used).
+ */
+export function readStaged(devidDir: string, current: DevidSet): Staged | undefined {
+  let newest: number | undefined;
+  for (const e of lexists(devidDir) ? readdirSync(devidDir) : []) {
+    const m = GEN_DIR.exec(e);
+    if (m && Number(m[1]) > current.generation && (newest === undefined || Number(m[1]) > newest)) newest = Number(m[1]);
+  }
+  if (newest === undefined) return undefined;
+  const dir = join(devidDir, `g${newest}`);
+  let set: DevidSet;
+  try {
+    set = readGeneration(dir);
+  } catch (e) {
+    if (!(e instanceof DevidStoreError)) throw e;
+    return { generation: newest, dir, problem: e.message };
+  }
+  const same = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer.from(b));
+  if (set.generation !== newest) return { generation: newest, dir, problem: `holds generation ${set.generation}, not ${newest}` };
+  if (set.node !== current.node) return { generation: newest, dir, problem: `holds node ${set.node}, not ${current.node}` };
+  if (!same(set.ldevidPublic, current.ldevidPublic) || !same(set.ldevidPrivate, current.ldevidPrivate) || !same(set.lakPublic, current.lakPublic) || !same(set.lakPrivate, current.lakPrivate)) {
+    return { generation: newest, dir, problem: "holds other key blobs than the current generation" };
+  }
+  return { generation: newest, dir, set };
+}
+
+/** Removes a staged generation directory (never `current`'s target, never one at or below it). */
+export function discardStaged(devidDir: string, generation: number): void {
+  const current = readCurrent(devidDir);
+  if (!current || generation <= current.generation) throw new DevidStoreError("devid-io", join(devidDir, `g${generation}`), `is not a staged generation (current is ${current ? `g${current.generation}` : "none"})`);
+  rmSync(join(devidDir, `g${generation}`), { recursive: true, force: true });
+  fsyncPath(devidDir);
 }
 
 /** The fixed symlinks agent.conf names (`ldevid.crt -> current/ldevid.crt`, …); made once, replaced if wrong. */

@@ -4,9 +4,9 @@
  * tests drive it through failures and renewals; renewCommand.ts wires the real ones.
  */
 import type { Logger } from "pino";
-import { AttestationRefused, type RuntimeAttestResult } from "@fleetd/platform/protocol/client";
+import { AttestationRefused, type IssuedCertificates, type RuntimeAttestResult } from "@fleetd/platform/protocol/client";
 import type { RenewPurpose } from "@fleetd/platform/protocol";
-import { type DevidSet, DevidStoreError, ensureSeeded, type InstallOptions, installGeneration, readCurrent, renewedSet } from "./devidStore.js";
+import { type DevidSet, DevidStoreError, discardStaged, ensureSeeded, type InstallOptions, readCurrent, readStaged, renewedSet, type Staged, stageGeneration, switchCurrent } from "./devidStore.js";
 import { type AgentState, delayAfter, INITIAL_STATE, nextState, type Outcome, purposeFor, type ScheduleSettings } from "./renewSchedule.js";
 import type { SignalResult } from "./spireSignal.js";
 import { type AgentStatus, writeStatus } from "./renewStatus.js";
@@ -17,8 +17,11 @@ export interface AgentDeps {
   /** Resolves after `ms`, or early when `signal` aborts. */
   sleep: (ms: number, signal: AbortSignal) => Promise<void>;
   random: () => number;
-  /** One runtime attestation (and renewal, for `renew`) with the current set: protocol/client `runtimeAttest`. */
-  attest: (purpose: RenewPurpose, current: DevidSet) => Promise<RuntimeAttestResult>;
+  /**
+   * One runtime attestation (and renewal, for `renew`) with the given set: protocol/client `runtimeAttest`, which
+   * calls `hooks.beforeConfirm` with the issued certificates before it confirms them (the agent stages them there).
+   */
+  attest: (purpose: RenewPurpose, current: DevidSet, hooks?: AttestHooks) => Promise<RuntimeAttestResult>;
   /** Restart spire-agent so it reads the renewed files. */
   signalSpire: () => SignalResult;
   /** Told after each attempt (the health endpoint reads it). */
@@ -26,6 +29,13 @@ export interface AgentDeps {
   /** Tests: fail inside the swap. */
   install?: InstallOptions;
 }
+
+export interface AttestHooks {
+  beforeConfirm?: (issued: IssuedCertificates) => void | Promise<void>;
+}
+
+/** The challenge's refusals that say a staged generation is not the node's current one server-side. */
+const NOT_CURRENT = new Set(["ldevid.void", "ldevid.stale"]);
 
 export interface AgentSettings extends ScheduleSettings {
   seedDir: string;
@@ -71,38 +81,123 @@ export class RenewAgent {
     return c;
   }
 
-  /** One attempt: attest (or renew when due), swap the files when certificates were issued. */
+  /**
+   * One attempt: first resolve a staged generation (a renewal whose confirm may or may not have happened), then
+   * attest (or renew when due) with the current set; a renewal stages the next generation before the confirm and
+   * switches `current` to it after.
+   */
   async attempt(): Promise<Outcome> {
     const log = this.deps.log;
     const now = this.deps.now();
+    const dir = this.settings.devidDir;
     // the files are read again each time: what is on disk is what spire-agent reads
-    const current = readCurrent(this.settings.devidDir);
-    if (!current) throw new DevidStoreError("devid-corrupt", this.settings.devidDir, "holds no current generation");
+    let current = readCurrent(dir);
+    if (!current) throw new DevidStoreError("devid-corrupt", dir, "holds no current generation");
     this.current = current;
-    const purpose = purposeFor(current.ldevidCertificate, now);
+    let purpose = purposeFor(current.ldevidCertificate, now);
     this.lastAttemptAt = now;
     let outcome: Outcome;
     try {
+      const staged = readStaged(dir, current);
+      if (staged) {
+        const promoted = await this.resolveStaged(current, staged);
+        if (promoted) {
+          this.passed(now);
+          outcome = { kind: "pass" };
+          return this.settle(outcome);
+        }
+      }
+      current = this.current;
+      purpose = purposeFor(current.ldevidCertificate, now);
       log.info({ purpose, node: current.node, generation: current.generation }, `runtime attestation (${purpose})`);
-      const r = await this.deps.attest(purpose, current);
+      let staging: DevidSet | undefined;
+      const from = current;
+      const r = await this.deps.attest(purpose, current, {
+        beforeConfirm: (issued) => {
+          // on disk, complete and fsynced, before the server makes it current: a crash after the confirm finds it
+          const next = renewedSet(from, issued);
+          stageGeneration(dir, next, this.deps.install);
+          staging = next;
+          log.info({ node: next.node, generation: next.generation, devidDir: dir }, `staged generation ${next.generation} before confirming it`);
+        },
+      });
       if (r.issued) {
-        const next = renewedSet(current, r.issued);
-        installGeneration(this.settings.devidDir, next, this.deps.install);
+        let next = renewedSet(current, r.issued);
+        if (!staging || staging.generation !== next.generation) stageGeneration(dir, next, this.deps.install);
+        else next = staging;
+        switchCurrent(dir, next.generation, this.deps.install);
         this.current = next;
-        log.info({ node: next.node, generation: next.generation, previousGeneration: current.generation, devidDir: this.settings.devidDir }, `renewed: generation ${next.generation} is current`);
-        const s = this.deps.signalSpire();
-        if (s.pids.length) log.info({ pids: s.pids }, "signalled spire-agent to restart and attest with the renewed LDevID");
-        else log.warn({ code: "spire-signal", note: s.note ?? null }, `spire-agent was not signalled: ${s.note ?? "nothing to signal"}`);
+        log.info({ node: next.node, generation: next.generation, previousGeneration: current.generation, devidDir: dir }, `renewed: generation ${next.generation} is current`);
+        this.restartSpire();
       } else {
         log.info({ purpose, node: current.node, generation: current.generation }, purpose === "renew" ? "runtime verdict pass; the server issued nothing (not due by its clock)" : "runtime verdict pass");
       }
-      this.lastPassAt = now;
-      this.lastError = undefined;
-      this.lastReasons = [];
+      this.passed(now);
       outcome = { kind: "pass" };
     } catch (e) {
       outcome = this.failure(e, purpose);
     }
+    return this.settle(outcome);
+  }
+
+  /**
+   * A generation newer than `current` is on disk: staged before a confirm, never switched to. Attest with it: the
+   * server accepting its challenge means the confirm happened → switch `current` to it (true). Refused by the
+   * challenge as not current (`ldevid.void`: never confirmed; `ldevid.stale`) → discard it and go on with
+   * `current` (false). Anything else (network, outage, TPM) throws: a failed attempt, the staged directory is kept
+   * and tried again first. Never a downgrade: only a generation newer than `current` is tried; `current` is never
+   * removed.
+   */
+  private async resolveStaged(current: DevidSet, staged: Staged): Promise<boolean> {
+    const log = this.deps.log;
+    const dir = this.settings.devidDir;
+    const base = { node: current.node, generation: current.generation, stagedGeneration: staged.generation, devidDir: dir };
+    if (!("set" in staged)) {
+      log.error({ ...base, code: "staged-invalid", detail: staged.problem }, `the staged generation ${staged.generation} is unusable (${staged.problem}): discarded; generation ${current.generation} stays current`);
+      discardStaged(dir, staged.generation);
+      return false;
+    }
+    log.info(base, `a staged generation ${staged.generation} (newer than the current ${current.generation}) is on disk: asking the server whether its renewal was confirmed`);
+    const promote = (set: DevidSet) => {
+      switchCurrent(dir, set.generation, this.deps.install);
+      this.current = set;
+      log.info({ ...base, previousGeneration: current.generation }, `the server accepts the staged generation ${set.generation}: it is current now`);
+      this.restartSpire();
+    };
+    try {
+      await this.deps.attest("attest", staged.set);
+    } catch (e) {
+      if (e instanceof AttestationRefused && e.step === "renew-challenge") {
+        const checks = (e.refusal.reasons ?? []).map((r) => r.check);
+        if (e.status === 403 && checks.some((c) => NOT_CURRENT.has(c))) {
+          discardStaged(dir, staged.generation);
+          log.warn({ ...base, code: "staged-discarded", checks }, `the server refuses the staged generation ${staged.generation} as not current (its confirm never happened): discarded; generation ${current.generation} stays current`);
+          return false;
+        }
+      } else if (e instanceof AttestationRefused) {
+        // past the challenge: the server holds the staged generation as current; the failure is this attempt's
+        promote(staged.set);
+      }
+      throw e;
+    }
+    promote(staged.set);
+    return true;
+  }
+
+  private restartSpire(): void {
+    const s = this.deps.signalSpire();
+    if (s.pids.length) this.deps.log.info({ pids: s.pids }, "signalled spire-agent to restart and attest with the renewed LDevID");
+    else this.deps.log.warn({ code: "spire-signal", note: s.note ?? null }, `spire-agent was not signalled: ${s.note ?? "nothing to signal"}`);
+  }
+
+  private passed(now: Date): void {
+    this.lastPassAt = now;
+    this.lastError = undefined;
+    this.lastReasons = [];
+  }
+
+  private settle(outcome: Outcome): Outcome {
+    const log = this.deps.log;
     const before = this.state;
     this.state = nextState(this.state, outcome, this.settings);
     if (this.state.verdict === "failed" && before.verdict !== "failed") {

@@ -27,7 +27,7 @@ import { ActionConfigError } from "./config.js";
 import { readEventLogFile } from "./eventLog.js";
 import { serverTransport } from "./serverTransport.js";
 import { describeTpm, openTpm, resolveTpm } from "./tpm.js";
-import { RenewAgent, type AgentDeps } from "./renewAgent.js";
+import { RenewAgent, type AgentDeps, type AttestHooks } from "./renewAgent.js";
 import { loadRenewConfig, RENEW_FLAGS, type RenewConfig } from "./renewConfig.js";
 import { type DevidSet, DevidStoreError, keyAlgOf, keyBlobs } from "./devidStore.js";
 import { signalSpireAgent } from "./spireSignal.js";
@@ -61,7 +61,7 @@ export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
 /** The real protocol run: the event log, the TPM, and protocol/client `runtimeAttest` against the server. */
 export function serverAttest(cfg: RenewConfig, log: Logger): AgentDeps["attest"] {
   const server = serverTransport(cfg.server, cfg.ca ? { ca: cfg.ca } : {});
-  return async (purpose: RenewPurpose, current: DevidSet): Promise<RuntimeAttestResult> => {
+  return async (purpose: RenewPurpose, current: DevidSet, hooks?: AttestHooks): Promise<RuntimeAttestResult> => {
     const eventLog = readEventLogFile(cfg.eventLog);
     const tpm = openTpm(resolveTpm(cfg.tpm));
     try {
@@ -73,6 +73,7 @@ export function serverAttest(cfg: RenewConfig, log: Logger): AgentDeps["attest"]
         keyAlg: keyAlgOf(current),
         ldevid: { certificate: current.ldevidCertificate, blobs: keyBlobs(current.ldevidPublic, current.ldevidPrivate) },
         lak: { certificate: current.lakCertificate, blobs: keyBlobs(current.lakPublic, current.lakPrivate) },
+        ...(hooks?.beforeConfirm ? { beforeConfirm: hooks.beforeConfirm } : {}),
         retryUnavailable: {
           // the client compares with the real clock (a test's clock offset does not stretch the budget)
           deadline: Date.now() + cfg.outageBudgetMs,

@@ -48,6 +48,20 @@ export interface RuntimeAttestInput {
   /** Algorithm of the SRK the blobs were created under (the LDevID's); RSA by default. */
   keyAlg?: KeyAlg;
   retryUnavailable?: RetryUnavailable;
+  /**
+   * purpose renew, renewal due: called with the issued certificates BEFORE the confirm (which makes them current
+   * server-side and the held ones stale). The node agent stages the next generation here, durably, so a crash
+   * after the confirm still finds it on disk. A throw (or rejection) sends no confirm: the issued certificates
+   * stay void and the held ones current.
+   */
+  beforeConfirm?: (issued: IssuedCertificates) => void | Promise<void>;
+}
+
+/** The next generation's certificates (DER) for the same keys, and the CA bundle (PEM). */
+export interface IssuedCertificates {
+  ldevidCertificate: Uint8Array;
+  lakCertificate: Uint8Array;
+  caBundle: string;
 }
 
 export interface RuntimeAttestResult {
@@ -57,7 +71,7 @@ export interface RuntimeAttestResult {
    * purpose renew, renewal due: the confirmed next generation's certificates (DER) for the same keys, and the CA
    * bundle (PEM). Absent: nothing was issued (attest, or not due) — keep the current files.
    */
-  issued?: { ldevidCertificate: Uint8Array; lakCertificate: Uint8Array; caBundle: string };
+  issued?: IssuedCertificates;
 }
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
@@ -100,7 +114,8 @@ export async function renewEvidenceBody(
 
 /**
  * One runtime attestation (and, for `renew`, a renewal): challenge → evidence → (confirm). Returns after the
- * confirm when certificates were issued; the caller then swaps its files (the keys' blobs stay as they are).
+ * confirm when certificates were issued; the caller then swaps its files (the keys' blobs stay as they are). With
+ * `beforeConfirm` the caller has them on disk before the server makes them current (no crash window strands it).
  */
 export async function runtimeAttest(input: RuntimeAttestInput): Promise<RuntimeAttestResult> {
   const { tpm, server } = input;
@@ -113,7 +128,9 @@ export async function runtimeAttest(input: RuntimeAttestInput): Promise<RuntimeA
   if (ev.issued === "none") return { verdict: "pass" };
   const ldevidCertificate = unb64(ev.ldevidCertificate);
   const lakCertificate = unb64(ev.lakCertificate);
+  const issued: IssuedCertificates = { ldevidCertificate, lakCertificate, caBundle: ev.caBundle };
+  await input.beforeConfirm?.(issued);
   const signature = await signWithHeldKey(tpm, alg, input.ldevid.blobs, renewConfirmMessage(ch.sessionId, ldevidCertificate, lakCertificate));
   await postStep<RenewConfirmResponse>(server, RENEW_PATHS.confirm, "renew-confirm", { sessionId: ch.sessionId, signature: b64(signature) } satisfies RenewConfirmWire, retry);
-  return { verdict: "pass", issued: { ldevidCertificate, lakCertificate, caBundle: ev.caBundle } };
+  return { verdict: "pass", issued };
 }
