@@ -12,16 +12,19 @@ test("the shipped example configuration parses (ConfigMap list and status, defau
   const c = loadSpirePluginConfig(join(pkg, "examples/spire-plugin.yaml"));
   assert.equal(c.trustDomain, "fleet.example.org");
   assert.equal(c.socketPath, "/run/spire/server/private/api.sock");
+  assert.equal(c.devidCaPath, "/etc/spire/fleetd/devid-ca-bundle.pem");
   assert.deepEqual(c.list, { configMap: { kubeconfig: "in-cluster", namespace: "fleetd", name: "spire-nodes", key: "spire-nodes.json" } });
   assert.equal(c.batchSize, 200);
   assert.equal(c.ha, undefined);
 });
 
 test("bad configurations are refused naming the field", () => {
-  const base = { trustDomain: "lab.test", socketPath: "/run/api.sock", list: { file: "/x/spire-nodes.json" }, status: { file: "/x/status.json" } };
+  const base = { trustDomain: "lab.test", devidCaPath: "/etc/spire/fleetd/devid-ca-bundle.pem", socketPath: "/run/api.sock", list: { file: "/x/spire-nodes.json" }, status: { file: "/x/status.json" } };
   assert.equal(parseSpirePluginConfig(base).intervalSeconds, 30);
   for (const [bad, field] of [
     [{ ...base, socketPath: "relative.sock" }, "socketPath"],
+    [{ ...base, devidCaPath: "ca.pem" }, "devidCaPath"],
+    [{ ...base, devidCaPath: undefined }, "devidCaPath"],
     [{ ...base, trustDomain: "Bad TD" }, "trustDomain"],
     [{ ...base, list: { file: "/a", configMap: {} } }, "list"],
     [{ ...base, batchSize: 0 }, "batchSize"],
@@ -32,7 +35,7 @@ test("bad configurations are refused naming the field", () => {
   }
 });
 
-test("the sidecar manifest: the admin socket volume is mounted by the two containers only, the plugin runs with the server's group", () => {
+test("the sidecar manifest: the admin socket volume is mounted by the two containers only, the plugin runs with the server's group and sees only the LDevID CA bundle", () => {
   const docs = parseAllDocuments(readFileSync(join(pkg, "manifests/spire-server.yaml"), "utf8")).map((d) => d.toJSON() as Record<string, unknown>);
   const sts = docs.find((d) => d["kind"] === "StatefulSet") as { spec: { template: { spec: { securityContext: { fsGroup: number; runAsGroup: number }; containers: { name: string; volumeMounts: { name: string; mountPath: string }[] }[] } } } };
   const pod = sts.spec.template.spec;
@@ -40,7 +43,9 @@ test("the sidecar manifest: the admin socket volume is mounted by the two contai
   const mounts = pod.containers.map((c) => [c.name, c.volumeMounts.filter((m) => m.name === "admin-socket").map((m) => m.mountPath)]);
   assert.deepEqual(mounts, [["spire-server", ["/run/spire/server/private"]], ["spire-plugin", ["/run/spire/server/private"]]]);
   const plugin = pod.containers.find((c) => c.name === "spire-plugin");
-  assert.deepEqual(plugin?.volumeMounts.map((m) => m.name).sort(), ["admin-socket", "plugin-conf"], "the sidecar sees no key, datastore or CA file");
+  assert.deepEqual(plugin?.volumeMounts.map((m) => m.name).sort(), ["admin-socket", "devid-ca", "plugin-conf"], "the sidecar sees no key or datastore");
+  const volumes = (pod as unknown as { volumes: { name: string; secret?: { items?: { key: string }[] } }[] }).volumes;
+  assert.deepEqual(volumes.find((v) => v.name === "devid-ca")?.secret?.items?.map((i) => i.key), ["devid-ca-bundle.pem"], "of the CA files, only the LDevID CA bundle (devidCaPath)");
   const role = docs.find((d) => d["kind"] === "Role" && (d["metadata"] as { name: string }).name === "fleetd-spire-plugin") as { rules: { resources: string[]; verbs: string[]; resourceNames?: string[] }[] };
   assert.ok(!role.rules.some((r) => r.resources.includes("secrets")), "no Secrets");
 });

@@ -12,6 +12,11 @@ import { DocumentLocation, NODE_LIST_MAX_BYTES } from "@fleetd/platform/spire";
 export const SpirePluginConfig = z.strictObject({
   /** The SPIRE server's trust domain (a list for another trust domain is refused). */
   trustDomain: z.string().regex(/^[a-z0-9._-]{1,255}$/),
+  /**
+   * spire-server's `tpm_devid` `devid_ca_path` (the same file, mounted into the sidecar): a list naming a CA
+   * fingerprint that is not one of its roots is refused, read again on every pass (a CA rollover adds a root there).
+   */
+  devidCaPath: z.string().min(1).refine((p) => p.startsWith("/"), "an absolute path"),
   /** spire-server's admin socket (`server { socket_path }`), shared through an emptyDir. */
   socketPath: z.string().min(1).refine((p) => p.startsWith("/"), "an absolute path"),
   /** spire-nodes.json, as netbox-script publishes it. */

@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import type { Logger } from "pino";
 import { loadKube, LeaderElector, runWhileLeader } from "@fleetd/platform/kube";
 import { cachedProbe, drainServers, healthHandlers, readinessOf, serviceLogger, type Readiness } from "@fleetd/platform/service";
-import { documentStore, type DocumentStore, SpireServerClient, type SpireServerClientOptions } from "@fleetd/platform/spire";
+import { documentStore, type DocumentStore, rootFingerprintsOfFile, SpireServerClient, type SpireServerClientOptions } from "@fleetd/platform/spire";
 import type { SpirePluginConfig } from "./config.js";
 import { createSyncMetrics, EntrySync, type PassResult, type SyncMetrics } from "./sync.js";
 
@@ -36,6 +36,7 @@ function makeSync(cfg: SpirePluginConfig, o: SpirePluginOptions, log: Logger, me
   const sync = new EntrySync({
     client,
     trustDomain: cfg.trustDomain,
+    trustedRoots: () => rootFingerprintsOfFile(cfg.devidCaPath),
     list: o.list ?? documentStore(cfg.list),
     status: o.status ?? documentStore(cfg.status),
     log,

@@ -45,6 +45,8 @@ export function createSyncMetrics(): SyncMetrics {
 export interface EntrySyncOptions {
   client: SpireServerClient;
   trustDomain: string;
+  /** SHA-1 of each root of spire-server's LDevID CA bundle, read at every pass (a list naming another root is refused). */
+  trustedRoots: () => readonly string[];
   list: DocumentStore;
   status: DocumentStore;
   log: Logger;
@@ -185,7 +187,7 @@ export class EntrySync {
     }
     if (!doc) return { absent: true };
     try {
-      return { list: parseNodeList(doc.bytes, this.o.trustDomain, this.o.maxListBytes) };
+      return { list: parseNodeList(doc.bytes, this.o.trustDomain, this.o.maxListBytes, this.o.trustedRoots()) };
     } catch (e) {
       if (e instanceof NodeListError) return { refused: e.message, code: e.code };
       throw e;

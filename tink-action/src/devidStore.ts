@@ -36,6 +36,7 @@ import { certificateToPem } from "@fleetd/verify/x509";
 import { decodeExact } from "@fleetd/verify/codec";
 import { objectName, TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { TPM_ALG } from "@fleetd/verify/tcg";
+import { CodedError } from "@fleetd/platform/fleet";
 import type { KeyAlg, KeyBlobs } from "@fleetd/platform/tpmclient";
 
 export const DEVID_FILES = ["ldevid.crt", "ldevid.pub", "ldevid.priv", "lak.crt", "lak.pub", "lak.priv", "ca-bundle.pem"] as const;
@@ -45,16 +46,17 @@ export const SEEDED_RECORD = "seeded.json";
 /** Largest file either directory holds (certificates and key blobs are a few KiB). */
 const MAX_FILE = 256 * 1024;
 
-export type DevidErrorCode = "seed-missing" | "seed-invalid" | "devid-corrupt" | "devid-other-node" | "devid-io";
+export const DEVID_ERROR_CODES = ["seed-missing", "seed-invalid", "devid-corrupt", "devid-other-node", "devid-io"] as const;
+export type DevidErrorCode = (typeof DEVID_ERROR_CODES)[number];
 
-export class DevidStoreError extends Error {
+export class DevidStoreError extends CodedError<DevidErrorCode> {
   override readonly name = "DevidStoreError";
   constructor(
-    readonly code: DevidErrorCode,
+    code: DevidErrorCode,
     readonly path: string,
     detail: string,
   ) {
-    super(`${path}: ${detail}`);
+    super(code, `${path}: ${detail}`);
   }
 }
 

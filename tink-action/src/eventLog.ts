@@ -7,6 +7,7 @@ import { execFile } from "node:child_process";
 import { closeSync, existsSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { CodedError } from "@fleetd/platform/fleet";
 import { readSmall } from "./claims.js";
 
 export const EVENT_LOG_PATH = "sys/kernel/security/tpm0/binary_bios_measurements";
@@ -14,16 +15,17 @@ const SECURITYFS = "/sys/kernel/security";
 /** The server accepts at most 1 MiB (protocol messages). */
 export const MAX_EVENT_LOG = 1 << 20;
 
-export type EventLogErrorCode = "event-log-missing" | "event-log-unreadable" | "event-log-empty" | "event-log-too-large" | "securityfs-mount-failed";
+export const EVENT_LOG_ERROR_CODES = ["event-log-missing", "event-log-unreadable", "event-log-empty", "event-log-too-large", "securityfs-mount-failed"] as const;
+export type EventLogErrorCode = (typeof EVENT_LOG_ERROR_CODES)[number];
 
-export class EventLogError extends Error {
+export class EventLogError extends CodedError<EventLogErrorCode> {
   override readonly name = "EventLogError";
   constructor(
-    readonly code: EventLogErrorCode,
+    code: EventLogErrorCode,
     readonly path: string,
     detail: string,
   ) {
-    super(`${path}: ${detail}`);
+    super(code, `${path}: ${detail}`);
   }
 }
 

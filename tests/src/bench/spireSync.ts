@@ -95,7 +95,7 @@ async function onDatastore(kind: "sqlite3" | "postgres", n: number, dir: string,
   });
   const listStore = memoryStore("list");
   const sync = new EntrySync({
-    client: spire, trustDomain: td, list: listStore, status: memoryStore("status"), log: pino({ level: "silent" }), metrics: createSyncMetrics(),
+    client: spire, trustDomain: td, trustedRoots: () => [root], list: listStore, status: memoryStore("status"), log: pino({ level: "silent" }), metrics: createSyncMetrics(),
     intervalMs: 3_600_000, maxListBytes: 32 * 1024 * 1024, batchSize: BATCH, pageSize: 500,
   });
   try {

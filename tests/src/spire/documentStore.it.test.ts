@@ -183,7 +183,8 @@ test("spire-plugin under ha: only the Lease holder runs passes; when it stops, t
     return (m?.values ?? []).reduce((a, v) => a + v.value, 0);
   };
   const cfg = (identity: string) => parseSpirePluginConfig({
-    trustDomain: "lab.test", socketPath: join(dir, "no-spire.sock"), list: { file: listFile }, status: { file: join(dir, "ha", "status.json") },
+    // no SPIRE and no list here: the CA bundle is never read
+    trustDomain: "lab.test", devidCaPath: join(dir, "ha", "devid-ca-bundle.pem"), socketPath: join(dir, "no-spire.sock"), list: { file: listFile }, status: { file: join(dir, "ha", "status.json") },
     intervalSeconds: 1, listen: { host: "127.0.0.1", port: 0 },
     ha: { kubeconfig: cp.kubeconfig, namespace: NS, identity, leaseDurationSeconds: 4, renewDeadlineSeconds: 3, retryPeriodSeconds: 1 },
   });

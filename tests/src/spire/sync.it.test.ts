@@ -88,6 +88,7 @@ before(async () => {
   }
   cfg = parseSpirePluginConfig({
     trustDomain: td(),
+    devidCaPath: join(dir, "ca.crt"),
     socketPath: server.socketPath,
     list: { file: listFile() },
     status: { file: statusFile() },
@@ -182,7 +183,7 @@ test("a node that leaves the list loses exactly its entry; the status confirms i
   await foreignUntouched();
 });
 
-test("bad lists change nothing and are reported: malformed, oversized, invalid, wrong trust domain", async () => {
+test("bad lists change nothing and are reported: malformed, oversized, invalid, wrong trust domain, another node's CN, an untrusted root", async () => {
   const before = writes().length;
   const entriesBefore = (await ours()).map((e) => `${e.id}@${e.revisionNumber}`).sort();
   const good = listOf(td(), [root], nodes.slice(0, 3));
@@ -193,6 +194,9 @@ test("bad lists change nothing and are reported: malformed, oversized, invalid, 
     ["node-list-invalid", JSON.stringify({ ...good, nodes: good.nodes.map((n) => ({ ...n, spiffeId: `spiffe://${td()}/node/someone-else` })) })],
     ["node-list-invalid", JSON.stringify({ ...good, apiVersion: "fleetd.io/spire-nodes/v0" })],
     ["node-list-wrong-trust-domain", listBytes(listOf("other.test", [root], nodes.slice(0, 3)))],
+    // whoever can write the list cannot point a node at another node's LDevID, nor name a root SPIRE does not trust
+    ["node-list-invalid", JSON.stringify({ ...good, nodes: good.nodes.map((n, i) => ({ ...n, cn: `${(good.nodes[(i + 1) % good.nodes.length] as { name: string }).name}.g1` })) })],
+    ["node-list-unknown-root", listBytes(listOf(td(), [root, "f".repeat(40)], nodes.slice(0, 3)))],
   ];
   for (const [code, bytes] of cases) {
     const r = await publish(bytes);
@@ -207,8 +211,9 @@ test("bad lists change nothing and are reported: malformed, oversized, invalid, 
   assert.equal(writes().length - before, 0, "no write RPC for a refused list");
   assert.deepEqual((await ours()).map((e) => `${e.id}@${e.revisionNumber}`).sort(), entriesBefore);
   const m = await plugin.metrics.registry.metrics();
-  assert.match(m, /fleetd_spire_plugin_list_refusals_total\{code="node-list-invalid"\} 3/);
+  assert.match(m, /fleetd_spire_plugin_list_refusals_total\{code="node-list-invalid"\} 4/);
   assert.match(m, /fleetd_spire_plugin_list_refusals_total\{code="node-list-too-large"\} 1/);
+  assert.match(m, /fleetd_spire_plugin_list_refusals_total\{code="node-list-unknown-root"\} 1/);
   // the good list again: converged, nothing to write (it is the one applied before)
   const back = await publish(current);
   assert.equal(back.outcome, "converged");

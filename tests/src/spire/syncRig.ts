@@ -90,7 +90,7 @@ export async function startSync(w: World, dir: string, stack: Pick<SpireStack, "
     })),
     { logger: logger() },
   );
-  const plugin = await startSpirePlugin(parseSpirePluginConfig({ trustDomain: td, socketPath: stack.server.socketPath, list, status, intervalSeconds: 3600, listen: { host: "127.0.0.1", port: 0 } }), { logger: logger() });
+  const plugin = await startSpirePlugin(parseSpirePluginConfig({ trustDomain: td, devidCaPath: stack.devidCa, socketPath: stack.server.socketPath, list, status, intervalSeconds: 3600, listen: { host: "127.0.0.1", port: 0 } }), { logger: logger() });
   return {
     handler, plugin, list, status,
     async stop() {

@@ -25,6 +25,8 @@ import { TINKERBELL_ERROR_CODES } from "@fleetd/platform/tinkerbell";
 import { WEBHOOK_OUTCOMES } from "@fleetd/netbox-script/server";
 import { CONFIG_FETCH_ERRORS } from "@fleetd/talos-config-server/configFetch";
 import { INTERNAL_OPENAPI_FILE, OPENAPI_FILE } from "@fleetd/talos-config-server/openapi";
+import { DEVID_ERROR_CODES } from "@fleetd/tink-action/devidStore";
+import { EVENT_LOG_ERROR_CODES } from "@fleetd/tink-action/eventLog";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../../..");
 const KEBAB = /^[a-z0-9]+(-[a-z0-9]+)*$/;
@@ -48,6 +50,8 @@ test("declared code lists are kebab-case", () => {
     REFUSAL_ERRORS,
     CONFIG_FETCH_ERRORS,
     OUTAGE_REASONS,
+    DEVID_ERROR_CODES,
+    EVENT_LOG_ERROR_CODES,
   };
   for (const [name, codes] of Object.entries(lists)) {
     assert.ok(codes.length > 0, `${name} is empty`);

@@ -35,6 +35,8 @@ test("eligibility: active, current LDevID, a passing runtime verdict; failed wor
     ["failed control plane that never passed", node("a", { role: "control-plane", runtime: { verdict: "fail", at: failAt } }), false],
     ["failed control plane, site does not keep them", node("a", { role: "control-plane", runtime: { verdict: "fail", at: failAt, lastPassAt: failAt } }), false, { now: NOW, keepFailedControlPlanes: false }],
     ["renamed by someone else", node("a", { unattributed: [{ field: "name", code: "name-unattributed", reason: "x" }] }), false],
+    ["another node's CN", node("a", { ldevid: { serial: "1", cn: "b.g1", notAfter: new Date("2027-01-01T00:00:00Z") } }), false],
+    ["a LAK CN", node("a", { ldevid: { serial: "1", cn: "a.g1.lak", notAfter: new Date("2027-01-01T00:00:00Z") } }), false],
     ["CN unusable as a selector", node("a", { ldevid: { serial: "1", cn: "a b", notAfter: new Date("2027-01-01T00:00:00Z") } }), false],
   ];
   for (const [what, n, want, o] of cases) {
@@ -79,6 +81,13 @@ test("parsing: size before JSON, JSON, schema (order, SPIFFE ID, fingerprints), 
   refuse(JSON.stringify({ ...list, caFingerprints: ["A".repeat(40)] }), "node-list-invalid");
   refuse(JSON.stringify({ ...list, extra: 1 }), "node-list-invalid");
   refuse(JSON.stringify({ ...list, nodes: list.nodes.map((n) => ({ ...n, cn: "a:b" })) }), "node-list-invalid");
+  // a node pointed at another node's (or no node's) LDevID
+  for (const cn of ["b.g1", "a.g0", "a.g01", "a.g", "a.g1.lak", "ab.g1", "a.g1x"]) {
+    refuse(JSON.stringify({ ...list, nodes: [{ ...list.nodes[0], cn }, list.nodes[1]] }), "node-list-invalid");
+  }
+  // the reader's trusted roots (spire-server's devid_ca_path)
+  assert.deepEqual(parseNodeList(text, "lab.test", undefined, [FP2, FP]), list);
+  assert.throws(() => parseNodeList(text, "lab.test", undefined, [FP2]), (e: unknown) => e instanceof NodeListError && e.code === "node-list-unknown-root" && e.message.includes(FP));
 });
 
 test("entries: one per node and root (a CA rollover gives two per node), deterministic IDs, parent the server, CN + fingerprint selectors", () => {

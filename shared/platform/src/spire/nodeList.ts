@@ -20,8 +20,10 @@
  * the one its LDevID chains to; when the old root leaves the bundle its entries go at the next sync.
  */
 import { createHash, X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { Node } from "../fleet/node.js";
+import { certificatesFromPem } from "../pki/pem.js";
 import { formatSpiffeId, serverId } from "./spiffeId.js";
 import type { EntrySpec } from "./wire.js";
 
@@ -69,11 +71,22 @@ export const NodeList = z
       const n = l.nodes[i] as NodeListNode;
       if (i > 0 && !((l.nodes[i - 1] as NodeListNode).name < n.name)) ctx.addIssue({ code: "custom", path: ["nodes", i, "name"], message: "nodes must be sorted by name, each once" });
       if (n.spiffeId !== nodeSpiffeId(l.trustDomain, n.name)) ctx.addIssue({ code: "custom", path: ["nodes", i, "spiffeId"], message: `must be ${nodeSpiffeId(l.trustDomain, n.name)}` });
+      if (!isLdevidCnOf(n.name, n.cn)) ctx.addIssue({ code: "custom", path: ["nodes", i, "cn"], message: `must be ${n.name}.g<generation> (an LDevID fleetd issued to this node)` });
     }
   });
 export type NodeList = z.infer<typeof NodeList>;
 
-export const NODE_LIST_ERROR_CODES = ["node-list-too-large", "node-list-not-json", "node-list-invalid", "node-list-wrong-trust-domain"] as const;
+/**
+ * Whether `cn` is an LDevID CN fleetd issues to node `name`: `<name>.g<generation>`, generation a positive integer
+ * without leading zeros (pki/names.ts). A list whose entry for node A names node B's CN would let B's TPM take A's
+ * SPIFFE ID: whoever can write the list can only ever point a node at its own LDevIDs.
+ */
+export function isLdevidCnOf(name: string, cn: string): boolean {
+  const prefix = `${name}.g`;
+  return cn.startsWith(prefix) && /^[1-9][0-9]{0,15}$/.test(cn.slice(prefix.length));
+}
+
+export const NODE_LIST_ERROR_CODES = ["node-list-too-large", "node-list-not-json", "node-list-invalid", "node-list-wrong-trust-domain", "node-list-unknown-root"] as const;
 export type NodeListErrorCode = (typeof NODE_LIST_ERROR_CODES)[number];
 
 export class NodeListError extends Error {
@@ -133,6 +146,11 @@ export function rootFingerprints(bundle: readonly Uint8Array[]): string[] {
   return [...out].sort();
 }
 
+/** `rootFingerprints` of a PEM bundle file (fleetd's CA bundle; spire-server's `devid_ca_path`), read now. */
+export function rootFingerprintsOfFile(path: string): string[] {
+  return rootFingerprints(certificatesFromPem(readFileSync(path, "utf8"), path));
+}
+
 export interface EligibilityOptions {
   now: Date;
   /** A control plane whose runtime verdict failed stays listed if it passed once (site setting; default true). */
@@ -149,6 +167,7 @@ export function nodeListEligibility(node: Pick<Node, "name" | "status" | "role" 
   if (!node.ldevid) return { eligible: false, why: "no LDevID recorded by the attestation account" };
   if (!(node.ldevid.notAfter.getTime() > o.now.getTime())) return { eligible: false, why: `its LDevID expired at ${node.ldevid.notAfter.toISOString()}` };
   if (!CN.test(node.ldevid.cn)) return { eligible: false, why: "the recorded LDevID CN is not usable as a selector" };
+  if (!isLdevidCnOf(node.name, node.ldevid.cn)) return { eligible: false, why: `the recorded LDevID CN is not ${node.name}.g<generation>` };
   const r = node.runtime;
   if (!r) return { eligible: false, why: "its installed OS has not passed a runtime attestation" };
   if (r.verdict === "pass") return { eligible: true };
@@ -209,9 +228,11 @@ const issues = (e: z.ZodError): string =>
 
 /**
  * Reads a list: size first (before parsing), then JSON, then the schema, then the trust domain the reader
- * serves. Every refusal is a NodeListError naming the first problems.
+ * serves, then (when given) that every CA fingerprint is one of the reader's trusted roots — spire-plugin passes
+ * the roots of spire-server's own `devid_ca_path`, so a list cannot name a root SPIRE's attestor would not accept.
+ * Every refusal is a NodeListError naming the first problems.
  */
-export function parseNodeList(bytes: Uint8Array | string, expectTrustDomain: string, maxBytes = NODE_LIST_MAX_BYTES): NodeList {
+export function parseNodeList(bytes: Uint8Array | string, expectTrustDomain: string, maxBytes = NODE_LIST_MAX_BYTES, trustedRoots?: readonly string[]): NodeList {
   const size = typeof bytes === "string" ? Buffer.byteLength(bytes) : bytes.byteLength;
   if (size > maxBytes) throw new NodeListError("node-list-too-large", `${size} bytes, at most ${maxBytes} are read`);
   let raw: unknown;
@@ -223,6 +244,10 @@ export function parseNodeList(bytes: Uint8Array | string, expectTrustDomain: str
   const r = NodeList.safeParse(raw);
   if (!r.success) throw new NodeListError("node-list-invalid", issues(r.error));
   if (r.data.trustDomain !== expectTrustDomain) throw new NodeListError("node-list-wrong-trust-domain", `it is for trust domain ${r.data.trustDomain}, this server's is ${expectTrustDomain}`);
+  if (trustedRoots) {
+    const unknown = r.data.caFingerprints.filter((fp) => !trustedRoots.includes(fp));
+    if (unknown.length > 0) throw new NodeListError("node-list-unknown-root", `CA fingerprint(s) ${unknown.join(", ")} are not roots of this server's LDevID CA bundle (trusted: ${[...trustedRoots].join(", ") || "none"})`);
+  }
   return r.data;
 }
 

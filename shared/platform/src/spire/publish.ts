@@ -5,14 +5,12 @@
  * the stored document when its bytes changed. Publications run one at a time; a request during one runs one more
  * after it (coalesced).
  */
-import { readFileSync } from "node:fs";
 import type { Node } from "../fleet/node.js";
 import { type NetBoxInventoryOptions, recordedNode } from "../netbox/attestationInventory.js";
 import type { NetBox } from "../netbox/client.js";
 import { listDevices } from "../netbox/device.js";
-import { certificatesFromPem } from "../pki/index.js";
 import type { DocumentStore } from "./documentStore.js";
-import { nodeListDigest, renderNodeList, rootFingerprints, serializeNodeList, type NodeList } from "./nodeList.js";
+import { nodeListDigest, renderNodeList, rootFingerprintsOfFile, serializeNodeList, type NodeList } from "./nodeList.js";
 
 export interface NodeListPublisherOptions {
   nb: NetBox;
@@ -65,7 +63,7 @@ export class NodeListPublisher {
   }
 
   private async once(): Promise<Publication> {
-    const fps = rootFingerprints(certificatesFromPem(readFileSync(this.o.caBundlePath, "utf8"), this.o.caBundlePath));
+    const fps = rootFingerprintsOfFile(this.o.caBundlePath);
     const devices = await listDevices(this.o.nb, { fields: "id,name,serial,status,site,role,device_type,custom_fields,last_updated" });
     const nodes: Pick<Node, "name" | "status" | "role" | "ldevid" | "runtime" | "unattributed">[] = [];
     const seen = new Set<number>();
