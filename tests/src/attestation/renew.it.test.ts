@@ -156,11 +156,19 @@ test("a tampered log quarantines a worker: cordoned in the kube-apiserver, NetBo
   const j = (await journal(NODE)).find((x) => /runtime attestation FAILED/.test(x));
   assert.ok(j, "journalled");
   assert.match(j, /event \d+/i, "the journal names the event");
-  // a good quote does not release it
+  // the Node leaves the cluster and registers again (a reinstall, `kubectl delete node`): uncordoned, fleetd's
+  // marks gone; a good quote does not release the node, and its agent's next attempt cordons the new Node
+  await w.kube.core.deleteNode({ name: NODE });
+  await w.kube.core.createNode({ body: { metadata: { name: NODE } } });
+  assert.notEqual((await kubeNode(NODE)).spec?.unschedulable, true);
   logs[NODE] = await w.reboot(NODE, "talos");
   const again = await refusal(agent(NODE, "renew"));
   assert.deepEqual(checks(again), ["quarantine"]);
   assert.equal(w.signatures(), signed);
+  await delivered(NODE);
+  const back = await kubeNode(NODE);
+  assert.equal(back.spec?.unschedulable, true, "cordoned again while the latch holds");
+  assert.ok(back.spec?.taints?.some((t) => t.key === QUARANTINE_TAINT));
 });
 
 test("a control plane with an unlisted authority is alerted on: failed verdict, no cordon, no latch", async () => {

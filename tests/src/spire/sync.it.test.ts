@@ -239,7 +239,7 @@ test("dry run: the plan is computed against the real server, nothing is written"
   // The binary: `spire-plugin --config FILE --dry-run` prints the same plan and exits 0; nothing changes.
   const revisions = (await ours()).map((e) => `${e.id}@${e.revisionNumber}`).sort();
   const cfgFile = join(dir, "spire-plugin.json");
-  writeFileSync(cfgFile, JSON.stringify({ trustDomain: td(), socketPath: server.socketPath, list: { file: listFile() }, status: { file: statusFile() }, listen: { host: "127.0.0.1", port: 0 } }));
+  writeFileSync(cfgFile, JSON.stringify({ trustDomain: td(), devidCaPath: join(dir, "ca.crt"), socketPath: server.socketPath, list: { file: listFile() }, status: { file: statusFile() }, listen: { host: "127.0.0.1", port: 0 } }));
   const bin = spawnSync(process.execPath, [join(repoRoot, "spire-plugin/dist/main.js"), "--config", cfgFile, "--dry-run"], { encoding: "utf8", env: { ...process.env, FLEETD_LOG_LEVEL: "silent" }, timeout: 60_000 });
   assert.equal(bin.status, 0, bin.stderr);
   assert.deepEqual((JSON.parse(bin.stdout) as PassResult).plan, r.plan);

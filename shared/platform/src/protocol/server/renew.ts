@@ -20,6 +20,7 @@
  * The latch lives in the state store, never in NetBox (which its users can edit); an operator's passing `attest`
  * (evidence.ts) releases it.
  */
+import { randomUUID } from "node:crypto";
 import { AK_POLICY, Checks, checkKeyAttributes, LDEVID_POLICY, type Reason, verifyQuote, verifyTpmSignature } from "@fleetd/verify/attest";
 import { decodeExact, ParseError } from "@fleetd/verify/codec";
 import { fromHex, hex } from "@fleetd/verify/crypto";
@@ -38,6 +39,7 @@ import { Refused, type ServerContext } from "./context.js";
 import { confirmMoved } from "./confirm.js";
 import { BANKS, pcrValuesOf } from "./evidence.js";
 import { type ClaimedStep, withClaim } from "./step.js";
+import { StepEffects } from "../../outbox/effects.js";
 
 const b64 = (b: Uint8Array) => Buffer.from(b).toString("base64");
 
@@ -151,6 +153,7 @@ export async function renewChallenge(ctx: ServerContext, req: RenewChallengeRequ
       ...(runtime?.quarantine ? { internal: `quarantined since ${new Date(runtime.quarantine.at).toISOString()}: ${runtime.quarantine.why}` } : {}),
     });
   }
+  if (node && runtime?.quarantine && runtime.cordoned && node.role === "worker") await reassertCordon(ctx, ref, runtime.quarantine.why);
   if (!c.ok || !node || profile === undefined) throw new Refused(403, "refused", c.reasons, ref);
 
   const sessionId = hex(ctx.random(16));
@@ -187,6 +190,22 @@ export async function renewChallenge(ctx: ServerContext, req: RenewChallengeRequ
     expiresAt,
   });
   return response;
+}
+
+/**
+ * A latched worker's agent asks again (it does at every start and after each refusal): its cordon is queued once
+ * more, at most once per window per device. The cordon holds while the latch does: a Node that was absent when
+ * the worker was quarantined (not registered yet, or deleted and registered again), or that someone uncordoned by
+ * hand, is cordoned at the node's next attempt — the agent runs as a DaemonSet pod, so the Node exists by then.
+ * Only the NetBox `attest` release lifts it. Asking is unauthenticated (certificates are public), hence the window.
+ */
+async function reassertCordon(ctx: ServerContext, ref: NodeRef, why: string): Promise<void> {
+  const now = ctx.now().getTime();
+  const charge = await ctx.store.chargeLimit(`cordon:${ref.deviceId}`, now, ctx.settings.unauthenticatedJournalWindowMs, 1);
+  if (!charge.allowed) return;
+  const effects = new StepEffects(`cordon:${randomUUID()}`);
+  effects.quarantine(ref, "cordon", why);
+  await ctx.store.enqueue(effects.items, now);
 }
 
 /** The gates of a runtime attestation on a fresh read of the node: it exists, may renew, is attributed, kept its name. */

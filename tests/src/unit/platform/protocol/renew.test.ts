@@ -167,9 +167,12 @@ test("a tampered log quarantines a worker: 403 naming the event, latched, cordon
   assert.ok(w.journalOf("worker-1").some((j) => /runtime attestation FAILED .*worker quarantined/.test(j)));
   const signed = w.signatures();
   const good = talos();
+  // someone uncordons the Node by hand (or it registers again): the node's next attempt cordons it again
+  w.cordoned.delete("worker-1");
   const again = await refused(steps.renewOnce(t, good.tpm, h, good.eventLog, "renew"));
   assert.deepEqual(checks(again), ["quarantine"]);
   assert.equal(w.signatures(), signed, "nothing signed for a quarantined node");
+  assert.ok(w.cordoned.has("worker-1"), "cordoned again while the latch holds");
 });
 
 test("a control plane whose quote shows an unlisted authority is alerted on: failed verdict, no cordon, no latch; nothing signed", async () => {
