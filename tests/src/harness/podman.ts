@@ -66,15 +66,16 @@ export interface Podman {
 /**
  * A podman over the project's configuration. `insecureRegistries`: loopback registries (`127.0.0.1:PORT`) it may
  * push to and pull from over plain HTTP. Each call writes its own configuration directory (a registry's port is
- * only known when it starts); the storage is shared, podman locks it.
+ * only known when it starts); the storage is shared, podman locks it. `storageRoot`: another image store (e.g. an
+ * empty one, so a pull really transfers).
  */
-export function podman(opts: { insecureRegistries?: readonly string[] } = {}): Podman {
+export function podman(opts: { insecureRegistries?: readonly string[]; storageRoot?: string } = {}): Podman {
   const root = join(fleetdCache(), "podman");
   mkdirSync(join(root, "conf"), { recursive: true });
   const confDir = mkdtempSync(join(root, "conf", "c-"));
   writeFileSync(join(confDir, "containers.conf"), containersConf());
   writeFileSync(join(confDir, "registries.conf"), registriesConf(opts.insecureRegistries ?? []));
-  writeFileSync(join(confDir, "storage.conf"), storageConf(root));
+  writeFileSync(join(confDir, "storage.conf"), storageConf(opts.storageRoot ?? root));
   process.once("exit", () => rmSync(confDir, { recursive: true, force: true }));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -107,6 +108,9 @@ export interface RunContainerOptions {
   volumes?: string[];
   user?: string;
   entrypoint?: string;
+  /** `--cap-drop` / `--cap-add` (e.g. `["ALL"]`, then exactly what a part needs). */
+  capDrop?: string[];
+  capAdd?: string[];
   timeoutMs?: number;
 }
 
@@ -116,6 +120,8 @@ function runArgs(image: string, args: readonly string[], o: RunContainerOptions)
     ...Object.entries(o.env ?? {}).flatMap(([k, v]) => ["--env", `${k}=${v}`]),
     ...(o.volumes ?? []).flatMap((v) => ["--volume", v]),
     ...(o.user ? ["--user", o.user] : []),
+    ...(o.capDrop ?? []).flatMap((c) => ["--cap-drop", c]),
+    ...(o.capAdd ?? []).flatMap((c) => ["--cap-add", c]),
     ...(o.entrypoint ? ["--entrypoint", o.entrypoint] : []),
     image, ...args,
   ];
