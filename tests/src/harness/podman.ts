@@ -111,6 +111,10 @@ export interface RunContainerOptions {
   /** `--cap-drop` / `--cap-add` (e.g. `["ALL"]`, then exactly what a part needs). */
   capDrop?: string[];
   capAdd?: string[];
+  /** `--device` (host device paths, same path inside). */
+  devices?: string[];
+  /** `--security-opt` (e.g. `unmask=/sys/dev/block`). */
+  securityOpts?: string[];
   timeoutMs?: number;
 }
 
@@ -122,6 +126,8 @@ function runArgs(image: string, args: readonly string[], o: RunContainerOptions)
     ...(o.user ? ["--user", o.user] : []),
     ...(o.capDrop ?? []).flatMap((c) => ["--cap-drop", c]),
     ...(o.capAdd ?? []).flatMap((c) => ["--cap-add", c]),
+    ...(o.devices ?? []).flatMap((d) => ["--device", d]),
+    ...(o.securityOpts ?? []).flatMap((d) => ["--security-opt", d]),
     ...(o.entrypoint ? ["--entrypoint", o.entrypoint] : []),
     image, ...args,
   ];

@@ -33,6 +33,11 @@ interface BaseSpec {
 }
 /** ca-certificates: TLS to NetBox, Kubernetes, the attestation server (Node reads the system store only when told; kept for tools and NODE_EXTRA_CA_CERTS). */
 const SERVER_BASE: BaseSpec = { name: "fleetd-base", packages: ["ca-certificates"] };
+/**
+ * The CA signer's PKCS#11 module for a YubiKey (ykcs11: /usr/lib/x86_64-linux-gnu/libykcs11.so, with libykpiv2 and
+ * libpcsclite1; pcscd, which owns the USB device, runs outside the container and its socket is mounted in).
+ */
+const SIGNER_BASE: BaseSpec = { name: "fleetd-base-signer", packages: ["ca-certificates", "ykcs11"] };
 /** The action also runs lldpd/lldpcli (the LLDP claim) and mount (securityfs for the event log). */
 const ACTION_BASE: BaseSpec = { name: "fleetd-base-action", packages: ["ca-certificates", "lldpd", "mount"] };
 
@@ -78,7 +83,7 @@ interface Part {
 }
 const PARTS: readonly Part[] = [
   { name: "tink-action", base: ACTION_BASE, bundle: "fleetd-tink-action.mjs", natives: [], policy: false },
-  { name: "talos-config-server", base: SERVER_BASE, bundle: "talos-config-server.mjs", natives: [BETTER_SQLITE3, PKCS11JS], policy: true },
+  { name: "talos-config-server", base: SIGNER_BASE, bundle: "talos-config-server.mjs", natives: [BETTER_SQLITE3, PKCS11JS], policy: true },
   { name: "netbox-script", base: SERVER_BASE, bundle: "netbox-script.mjs", natives: [BETTER_SQLITE3], policy: false },
   { name: "spire-plugin", base: SERVER_BASE, bundle: "spire-plugin.mjs", natives: [], policy: false },
 ];
@@ -234,7 +239,9 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
   } else {
     const t0 = Date.now();
     await p.must(
-      ["build", "--quiet", "--pull=never", "--timestamp", "0", "--no-hosts", "--file", containerfile, ...Object.entries(args).flatMap(([k, v]) => ["--build-arg", `${k}=${v}`]), "--tag", ref, ctx],
+      // --no-cache: buildah 1.28's step cache keys a LABEL by its text before ARG expansion (a new revision would
+      // reuse the old label); this script caches by inputs itself.
+      ["build", "--quiet", "--pull=never", "--no-cache", "--timestamp", "0", "--no-hosts", "--file", containerfile, ...Object.entries(args).flatMap(([k, v]) => ["--build-arg", `${k}=${v}`]), "--tag", ref, ctx],
       { timeoutMs: 15 * 60_000 },
     );
     // The digest a registry will hold: push to an OCI layout (gzip layers, as `podman push` sends them) and read it.
@@ -270,7 +277,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const p = podman();
   const bases = new Map<string, string>();
-  for (const b of [SERVER_BASE, ACTION_BASE]) bases.set(b.name, await ensureBase(p, b));
+  for (const b of [SERVER_BASE, SIGNER_BASE, ACTION_BASE]) bases.set(b.name, await ensureBase(p, b));
   const meta = { revision: gitRevision(), source: sourceUrl() };
   const images = {} as Record<PartName, BuiltImage>;
   for (const part of PARTS) images[part.name] = await buildPart(p, part, bases.get(part.base.name) as string, node.path, meta);

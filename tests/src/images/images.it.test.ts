@@ -10,7 +10,7 @@
  *    its digest is the one images.json recorded, and it is pulled back by that digest.
  */
 import { strict as assert } from "node:assert";
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, truncateSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -25,6 +25,7 @@ import { podman, pushImage, runContainer, startContainer, startRegistry, type Ba
 import { freePort, waitFor } from "../harness/ports.js";
 import { startLldpSwitchPort } from "../harness/lldp.js";
 import { startSwtpm } from "../harness/swtpm.js";
+import { runProcess } from "../harness/process.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
 import { readBuiltImages, PART_NAMES, type BuiltImage, type PartName } from "./built.js";
 
@@ -197,6 +198,29 @@ test("tink-action: clear-tpm through swtpm's Unix socket bind-mounted into the c
   }
 });
 
+test("tink-action: write-meta on a real block device (a loop device over a GPT image) with no capability: --device and /sys/dev/block unmasked", async () => {
+  const image = join(dir, "disk.img");
+  writeFileSync(image, Buffer.alloc(0));
+  truncateSync(image, 64 * 1024 * 1024);
+  const gpt = await runProcess("sgdisk", ["-n", "1:2048:+1M", "-c", "1:META", "-n", "2:0:0", "-c", "2:STATE", image]);
+  assert.equal(gpt.code, 0, gpt.stderr.toString());
+  const lo = await runProcess("losetup", ["--find", "--show", image]);
+  assert.equal(lo.code, 0, lo.stderr.toString());
+  const dev = lo.stdout.toString().trim();
+  try {
+    const args = ["write-meta", "--disk", dev, "--code", "ab".repeat(32), "--init"];
+    // podman masks /sys/dev/block: the logical sector size and the size cannot be read, and the disk is refused
+    const masked = await runContainer(p, img("tink-action").ref, args, { network: "none", capDrop: ["ALL"], devices: [dev] });
+    assert.equal(masked.code, 1, masked.stdout.toString());
+    assert.match(masked.stdout.toString(), /disk-io.*\/sys\/dev\/block/);
+    const r = await runContainer(p, img("tink-action").ref, args, { network: "none", capDrop: ["ALL"], devices: [dev], securityOpts: ["unmask=/sys/dev/block"] });
+    assert.equal(r.code, 0, r.stdout.toString() + r.stderr.toString());
+    assert.deepEqual((JSON.parse(r.stdout.toString()) as { keys: { tag: number }[] }).keys.map((k) => k.tag), [0x0b]);
+  } finally {
+    await runProcess("losetup", ["-d", dev]);
+  }
+});
+
 test("talos-config-server: /healthz and /readyz as user 65532 with the CA on a PKCS#11 token; a bad configuration is refused naming the field", async () => {
   hsm = await startSoftHsm([{ label: "fleetd-ca", pin: "123456", soPin: "12345678", keys: [{ label: "ca", id: "01", type: "ec-p256" }] }]);
   const { signer, ca } = await createSoftHsmCa(hsm, { token: "fleetd-ca", key: "ca", commonName: "fleetd images CA", notBefore: new Date(Date.now() - 3600_000), lifetimeDays: 365 });
@@ -232,6 +256,11 @@ test("talos-config-server: /healthz and /readyz as user 65532 with the CA on a P
     env: { FLEETD_NETBOX_TOKEN: "0123456789abcdef0123456789abcdef01234567", FLEETD_CA_PIN: "123456", SOFTHSM2_CONF: hsm.confPath },
     volumes: [`${SOFTHSM_MODULE}:${SOFTHSM_MODULE}:ro`, `${hsm.dir}:${hsm.dir}`],
   };
+
+  // The YubiKey's module ships in the image (README "Image"): pkcs11js loads it; no pcscd here, so no slot.
+  const yk = await runContainer(p, img("talos-config-server").ref, ["-e", 'const p = new (require("/opt/fleetd/node_modules/pkcs11js").PKCS11)(); p.load("/usr/lib/x86_64-linux-gnu/libykcs11.so"); p.C_Initialize(); console.log(JSON.stringify(p.C_GetInfo().manufacturerID.trim())); p.C_Finalize()'], { network: "none", entrypoint: "/usr/local/bin/node" });
+  assert.equal(yk.code, 0, yk.stderr.toString());
+  assert.match(yk.stdout.toString(), /Yubico/);
 
   const refused = await refuse("talos-config-server", ["--config", bad], run);
   assert.equal(refused.code, 2, refused.out);
