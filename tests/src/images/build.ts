@@ -118,27 +118,33 @@ function strippedNode(): { path: string; version: string } {
 
 function baseKey(b: BaseSpec): string {
   const mmdebstrap = sh("mmdebstrap", ["--version"]).trim();
-  return sha256(JSON.stringify({ suite: SUITE, mirrors: MIRRORS, options: MMDEBSTRAP_OPTIONS, packages: [...b.packages].sort(), mmdebstrap, SOURCE_DATE_EPOCH })).slice(0, 16);
+  return sha256(JSON.stringify({ suite: SUITE, mirrors: MIRRORS, options: MMDEBSTRAP_OPTIONS, packages: [...b.packages].sort(), mmdebstrap, SOURCE_DATE_EPOCH, image: "scratch+ADD" })).slice(0, 16);
 }
 
-/** The base image `localhost/<name>:<key>`, made by mmdebstrap + `podman import` unless it is in storage. */
+/**
+ * The base image `localhost/<name>:<key>`, unless it is in storage: mmdebstrap writes the root filesystem as a tar
+ * (file times clamped to SOURCE_DATE_EPOCH: the same packages give the same bytes), and `podman build --timestamp 0`
+ * of `FROM scratch` + `ADD rootfs.tar /` makes it an image whose ID depends on those bytes only (`podman import`
+ * would stamp the current time into it, and so into the digest of every image built on it).
+ */
 async function ensureBase(p: Podman, b: BaseSpec): Promise<string> {
   const ref = `localhost/${b.name}:${baseKey(b)}`;
   if ((await p.run(["image", "exists", ref])).code === 0) return ref;
   const t0 = Date.now();
   log(`base ${ref}: mmdebstrap ${SUITE} minbase + ${b.packages.join(", ")}`);
-  const dir = join(imagesDir(), "tmp");
-  mkdirSync(dir, { recursive: true });
-  const tar = join(dir, `${b.name}-${process.pid}.tar`);
+  const ctx = join(imagesDir(), "tmp", `${b.name}-${process.pid}`);
+  rmSync(ctx, { recursive: true, force: true });
+  mkdirSync(ctx, { recursive: true });
   try {
-    const r = await runProcess("mmdebstrap", [...MMDEBSTRAP_OPTIONS, `--include=${b.packages.join(",")}`, SUITE, tar, ...MIRRORS], {
+    const r = await runProcess("mmdebstrap", [...MMDEBSTRAP_OPTIONS, `--include=${b.packages.join(",")}`, SUITE, join(ctx, "rootfs.tar"), ...MIRRORS], {
       env: { ...process.env, SOURCE_DATE_EPOCH },
       timeoutMs: 15 * 60_000,
     });
     if (r.code !== 0) throw new Error(`mmdebstrap failed (exit ${r.code}): ${r.stderr.toString().trim().slice(-3000)}`);
-    await p.must(["import", "--quiet", "--message", `mmdebstrap ${SUITE} minbase + ${b.packages.join(",")}`, tar, ref], { timeoutMs: 10 * 60_000 });
+    writeFileSync(join(ctx, "Containerfile"), `FROM scratch\nADD rootfs.tar /\nLABEL org.opencontainers.image.description="Debian ${SUITE} minbase + ${b.packages.join(", ")} (mmdebstrap)"\n`);
+    await p.must(["build", "--quiet", "--no-cache", "--timestamp", "0", "--file", join(ctx, "Containerfile"), "--tag", ref, ctx], { timeoutMs: 10 * 60_000 });
   } finally {
-    rmSync(tar, { force: true });
+    rmSync(ctx, { recursive: true, force: true });
   }
   log(`base ${ref}: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return ref;
