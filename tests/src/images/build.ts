@@ -6,12 +6,14 @@
  *
  *   node tests/dist/images/build.js                  build what changed; print tag, digest and size per image;
  *                                                    write $FLEETD_CACHE/images/images.json (tests/src/images/built.ts)
+ *   node tests/dist/images/build.js --refresh-bases  make the Debian bases again (Debian's security updates: the
+ *                                                    cache keys a base by its package list, not by package versions)
  *   node tests/dist/images/build.js --context-only DIR   stage the four build contexts under DIR and stop (a site
  *                                                    building with its own engine and base; README "Image")
  *
  * Cached by inputs: a base image is tagged by the hash of its package list and mmdebstrap options, an image by the
- * hash of its Containerfile, base tag, build arguments and every file of its context (the node binary, the bundle,
- * the native addons, the policy profiles). An image whose tag exists in storage (and whose digest was recorded)
+ * hash of its Containerfile, base image ID, build arguments and every file of its context (the node binary, the
+ * bundle, the native addons, the policy profiles). An image whose tag exists in storage (and whose digest was recorded)
  * is not built again. Storage lives under the fleetd cache (tests/src/harness/podman.ts): a cold cache rebuilds
  * everything. Builds are reproducible (`--timestamp 0`: the same inputs give the same image ID and digest).
  */
@@ -127,9 +129,9 @@ function baseKey(b: BaseSpec): string {
  * of `FROM scratch` + `ADD rootfs.tar /` makes it an image whose ID depends on those bytes only (`podman import`
  * would stamp the current time into it, and so into the digest of every image built on it).
  */
-async function ensureBase(p: Podman, b: BaseSpec): Promise<string> {
+async function ensureBase(p: Podman, b: BaseSpec, refresh: boolean): Promise<string> {
   const ref = `localhost/${b.name}:${baseKey(b)}`;
-  if ((await p.run(["image", "exists", ref])).code === 0) return ref;
+  if (!refresh && (await p.run(["image", "exists", ref])).code === 0) return ref;
   const t0 = Date.now();
   log(`base ${ref}: mmdebstrap ${SUITE} minbase + ${b.packages.join(", ")}`);
   const ctx = join(imagesDir(), "tmp", `${b.name}-${process.pid}`);
@@ -233,7 +235,9 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
   const containerfile = join(repo, part.name, "Containerfile");
   const version = packageVersion(part.name);
   const args = { BASE: base, VERSION: version, REVISION: meta.revision, SOURCE: meta.source };
-  const key = sha256(JSON.stringify({ containerfile: readFileSync(containerfile, "utf8"), args, context: contextHash(ctx) })).slice(0, 16);
+  // the base's image ID, not only its tag: a refreshed base (--refresh-bases) keeps its tag
+  const baseId = (await p.must(["image", "inspect", "--format", "{{.Id}}", base])).trim();
+  const key = sha256(JSON.stringify({ containerfile: readFileSync(containerfile, "utf8"), args, baseId, context: contextHash(ctx) })).slice(0, 16);
   const name = `localhost/fleetd-${part.name}`;
   const tag = `${version}-${key}`;
   const ref = `${name}:${tag}`;
@@ -269,9 +273,24 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
   return { name, tag, ref, id: record.id, digest: record.digest, sizeBytes: Number(size), version, revision: meta.revision, source: meta.source, base, user: user || "0:0" };
 }
 
+/**
+ * Removes earlier builds (`localhost/fleetd-*` tags other than `keep`) and their digest records, so the cache does
+ * not grow with every commit. An image a container still uses stays (no --force).
+ */
+async function pruneOld(p: Podman, keep: ReadonlySet<string>): Promise<void> {
+  const all = (await p.must(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference=localhost/fleetd-*"])).split("\n").filter(Boolean);
+  const old = all.filter((r) => !keep.has(r));
+  for (const r of old) await p.run(["rmi", r]);
+  if (old.length > 0) log(`removed ${old.length} earlier image tag(s)`);
+  const tags = new Set([...keep].map((r) => r.slice(r.lastIndexOf(":") + 1)));
+  const records = join(imagesDir(), "digests");
+  for (const f of existsSync(records) ? readdirSync(records) : []) if (![...tags].some((t) => f.endsWith(`-${t}.json`))) rmSync(join(records, f), { force: true });
+}
+
 async function main(argv: string[]): Promise<void> {
   const contextOnly = argv.includes("--context-only") ? argv[argv.indexOf("--context-only") + 1] : undefined;
-  if (argv.includes("--context-only") && !contextOnly) throw new Error("usage: build.js [--context-only DIR]");
+  const unknown = argv.filter((a, i) => a !== "--refresh-bases" && a !== "--context-only" && argv[i - 1] !== "--context-only");
+  if ((argv.includes("--context-only") && !contextOnly) || unknown.length > 0) throw new Error("usage: build.js [--refresh-bases] [--context-only DIR]");
   const t0 = Date.now();
   const node = strippedNode();
   if (contextOnly) {
@@ -283,10 +302,11 @@ async function main(argv: string[]): Promise<void> {
   }
   const p = podman();
   const bases = new Map<string, string>();
-  for (const b of [SERVER_BASE, SIGNER_BASE, ACTION_BASE]) bases.set(b.name, await ensureBase(p, b));
+  for (const b of [SERVER_BASE, SIGNER_BASE, ACTION_BASE]) bases.set(b.name, await ensureBase(p, b, argv.includes("--refresh-bases")));
   const meta = { revision: gitRevision(), source: sourceUrl() };
   const images = {} as Record<PartName, BuiltImage>;
   for (const part of PARTS) images[part.name] = await buildPart(p, part, bases.get(part.base.name) as string, node.path, meta);
+  await pruneOld(p, new Set([...bases.values(), ...Object.values(images).map((i) => i.ref)]));
   const out: BuiltImages = { schema: 1, images };
   mkdirSync(imagesDir(), { recursive: true });
   const file = builtImagesFile();
