@@ -281,7 +281,10 @@ async function pruneOld(p: Podman, keep: ReadonlySet<string>): Promise<void> {
   const all = (await p.must(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference=localhost/fleetd-*"])).split("\n").filter(Boolean);
   const old = all.filter((r) => !keep.has(r));
   for (const r of old) await p.run(["rmi", r]);
-  if (old.length > 0) log(`removed ${old.length} earlier image tag(s)`);
+  if (old.length > 0) {
+    await p.run(["image", "prune", "--force"]); // their untagged intermediate images
+    log(`removed ${old.length} earlier image tag(s)`);
+  }
   const tags = new Set([...keep].map((r) => r.slice(r.lastIndexOf(":") + 1)));
   const records = join(imagesDir(), "digests");
   for (const f of existsSync(records) ? readdirSync(records) : []) if (![...tags].some((t) => f.endsWith(`-${t}.json`))) rmSync(join(records, f), { force: true });
