@@ -19,7 +19,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { podman, type Podman } from "../harness/podman.js";
@@ -175,7 +175,11 @@ function copyNative(m: NativeModule, from: string, into: string): void {
 function stageContext(part: Part, node: string, ctx: string): void {
   rmSync(ctx, { recursive: true, force: true });
   mkdirSync(join(ctx, "app"), { recursive: true });
-  copyFileSync(node, join(ctx, "node"));
+  try {
+    linkSync(node, join(ctx, "node")); // the same file in every context (hashed once, not copied four times)
+  } catch {
+    copyFileSync(node, join(ctx, "node"));
+  }
   chmodSync(join(ctx, "node"), 0o755);
   const pkgDir = join(repo, part.name);
   sh(process.execPath, [join(pkgDir, "scripts/bundle.mjs"), join(ctx, "app", part.bundle)], { cwd: pkgDir });
@@ -192,6 +196,15 @@ function stageContext(part: Part, node: string, ctx: string): void {
   }
 }
 
+/** File hashes by inode, size and mtime (the node binary is one hard-linked file in every context). */
+const fileHashes = new Map<string, string>();
+function fileHash(p: string, st: { dev: number; ino: number; size: number; mtimeMs: number }): string {
+  const k = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
+  let h = fileHashes.get(k);
+  if (!h) fileHashes.set(k, (h = sha256(readFileSync(p))));
+  return h;
+}
+
 /** Every file of a context: relative path, mode and content hash, sorted. */
 function contextHash(ctx: string): string {
   const lines: string[] = [];
@@ -200,7 +213,7 @@ function contextHash(ctx: string): string {
       const p = join(d, e);
       const st = statSync(p);
       if (st.isDirectory()) walk(p);
-      else lines.push(`${relative(ctx, p)} ${(st.mode & 0o777).toString(8)} ${sha256(readFileSync(p))}`);
+      else lines.push(`${relative(ctx, p)} ${(st.mode & 0o777).toString(8)} ${fileHash(p, st)}`);
     }
   };
   walk(ctx);
