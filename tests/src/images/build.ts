@@ -19,7 +19,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, copyFileSync, cpSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, linkSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { podman, type Podman } from "../harness/podman.js";
@@ -258,6 +258,7 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
   let record: DigestRecord | undefined;
   if ((await p.run(["image", "exists", ref])).code === 0 && existsSync(recordFile)) {
     record = JSON.parse(readFileSync(recordFile, "utf8")) as DigestRecord;
+    utimesSync(recordFile, new Date(), new Date()); // in use: pruneOld keeps it a day from now
     log(`${part.name}: ${ref} is built (inputs unchanged)`);
   } else {
     const t0 = Date.now();
@@ -286,21 +287,34 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
   return { name, tag, ref, id: record.id, digest: record.digest, sizeBytes: Number(size), version, revision: meta.revision, source: meta.source, base, user: user || "0:0" };
 }
 
+/** Earlier builds are kept this long after their last build or use (other checkouts may share the cache). */
+const KEEP_EARLIER_MS = 24 * 3600_000;
+
 /**
- * Removes earlier builds (`localhost/fleetd-*` tags other than `keep`) and their digest records, so the cache does
- * not grow with every commit. An image a container still uses stays (no --force).
+ * Removes earlier builds of the parts (`localhost/fleetd-<part>` tags other than `keep`) not built or used for a
+ * day, with their digest records, so the cache does not grow with every commit; another checkout's build from
+ * the same day stays. An image a container still uses stays (no --force). Earlier bases are left alone (they
+ * change only with their package list).
  */
 async function pruneOld(p: Podman, keep: ReadonlySet<string>): Promise<void> {
-  const all = (await p.must(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference=localhost/fleetd-*"])).split("\n").filter(Boolean);
-  const old = all.filter((r) => !keep.has(r));
-  for (const r of old) await p.run(["rmi", r]);
-  if (old.length > 0) {
-    await p.run(["image", "prune", "--force"]); // their untagged intermediate images
-    log(`removed ${old.length} earlier image tag(s)`);
-  }
-  const tags = new Set([...keep].map((r) => r.slice(r.lastIndexOf(":") + 1)));
   const records = join(imagesDir(), "digests");
-  for (const f of existsSync(records) ? readdirSync(records) : []) if (![...tags].some((t) => f.endsWith(`-${t}.json`))) rmSync(join(records, f), { force: true });
+  const parts = PART_NAMES.map((n) => `localhost/fleetd-${n}:`);
+  const all = (await p.must(["images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference=localhost/fleetd-*"])).split("\n").filter(Boolean);
+  let removed = 0;
+  for (const ref of all) {
+    const part = PART_NAMES.find((n, i) => ref.startsWith(parts[i] as string));
+    if (!part || keep.has(ref)) continue;
+    const record = join(records, `${part}-${ref.slice(ref.lastIndexOf(":") + 1)}.json`);
+    if (existsSync(record) && Date.now() - statSync(record).mtimeMs < KEEP_EARLIER_MS) continue;
+    if ((await p.run(["rmi", ref])).code === 0) {
+      removed++;
+      rmSync(record, { force: true });
+    }
+  }
+  if (removed > 0) {
+    await p.run(["image", "prune", "--force"]); // their untagged intermediate images
+    log(`removed ${removed} earlier image(s) unused for a day`);
+  }
 }
 
 async function main(argv: string[]): Promise<void> {
