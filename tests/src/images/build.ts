@@ -359,7 +359,8 @@ if (process.env["FLEETD_IMAGES_LOCKED"] !== "1") {
   process.exit(r.status ?? 1);
 } else {
   main(process.argv.slice(2)).catch((e: unknown) => {
-    process.stderr.write(`[images] ${(e as Error).message}\n`);
-    process.exit(1);
+    const message = (e as Error).message;
+    process.stderr.write(`[images] ${message}\n`);
+    process.exit(message.startsWith("usage:") ? 2 : 1); // fleetd's exit table: 2 usage
   });
 }
