@@ -284,7 +284,7 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
     log(`${part.name}: built ${ref} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
   const [size = "", user = ""] = (await p.must(["image", "inspect", "--format", "{{.Size}}\t{{.Config.User}}", ref])).trim().split("\t");
-  return { name, tag, ref, id: record.id, digest: record.digest, sizeBytes: Number(size), version, revision: meta.revision, source: meta.source, base, user: user || "0:0" };
+  return { part: part.name, name, tag, ref, id: record.id, digest: record.digest, sizeBytes: Number(size), version, revision: meta.revision, source: meta.source, base, user: user || "0:0" };
 }
 
 /** Earlier builds are kept this long after their last build or use (other checkouts may share the cache). */
@@ -334,16 +334,18 @@ async function main(argv: string[]): Promise<void> {
   const bases = new Map<string, string>();
   for (const b of [SERVER_BASE, SIGNER_BASE, ACTION_BASE]) bases.set(b.name, await ensureBase(p, b, argv.includes("--refresh-bases")));
   const meta = { revision: gitRevision(), source: sourceUrl() };
-  const images = {} as Record<PartName, BuiltImage>;
-  for (const part of PARTS) images[part.name] = await buildPart(p, part, bases.get(part.base.name) as string, node.path, meta);
-  await pruneOld(p, new Set([...bases.values(), ...Object.values(images).map((i) => i.ref)]));
+  const images: BuiltImage[] = [];
+  for (const name of PART_NAMES) {
+    const part = PARTS.find((x) => x.name === name) as Part;
+    images.push(await buildPart(p, part, bases.get(part.base.name) as string, node.path, meta));
+  }
+  await pruneOld(p, new Set([...bases.values(), ...images.map((i) => i.ref)]));
   const out: BuiltImages = { schema: 1, images };
   mkdirSync(imagesDir(), { recursive: true });
   const file = builtImagesFile();
   writeFileSync(`${file}.tmp`, `${JSON.stringify(out, null, 2)}\n`);
   renameSync(`${file}.tmp`, file);
-  for (const name of PART_NAMES) {
-    const i = images[name];
+  for (const i of images) {
     console.log(`${i.ref}  ${i.digest}  ${(i.sizeBytes / 1e6).toFixed(1)} MB`);
   }
   log(`${file} written (${((Date.now() - t0) / 1000).toFixed(1)} s)`);

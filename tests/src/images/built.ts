@@ -6,8 +6,9 @@
  *
  *   {
  *     "schema": 1,
- *     "images": {
- *       "tink-action": {
+ *     "images": [                                         // one per part, in this order (a list: deploy:images reads it)
+ *       {
+ *         "part": "tink-action",                          // tink-action | talos-config-server | netbox-script | spire-plugin
  *         "name": "localhost/fleetd-tink-action",          // repository in local storage
  *         "tag": "0.1.0-3f2a…",                           // <version>-<first 16 hex of the inputs' hash>
  *         "ref": "localhost/fleetd-tink-action:0.1.0-3f2a…",
@@ -18,7 +19,7 @@
  *         "base": "localhost/fleetd-base-action:…",
  *         "user": "0:0" | "65532:65532"
  *       }, …
- *     }
+ *     ]
  *   }
  */
 import { readFileSync } from "node:fs";
@@ -31,6 +32,7 @@ export type PartName = (typeof PART_NAMES)[number];
 
 const Digest = z.string().regex(/^sha256:[0-9a-f]{64}$/);
 export const BuiltImage = z.strictObject({
+  part: z.enum(PART_NAMES),
   name: z.string().min(1),
   tag: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/),
   ref: z.string().min(1),
@@ -45,11 +47,15 @@ export const BuiltImage = z.strictObject({
 });
 export type BuiltImage = z.infer<typeof BuiltImage>;
 
-export const BuiltImages = z.strictObject({
-  schema: z.literal(1),
-  images: z.strictObject(Object.fromEntries(PART_NAMES.map((p) => [p, BuiltImage])) as Record<PartName, typeof BuiltImage>),
-});
+export const BuiltImages = z
+  .strictObject({ schema: z.literal(1), images: z.array(BuiltImage) })
+  .refine((b) => b.images.length === PART_NAMES.length && PART_NAMES.every((p, i) => b.images[i]?.part === p), `images: one per part, in the order ${PART_NAMES.join(", ")}`);
 export type BuiltImages = z.infer<typeof BuiltImages>;
+
+/** The image of one part. */
+export function builtImage(b: BuiltImages, part: PartName): BuiltImage {
+  return b.images.find((i) => i.part === part) as BuiltImage;
+}
 
 export function imagesDir(): string {
   return join(fleetdCache(), "images");

@@ -27,10 +27,10 @@ import { startLldpSwitchPort } from "../harness/lldp.js";
 import { startSwtpm } from "../harness/swtpm.js";
 import { runProcess } from "../harness/process.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
-import { readBuiltImages, PART_NAMES, type BuiltImage, type PartName } from "./built.js";
+import { builtImage, readBuiltImages, PART_NAMES, type BuiltImage, type PartName } from "./built.js";
 
 const built = readBuiltImages();
-const img = (p: PartName): BuiltImage => built.images[p];
+const img = (p: PartName): BuiltImage => builtImage(built, p);
 const dir = mkdtempSync(join(tmpdir(), "fleetd-images-it-"));
 const SERVICE_USER = 65532;
 const p = podman();
