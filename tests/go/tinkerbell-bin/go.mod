@@ -1,6 +1,6 @@
 // Builds the real Tinkerbell for fleetd's tests and lab: the `tinkerbell` binary (tink-server, tink-controller,
-// Rufio, Smee, Tootles, ... in one program) from the tinkerbell/tinkerbell monorepo module. Nothing else
-// lives here (see build.sh and README.md).
+// Rufio, Smee, Tootles, ... in one program) and the agent (`tink-agent`, cmd/agent) from the tinkerbell/tinkerbell
+// monorepo module. Nothing else lives here (see build.sh and README.md).
 module fleetd.local/tests/tinkerbell-bin
 
 go 1.26.3

@@ -94,6 +94,13 @@ test("tink-agent reports the pinned version, is served its Workflow's action by 
   assert.ok(attrs, "no agent-attributes annotation on the Hardware");
   assert.ok(JSON.parse(attrs) !== null && typeof JSON.parse(attrs) === "object", `attributes are JSON: ${attrs.slice(0, 200)}`);
 
+  // What the agent itself reported: RUNNING before the attempt, then the failure.
+  await agent.waitForLine("the final report", (l) => l.msg === "reported action status" && !/running/i.test(String(l["state"])), 30_000);
+  const reports = agent.lines().filter((l) => l.msg === "reported action status").map((l) => String(l["state"]));
+  assert.equal(reports.length, 2, `two reports: ${reports.join(", ")}`);
+  assert.match(reports[0] ?? "", /running/i);
+  assert.match(reports[1] ?? "", /fail/i);
+
   assert.equal(agent.actionOutput().size, 0, "no container ran, so no container output");
   const stopped = await agent.stop();
   assert.equal(stopped.code, 0, `SIGTERM stops the agent cleanly:\n${agent.log().slice(-2000)}`);
