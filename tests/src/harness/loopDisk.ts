@@ -9,7 +9,9 @@
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, existsSync, readFileSync, realpathSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { basename, join } from "node:path";
 import { z } from "zod";
 import { registerCleanup } from "./process.js";
 import { runSetupScript } from "./setupScript.js";
@@ -157,4 +159,53 @@ export function labOsImage(): Promise<LabOsImage> {
     };
   });
   return labOs;
+}
+
+export interface ServedFile {
+  /** http://127.0.0.1:<port>/<file name> */
+  readonly url: string;
+  /** GET requests answered so far (image2disk makes one). */
+  gets(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * Serve one file over plain HTTP on loopback at /<its name> (GET and HEAD, with Content-Length), as the lab's OS
+ * image server for image2disk (IMG_URL; the Template then runs install-talos on the host network). Anything else
+ * is 404/405.
+ */
+export async function serveFile(path: string): Promise<ServedFile> {
+  const name = basename(path);
+  const size = statSync(path).size;
+  let gets = 0;
+  const server = createServer((req, res) => {
+    if (req.url !== `/${name}`) {
+      res.writeHead(404).end();
+      return;
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.writeHead(405, { allow: "GET, HEAD" }).end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(size) });
+    if (req.method === "HEAD") {
+      res.end();
+      return;
+    }
+    gets++;
+    createReadStream(path).pipe(res);
+  });
+  await new Promise<void>((res, rej) => {
+    server.once("error", rej);
+    server.listen(0, "127.0.0.1", () => res());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/${name}`,
+    gets: () => gets,
+    close: () => new Promise<void>((res) => {
+      server.closeAllConnections();
+      server.close(() => res());
+    }),
+  };
 }

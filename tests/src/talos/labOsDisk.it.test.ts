@@ -13,7 +13,7 @@ import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test, type TestContext } from "node:test";
-import { assertLoopDevice, attachLoop, labOsImage, loopBackingFile, loopUnavailable, NotALoopDevice, sha256File, type LabOsImage } from "../harness/loopDisk.js";
+import { assertLoopDevice, attachLoop, labOsImage, loopBackingFile, loopUnavailable, NotALoopDevice, serveFile, sha256File, type LabOsImage } from "../harness/loopDisk.js";
 import { advread, repoRoot, run, talosGoBinDir } from "./goTools.js";
 
 const cli = join(repoRoot, "tink-action/dist/cli.js");
@@ -65,6 +65,22 @@ test("the lab OS image: a valid GPT (sgdisk) with EFI, BIOS, BOOT, META (1 MiB) 
 
   const gunzip = run("sh", ["-c", `gzip -dc '${img.gz}' | sha256sum`]);
   assert.equal(gunzip.stdout.split(" ")[0], img.sha256.raw, "the .gz decompresses to the raw image");
+});
+
+test("the lab's OS image server: image2disk's GET of lab-os.raw.gz on loopback returns exactly the built file; other paths 404", async () => {
+  const srv = await serveFile(img.gz);
+  try {
+    assert.match(srv.url, /^http:\/\/127\.0\.0\.1:\d+\/lab-os\.raw\.gz$/);
+    const r = await fetch(srv.url);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get("content-length"), String(readFileSync(img.gz).length));
+    assert.equal(createHash("sha256").update(Buffer.from(await r.arrayBuffer())).digest("hex"), img.sha256.gz);
+    assert.equal((await fetch(new URL("/lab-os.raw", srv.url))).status, 404);
+    assert.equal((await fetch(srv.url, { method: "POST" })).status, 405);
+    assert.equal(srv.gets(), 1);
+  } finally {
+    await srv.close();
+  }
 });
 
 test("write-meta (the action's command) on a loop device over a copy: Talos reads META 0x0b = the code from the device and from the image; a decoy copy, the cached image and every byte outside META are unchanged", async (t) => {
