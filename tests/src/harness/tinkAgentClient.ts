@@ -5,9 +5,9 @@
  *
  * It speaks the protocol as the real tink-agent does (tink/agent/internal/transport/grpc): the same request
  * fields, RUNNING with the message "running action" before an action and the final state with "action
- * completed" after it. It does NOT run action containers: the real agent needs Docker or containerd (or a
- * kubelet, for its "kubernetes" runtime), which this machine does not have. The caller decides an action's
- * outcome and reports it.
+ * completed" after it. It does NOT run action containers: the caller decides an action's outcome and reports
+ * it — for tests that script the agent's side. The real agent, which runs actions as containers on a Docker-API
+ * socket (podman's in the lab), is ./tinkAgent.ts.
  */
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
