@@ -1,6 +1,6 @@
 // Builds the real kustomize (sigs.k8s.io/kustomize/kustomize/v5) for fleetd's deployment manifests: the
-// Kustomize bases and overlays in each plugin's deploy/ folder are rendered by it in tests and by `pnpm -s
-// deploy:render`. Nothing else lives here (see build.sh).
+// Kustomize bases and overlays in each plugin's deploy/ folder are rendered by it in tests (tests/src/deploy) and
+// by operators following talos-config-server/README.md "Deploying". Nothing else lives here (see build.sh).
 module fleetd.local/tests/kustomize
 
 go 1.26.0
