@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import { parseSiteConfig } from "@fleetd/platform/fleet";
-import { HandlerSection, keepFailedControlPlanesOf } from "./config.js";
+import { HandlerSection, keepFailedControlPlanesOf, toHandlerConfig } from "./config.js";
 
 const site = (extra: Record<string, unknown> = {}) =>
   parseSiteConfig({
@@ -26,4 +26,13 @@ test("handler.spireNodes: trust domain, CA bundle, list and status locations; de
 
 test("keepFailedControlPlanes: default true (the site setting is read when the site configuration has it)", () => {
   assert.equal(keepFailedControlPlanesOf(site()), true);
+});
+
+test("handler.ha from one shared file: FLEETD_HA_IDENTITY is each replica's identity (checked like the file's); without ha it turns nothing on", () => {
+  const withHa = site({ webhook: { url: "https://x.example/netbox/events", secret: "s".repeat(32) }, handler: { stateDir: "/s", nodesFile: "/n.yaml", ha: { namespace: "fleetd", identity: "netbox-script-0" } } });
+  assert.equal(toHandlerConfig(withHa).handler.ha?.identity, "netbox-script-0");
+  assert.equal(toHandlerConfig(withHa, { FLEETD_HA_IDENTITY: "netbox-script-5d8c-xk2" }).handler.ha?.identity, "netbox-script-5d8c-xk2");
+  assert.throws(() => toHandlerConfig(withHa, { FLEETD_HA_IDENTITY: "no spaces" }), /handler\.ha\.identity/);
+  const without = site({ webhook: { url: "https://x.example/netbox/events", secret: "s".repeat(32) }, handler: { stateDir: "/s", nodesFile: "/n.yaml" } });
+  assert.equal(toHandlerConfig(without, { FLEETD_HA_IDENTITY: "netbox-script-1" }).handler.ha, undefined);
 });

@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { ListenerLimits } from "@fleetd/platform/http";
 import { ConfigError, loadSiteConfig, type SiteConfig } from "@fleetd/platform/fleet";
-import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
+import { applyHaEnv, LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 import { DocumentLocation } from "@fleetd/platform/spire";
 
 const Slug = z.string().regex(/^[-a-z0-9_]+$/);
@@ -69,15 +69,17 @@ export interface HandlerConfig {
   handler: HandlerSection;
 }
 
-export function toHandlerConfig(site: SiteConfig): HandlerConfig {
+/** `env`: FLEETD_HA_IDENTITY over `handler.ha.identity` (the pod name, when every replica reads one file). */
+export function toHandlerConfig(site: SiteConfig, env: NodeJS.ProcessEnv = {}): HandlerConfig {
   if (!site.webhook) throw new ConfigError("netbox-script needs the webhook section (secret, url)");
-  const h = HandlerSection.safeParse(site.handler ?? {});
+  const raw = (site.handler ?? {}) as Record<string, unknown>;
+  const h = HandlerSection.safeParse(raw["ha"] === undefined ? raw : { ...raw, ha: applyHaEnv(raw["ha"], env) });
   if (!h.success) throw new ConfigError(`invalid handler configuration: ${h.error.issues.map((i) => `handler.${i.path.join(".")}: ${i.message}`).join("; ")}`);
   return { site: { ...site, webhook: site.webhook }, handler: h.data };
 }
 
-export function loadHandlerConfig(path: string | undefined): HandlerConfig {
-  return toHandlerConfig(loadSiteConfig(path));
+export function loadHandlerConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): HandlerConfig {
+  return toHandlerConfig(loadSiteConfig(path, env), env);
 }
 
 /**

@@ -1,5 +1,6 @@
 import { strict as assert } from "node:assert";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
@@ -56,4 +57,21 @@ test("the sidecar has no readiness probe (its /readyz must not take spire-server
   const plugin = sts.spec.template.spec.containers.find((c) => c.name === "spire-plugin");
   assert.equal(plugin?.readinessProbe, undefined);
   assert.ok(plugin?.livenessProbe);
+});
+
+test("ha from one shared file: FLEETD_HA_IDENTITY is each replica's identity; without ha it turns nothing on", () => {
+  const dir = mkdtempSync(join(tmpdir(), "spire-plugin-cfg-"));
+  try {
+    const base = readFileSync(join(pkg, "examples/spire-plugin.yaml"), "utf8");
+    const plain = join(dir, "plain.yaml");
+    writeFileSync(plain, base);
+    assert.equal(loadSpirePluginConfig(plain, { FLEETD_HA_IDENTITY: "spire-server-1" }).ha, undefined);
+    const ha = join(dir, "ha.yaml");
+    writeFileSync(ha, `${base}\nha: { namespace: fleetd, identity: spire-server-0 }\n`);
+    assert.equal(loadSpirePluginConfig(ha, {}).ha?.identity, "spire-server-0");
+    assert.equal(loadSpirePluginConfig(ha, { FLEETD_HA_IDENTITY: "spire-server-1" }).ha?.identity, "spire-server-1");
+    assert.throws(() => loadSpirePluginConfig(ha, { FLEETD_HA_IDENTITY: "a b" }), (e: unknown) => e instanceof SpirePluginConfigError && e.message.includes("ha.identity"));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

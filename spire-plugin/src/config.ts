@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
-import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
+import { applyHaEnv, LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 import { DocumentLocation, NODE_LIST_MAX_BYTES } from "@fleetd/platform/spire";
 
 export const SpirePluginConfig = z.strictObject({
@@ -47,7 +47,7 @@ export function parseSpirePluginConfig(raw: unknown): SpirePluginConfig {
   return r.data;
 }
 
-/** Reads a YAML or JSON file (`path`, else $FLEETD_SPIRE_PLUGIN_CONFIG). */
+/** Reads a YAML or JSON file (`path`, else $FLEETD_SPIRE_PLUGIN_CONFIG); FLEETD_HA_IDENTITY over `ha.identity`. */
 export function loadSpirePluginConfig(path: string | undefined, env: NodeJS.ProcessEnv = process.env): SpirePluginConfig {
   const p = path ?? env["FLEETD_SPIRE_PLUGIN_CONFIG"];
   if (!p) throw new SpirePluginConfigError("no configuration: pass --config FILE or set FLEETD_SPIRE_PLUGIN_CONFIG");
@@ -57,5 +57,9 @@ export function loadSpirePluginConfig(path: string | undefined, env: NodeJS.Proc
   } catch (e) {
     throw new SpirePluginConfigError(`${p}: ${(e as Error).message}`);
   }
-  return parseSpirePluginConfig(parseYaml(text));
+  const raw: unknown = parseYaml(text);
+  if (typeof raw === "object" && raw !== null && !Array.isArray(raw) && "ha" in raw) {
+    return parseSpirePluginConfig({ ...raw, ha: applyHaEnv((raw as { ha: unknown }).ha, env) });
+  }
+  return parseSpirePluginConfig(raw);
 }

@@ -237,3 +237,17 @@ test("ha: optional; with it the state is in Kubernetes (no stateDb), lease timin
   delete (r["server"] as Record<string, unknown>)["stateDb"];
   refused(() => toServerConfig("f.yaml", r, ENV), /server\.stateDb: required/);
 });
+
+test("ha from one shared file: FLEETD_HA_IDENTITY and FLEETD_HA_INTERNAL_URL are each replica's own, checked like the file's; never turn ha on", () => {
+  const tls = { caFile: "/etc/fleetd/peer/ca.crt", certFile: "/etc/fleetd/peer/tls.crt", keyFile: "/etc/fleetd/peer/tls.key", clientCertFile: "/etc/fleetd/peer/client.crt", clientKeyFile: "/etc/fleetd/peer/client.key" };
+  const r = raw({ ha: { namespace: "fleetd", identity: "from-file", internalUrl: "https://from-file:9443", peerSecretFile: "/run/secrets/peer", internal: { tls } } });
+  delete (r["server"] as Record<string, unknown>)["stateDb"];
+  const replica = { ...ENV, FLEETD_HA_IDENTITY: "talos-config-server-1", FLEETD_HA_INTERNAL_URL: "https://talos-config-server-1.peers.fleetd.svc:9443" };
+  const ha = toServerConfig("f.yaml", r, replica).server.ha;
+  assert.equal(ha?.identity, "talos-config-server-1");
+  assert.equal(ha?.internalUrl, "https://talos-config-server-1.peers.fleetd.svc:9443");
+  assert.equal(toServerConfig("f.yaml", r, { ...ENV, FLEETD_HA_IDENTITY: "" }).server.ha?.identity, "from-file", "an empty variable is not a value");
+  refused(() => toServerConfig("f.yaml", r, { ...replica, FLEETD_HA_IDENTITY: "bad name" }), /server\.ha\.identity/);
+  refused(() => toServerConfig("f.yaml", r, { ...replica, FLEETD_HA_INTERNAL_URL: "http://x:9443" }), /server\.ha\.internalUrl: must be an https: URL/);
+  assert.equal(toServerConfig("f.yaml", raw(), replica).server.ha, undefined, "without server.ha the variables change nothing");
+});

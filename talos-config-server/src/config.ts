@@ -1,7 +1,8 @@
 /**
  * talos-config-server's configuration: fleetd's site configuration file (netbox, accounts, …) plus the `server`
  * section, zod-validated, like netbox-script's `handler` section. Environment overrides: FLEETD_CONFIG (the
- * file), FLEETD_NETBOX_URL, FLEETD_NETBOX_TOKEN, FLEETD_SERVER_HOST, FLEETD_SERVER_PORT, FLEETD_LOG_LEVEL.
+ * file), FLEETD_NETBOX_URL, FLEETD_NETBOX_TOKEN, FLEETD_SERVER_HOST, FLEETD_SERVER_PORT, FLEETD_LOG_LEVEL, and under
+ * `server.ha` FLEETD_HA_IDENTITY and FLEETD_HA_INTERNAL_URL (each replica's own, from the downward API).
  *
  * Secrets come only from the environment or from files the configuration names: the NetBox token
  * (FLEETD_NETBOX_TOKEN or `netbox.tokenFile`), the PKCS#11 PIN (`server.ca.signer.pin: {env}|{file}`), the TLS
@@ -20,7 +21,7 @@ import { ListenerLimits } from "@fleetd/platform/http";
 import { ConfigError, parseSiteConfig, readConfigFile, type SiteConfig, DEFAULT_MODE_GATES, type ModeGates } from "@fleetd/platform/fleet";
 import { Pkcs11SignerConfig, MAX_LEAF_LIFETIME_DAYS } from "@fleetd/platform/pki";
 import { ConfigInputError, TalosSiteConfig, siteSecretsBundle } from "@fleetd/platform/talos/config";
-import { LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
+import { applyHaEnv, LEASE_TIMING, LeaderElectionFields, LeaseName, leaseTimingOk } from "@fleetd/platform/kube";
 
 const Path = z.string().min(1, "must be a path");
 const Slug = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, "must be a NetBox slug");
@@ -209,7 +210,7 @@ export interface ServerConfig {
 const issues = (prefix: string, e: z.ZodError): string =>
   e.issues.map((i) => `${[prefix, ...i.path.map(String)].filter(Boolean).join(".") || "(root)"}: ${i.message}`).join("; ");
 
-/** FLEETD_SERVER_HOST, FLEETD_SERVER_PORT, FLEETD_LOG_LEVEL over the file's `server` section. */
+/** FLEETD_SERVER_HOST, FLEETD_SERVER_PORT, FLEETD_LOG_LEVEL, FLEETD_HA_IDENTITY, FLEETD_HA_INTERNAL_URL over the file's `server` section. */
 function applyServerEnv(section: Record<string, unknown>, env: NodeJS.ProcessEnv): Record<string, unknown> {
   const out = structuredClone(section);
   const host = env["FLEETD_SERVER_HOST"];
@@ -224,6 +225,7 @@ function applyServerEnv(section: Record<string, unknown>, env: NodeJS.ProcessEnv
     out["listen"] = listen;
   }
   if (env["FLEETD_LOG_LEVEL"]) out["logLevel"] = env["FLEETD_LOG_LEVEL"];
+  if (out["ha"] !== undefined) out["ha"] = applyHaEnv(out["ha"], env, { FLEETD_HA_INTERNAL_URL: "internalUrl" });
   return out;
 }
 

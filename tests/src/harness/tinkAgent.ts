@@ -1,169 +1,245 @@
 /**
- * A Tinkerbell agent's side of the agent protocol (`proto.WorkflowService` of the pinned
- * github.com/tinkerbell/tinkerbell module, loaded at run time from the module cache with @grpc/proto-loader):
- * GetAction(agent_id, agent_attributes) and ReportActionStatus, over plaintext gRPC to a real tink-server.
+ * The REAL Tinkerbell agent (`tink-agent`, cmd/agent of the pinned github.com/tinkerbell/tinkerbell module, built
+ * with the `tinkerbell` program by tests/go/tinkerbell-bin/build.sh, which .ci/setup runs) as a process: it asks
+ * tink-server for its Workflow's actions over plaintext gRPC, runs each one as a container through its `docker`
+ * runtime (any Docker-API socket: podman's `podman system service` in the lab) and reports the outcome. Nothing of
+ * the protocol is spoken here; the harness starts it, keeps its whole log (JSON lines), finds what it did in that
+ * log, and stops it.
  *
- * It speaks the protocol as the real tink-agent does (tink/agent/internal/transport/grpc): the same request
- * fields, RUNNING with the message "running action" before an action and the final state with "action
- * completed" after it. It does NOT run action containers: the real agent needs Docker or containerd (or a
- * kubelet, for its "kubernetes" runtime), which this machine does not have. The caller decides an action's
- * outcome and reports it.
+ * Container output: the docker runtime attaches to the container (no TTY) and logs every read of the attach
+ * stream as one log line's `msg`, so the text carries Docker's stream framing (8-byte headers: stream 1/2, three
+ * zero bytes, a 4-byte length) and is cut at arbitrary 4 KiB boundaries. `actionOutput()` joins a container's
+ * chunks and strips the headers.
+ *
+ * The agent creates every action container privileged (all host devices visible): what a Template lets an
+ * action write is the test's business (tests/src/harness/loopDisk.ts).
+ *
+ * For the scripted protocol client that decides action outcomes itself (unit-style tests of tink-server's
+ * behaviour), see ./tinkAgentClient.ts.
  */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import { z } from "zod";
-import { tinkerbellModuleDir } from "./tinkerbell.js";
+import { registerCleanup, sleep } from "./process.js";
+import { tinkerbellBinDir } from "./tinkerbell.js";
 
-/** `proto.ActionStatusRequest.StateType`. */
-export type ActionState = "UNSPECIFIED" | "PENDING" | "RUNNING" | "FAILED" | "TIMEOUT" | "SUCCESS";
-
-/** A subset of `proto.AgentAttributes` (field names as in the .proto). */
-export interface AgentAttributes {
-  cpu?: { total_cores?: number; total_threads?: number; processors?: { id?: number; cores?: number; threads?: number; vendor?: string; model?: string }[] };
-  memory?: { total?: string; usable?: string };
-  block?: { name?: string; drive_type?: string; size?: string; vendor?: string; model?: string; serial_number?: string }[];
-  network?: { name?: string; mac?: string; speed?: string }[];
-  chassis?: { serial?: string; vendor?: string };
-  bios?: { vendor?: string; version?: string; release_date?: string };
-  baseboard?: { vendor?: string; product?: string; version?: string; serial_number?: string };
-  product?: { name?: string; vendor?: string; serial_number?: string };
+/** The tink-agent binary .ci/setup built (build.sh is a cache hit then; it only prints the directory). */
+export async function tinkAgentPath(): Promise<string> {
+  const p = join(await tinkerbellBinDir(), "tink-agent");
+  if (!existsSync(p)) throw new Error(`${p} is missing: run bash tests/go/tinkerbell-bin/build.sh (or .ci/setup)`);
+  return p;
 }
 
-const ActionResponse = z.object({
-  workflow_id: z.string().default(""),
-  task_id: z.string().default(""),
-  agent_id: z.string().default(""),
-  action_id: z.string().default(""),
-  name: z.string().default(""),
-  image: z.string().default(""),
-  timeout: z.union([z.string(), z.number()]).default("0"),
-  command: z.array(z.string()).default([]),
-  volumes: z.array(z.string()).default([]),
-  environment: z.array(z.string()).default([]),
-  pid: z.string().default(""),
-  namespaces: z.object({ network: z.string().default(""), pid: z.string().default("") }).nullish(),
+/** One line of the agent's log (slog JSON): the fields tests read; everything else is kept in `raw`. */
+export const AgentLogLine = z.looseObject({
+  time: z.string().optional(),
+  level: z.union([z.number(), z.string()]).optional(),
+  msg: z.string(),
+  agentID: z.string().optional(),
+  container_name: z.string().optional(),
+  error: z.string().optional(),
+  version: z.string().optional(),
+  runtime: z.string().optional(),
+  transport: z.string().optional(),
 });
+export type AgentLogLine = z.infer<typeof AgentLogLine>;
 
-/** One action as tink-server sends it. */
-export interface AgentAction {
-  /** "<namespace>/<workflow name>" */
-  workflowId: string;
-  taskId: string;
-  agentId: string;
-  actionId: string;
-  name: string;
-  image: string;
-  /** Seconds. */
-  timeout: number;
-  command: string[];
-  volumes: string[];
-  /** Task environment merged with the action's (the wire form is sorted `K=V` strings). */
-  environment: Record<string, string>;
-  /** The raw `K=V` strings, in the server's order. */
-  environmentList: string[];
-  pid: string;
-  namespaces: { network: string; pid: string } | undefined;
+export type AgentRuntime =
+  /** Any Docker-API socket (Docker, or podman's `podman system service`). */
+  | { kind: "docker"; socket: string };
+
+export interface TinkAgentOptions {
+  /** The agent ID: the machine's boot MAC, lowercase (Hardware `spec.interfaces[].dhcp.mac`, the Workflow's device_1). */
+  id: string;
+  /** tink-server's gRPC address, host:port (plaintext). */
+  grpcServer: string;
+  runtime: AgentRuntime;
+  /** Hardware attribute detection (ghw, read-only /sys and /proc); upstream's default is on. */
+  attributeDetection?: boolean;
+  /** The retry backoff's ceiling (upstream 5s); default 1s so a test sees a new Workflow quickly. */
+  backoffMaxInterval?: string;
+  /** slog level: 0 info (default); higher is more verbose. */
+  logLevel?: number;
 }
 
-/** A gRPC failure with its status code, e.g. { code: 9, codeName: "FAILED_PRECONDITION" }. */
-export class AgentRpcError extends Error {
-  constructor(readonly rpc: string, readonly code: number, readonly codeName: string, readonly details: string) {
-    super(`${rpc}: ${codeName} (${code}): ${details}`);
-    this.name = "AgentRpcError";
-  }
+export interface TinkAgent {
+  readonly pid: number;
+  /** The exact arguments it runs with. */
+  readonly args: readonly string[];
+  /** The version the agent logged at start ("starting Agent" … version), e.g. v0.25.0. */
+  readonly version: string;
+  /** The whole log so far (stdout + stderr; the agent logs JSON to stdout). */
+  log(): string;
+  /** The parseable JSON lines of the log. */
+  lines(): AgentLogLine[];
+  /** Each action container's output, Docker stream headers stripped, by container name (tinkerbell_<action>_<id>). */
+  actionOutput(): Map<string, string>;
+  /** Resolves with the first log line matching `pred` (already logged or later); rejects on timeout or exit. */
+  waitForLine(what: string, pred: (l: AgentLogLine) => boolean, timeoutMs?: number): Promise<AgentLogLine>;
+  hasExited(): boolean;
+  /** SIGTERM (the agent stops its loop and logs "stopped Agent"), SIGKILL after `graceMs`. Idempotent. */
+  stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-const codeName = (code: number) => (grpc.status as unknown as Record<number, string>)[code] ?? String(code);
+/** Variables the agent reads as configuration (ff's AGENT_ prefix, its legacy names, the Docker client's own). */
+const AGENT_ENV = /^(AGENT_|DOCKER_|OTEL_)|^(REGISTRY_USERNAME|REGISTRY_PASSWORD|DOCKER_REGISTRY|TINKERBELL_GRPC_AUTHORITY|TINKERBELL_TLS|TINKERBELL_INSECURE_TLS|ID|WORKER_ID)$/;
 
-interface WorkflowServiceClient extends grpc.Client {
-  GetAction(req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: unknown) => void): grpc.ClientUnaryCall;
-  ReportActionStatus(req: object, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: unknown) => void): grpc.ClientUnaryCall;
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!AGENT_ENV.test(k)) env[k] = v;
+  return env;
 }
 
-let servicePromise: Promise<grpc.ServiceClientConstructor> | undefined;
-
-/** The WorkflowService client constructor, from the .proto files of the pinned module. */
-async function workflowService(): Promise<grpc.ServiceClientConstructor> {
-  servicePromise ??= (async () => {
-    const dir = join(await tinkerbellModuleDir(), "pkg/proto");
-    const def = await protoLoader.load("workflow_service.proto", {
-      includeDirs: [dir], keepCase: true, longs: String, enums: String, defaults: false, oneofs: true,
-    });
-    const pkg = grpc.loadPackageDefinition(def) as unknown as { proto?: { WorkflowService?: grpc.ServiceClientConstructor } };
-    const ctor = pkg.proto?.WorkflowService;
-    if (!ctor) throw new Error(`${dir}/workflow_service.proto: no service proto.WorkflowService`);
-    return ctor;
-  })();
-  return servicePromise;
+export function tinkAgentArgs(o: TinkAgentOptions): string[] {
+  if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/.test(o.id)) throw new Error(`tink-agent --id: expected a lowercase MAC (got ${JSON.stringify(o.id)})`);
+  if (!/^[^\s/]+:\d{1,5}$/.test(o.grpcServer)) throw new Error(`tink-agent --grpc-server: expected host:port (got ${JSON.stringify(o.grpcServer)})`);
+  return [
+    "--id", o.id,
+    "--transport", "grpc", "--grpc-server", o.grpcServer,
+    "--runtime", o.runtime.kind, "--docker-socket", o.runtime.socket,
+    `--attribute-detection=${o.attributeDetection ?? true}`,
+    "--backoff-max-interval", o.backoffMaxInterval ?? "1s",
+    "--log-level", String(o.logLevel ?? 0),
+  ];
 }
 
-export interface CallOptions {
-  /** Client deadline; default 90 s (tink-server itself retries a failing GetAction for up to a minute). */
-  deadlineMs?: number;
-}
-
-export class TinkAgentClient {
-  private constructor(private readonly client: WorkflowServiceClient) {}
-
-  /** A plaintext channel to tink-server at `address` (host:port on loopback). */
-  static async connect(address: string): Promise<TinkAgentClient> {
-    const Ctor = await workflowService();
-    return new TinkAgentClient(new Ctor(address, grpc.credentials.createInsecure()) as unknown as WorkflowServiceClient);
-  }
-
-  private unary(rpc: "GetAction" | "ReportActionStatus", req: object, opts: CallOptions): Promise<unknown> {
-    return new Promise((res, rej) => {
-      const deadline = new Date(Date.now() + (opts.deadlineMs ?? 90_000));
-      this.client[rpc](req, new grpc.Metadata(), { deadline }, (err, out) => {
-        if (err) rej(new AgentRpcError(rpc, err.code, codeName(err.code), err.details));
-        else res(out);
-      });
-    });
-  }
-
-  /** GetAction; rejects with AgentRpcError (e.g. NOT_FOUND: no Workflow, FAILED_PRECONDITION: none runnable). */
-  async getAction(agentId: string, attributes?: AgentAttributes, opts: CallOptions = {}): Promise<AgentAction> {
-    const raw = await this.unary("GetAction", { agent_id: agentId, ...(attributes ? { agent_attributes: attributes } : {}) }, opts);
-    const r = ActionResponse.parse(raw);
-    const environment: Record<string, string> = {};
-    for (const kv of r.environment) {
-      const i = kv.indexOf("=");
-      if (i < 0) environment[kv] = "";
-      else environment[kv.slice(0, i)] = kv.slice(i + 1);
+/** Parse a log into its JSON lines (non-JSON lines, e.g. a Go panic, are skipped; `log()` keeps them). */
+export function parseAgentLog(text: string): AgentLogLine[] {
+  const out: AgentLogLine[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    let v: unknown;
+    try {
+      v = JSON.parse(line);
+    } catch {
+      continue;
     }
-    const timeout = Number(r.timeout);
-    if (!Number.isSafeInteger(timeout)) throw new Error(`GetAction: timeout ${String(r.timeout)} is not an integer`);
-    return {
-      workflowId: r.workflow_id, taskId: r.task_id, agentId: r.agent_id, actionId: r.action_id, name: r.name,
-      image: r.image, timeout, command: r.command, volumes: r.volumes, environment, environmentList: r.environment,
-      pid: r.pid, namespaces: r.namespaces ?? undefined,
-    };
+    const r = AgentLogLine.safeParse(v);
+    if (r.success) out.push(r.data);
   }
+  return out;
+}
 
-  /** ReportActionStatus for `action` with the fields the real agent sends. */
-  async reportActionStatus(action: AgentAction, state: ActionState, report: { message: string; start: Date; stop: Date }, opts: CallOptions = {}): Promise<void> {
-    const ts = (d: Date) => ({ seconds: Math.floor(d.getTime() / 1000), nanos: (d.getTime() % 1000) * 1_000_000 });
-    const durationMs = Math.max(0, report.stop.getTime() - report.start.getTime());
-    await this.unary("ReportActionStatus", {
-      workflow_id: action.workflowId, agent_id: action.agentId, task_id: action.taskId, action_id: action.actionId,
-      action_name: action.name, action_state: state, execution_start: ts(report.start), execution_stop: ts(report.stop),
-      execution_duration: `${(durationMs / 1000).toFixed(3)}s`, message: { message: report.message },
-    }, opts);
+/**
+ * Strip Docker's multiplexed-stream headers from text read off an attach stream: 8 bytes, [stream 0-2, 0, 0, 0,
+ * length 4 bytes big-endian]. The agent's slog JSON turns each byte that is not valid UTF-8 into U+FFFD, so a
+ * length byte ≥ 0x80 arrives as one U+FFFD character: a header is always eight characters here, unless a length
+ * byte started a valid multi-byte sequence with the payload's first byte (a non-ASCII first character), which this
+ * cannot tell apart. Good enough to present output; never used to decide an outcome.
+ */
+export function stripDockerStreamHeaders(s: string): string {
+  let out = "";
+  let i = 0;
+  while (i < s.length) {
+    const c = s.charCodeAt(i);
+    if (c <= 2 && s.charCodeAt(i + 1) === 0 && s.charCodeAt(i + 2) === 0 && s.charCodeAt(i + 3) === 0 && i + 8 <= s.length) {
+      i += 8;
+      continue;
+    }
+    out += s[i];
+    i++;
   }
+  return out;
+}
 
-  /**
-   * What the real agent does around one action: report RUNNING ("running action"), let `execute` decide
-   * the outcome, report it ("action completed").
-   */
-  async perform(action: AgentAction, execute: (a: AgentAction) => Promise<Exclude<ActionState, "UNSPECIFIED" | "PENDING" | "RUNNING">>): Promise<void> {
-    const start = new Date();
-    await this.reportActionStatus(action, "RUNNING", { message: "running action", start, stop: start });
-    const outcome = await execute(action);
-    await this.reportActionStatus(action, outcome, { message: "action completed", start, stop: new Date() });
+/** Join each container's output chunks (log lines with container_name and no error) and strip the stream headers. */
+export function actionOutputOf(lines: readonly AgentLogLine[]): Map<string, string> {
+  const raw = new Map<string, string>();
+  for (const l of lines) {
+    if (!l.container_name || l.error !== undefined) continue;
+    if (/^(Couldn't remove container|Failed to gracefully stop container|error reading container output)/.test(l.msg)) continue;
+    raw.set(l.container_name, (raw.get(l.container_name) ?? "") + l.msg);
   }
+  return new Map([...raw].map(([k, v]) => [k, stripDockerStreamHeaders(v)]));
+}
 
-  close(): void {
-    this.client.close();
+const MAX_LOG = 8 << 20;
+
+/**
+ * Start tink-agent and wait for its "starting Agent" line (it does not need tink-server to be up: it retries
+ * GetAction with backoff). Killed with this process even by SIGKILL (setpriv --pdeathsig).
+ */
+export async function startTinkAgent(o: TinkAgentOptions): Promise<TinkAgent> {
+  const bin = await tinkAgentPath();
+  const args = tinkAgentArgs(o);
+  const SETPRIV = "/usr/bin/setpriv";
+  const [file, argv] = existsSync(SETPRIV) ? [SETPRIV, ["--pdeathsig", "KILL", "--", bin, ...args]] : [bin, args];
+  const child: ChildProcess = spawn(file, argv, { env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  let truncated = false;
+  const keep = (b: Buffer) => {
+    if (log.length > MAX_LOG) {
+      truncated = true;
+      return;
+    }
+    log += b.toString("utf8");
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  let done = false;
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => {
+    child.on("error", (e) => {
+      log += `cannot start ${bin}: ${e.message}\n`;
+      done = true;
+      res({ code: null, signal: null });
+    });
+    child.on("close", (code, signal) => {
+      done = true;
+      res({ code, signal });
+    });
+  });
+  const pid = child.pid ?? -1;
+  const unregister = registerCleanup(() => {
+    if (!done && pid > 0) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  });
+  void exited.then(unregister);
+
+  const lines = () => parseAgentLog(log);
+  const waitForLine = async (what: string, pred: (l: AgentLogLine) => boolean, timeoutMs = 60_000): Promise<AgentLogLine> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const hit = lines().find(pred);
+      if (hit) return hit;
+      if (done) throw new Error(`tink-agent exited before ${what}:\n${log.slice(-4000)}`);
+      if (Date.now() > deadline) throw new Error(`tink-agent: no ${what} after ${timeoutMs} ms${truncated ? " (log truncated)" : ""}:\n${log.slice(-4000)}`);
+      await sleep(100);
+    }
+  };
+  const stop = async (graceMs = 10_000) => {
+    if (!done) {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      await exited;
+      clearTimeout(timer);
+    }
+    return exited;
+  };
+
+  let version: string;
+  try {
+    const started = await waitForLine("\"starting Agent\" line", (l) => l.msg === "starting Agent", 30_000);
+    if (!started.version) throw new Error(`tink-agent's "starting Agent" line names no version: ${JSON.stringify(started)}`);
+    version = started.version;
+  } catch (e) {
+    await stop(2000);
+    throw e;
   }
+  return {
+    pid,
+    args,
+    version,
+    log: () => log,
+    lines,
+    actionOutput: () => actionOutputOf(lines()),
+    waitForLine,
+    hasExited: () => done,
+    stop,
+  };
 }

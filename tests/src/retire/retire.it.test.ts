@@ -196,7 +196,7 @@ test("a PDB that never lets go (run as the documented RBAC): evict stops blocked
   await poll("the disruption controller to see the db pod healthy", async () =>
     (await w.kube.policy.readNamespacedPodDisruptionBudget({ name: "db", namespace: APPS_NS })).status?.currentHealthy === 1);
 
-  // As a ServiceAccount bound to exactly netbox-script/manifests/retire-rbac.yaml: the documented RBAC suffices.
+  // As a ServiceAccount bound to exactly netbox-script/deploy/{workload/retire-rbac,management/retire-progress-rbac}.yaml: the deployed RBAC suffices.
   const sa = await retireIdentity(w);
   await assert.rejects(sa.core.listNamespacedSecret({ namespace: APPS_NS }), (e: unknown) => (e as { code?: number }).code === 403, "and no more than that");
   const deps = { ...depsFor("replica-a", { evictionTimeoutMs: 3000, budgetMs: 2000 }), workload: sa, progress: configMapProgress(sa, MGMT_NS) };

@@ -165,14 +165,16 @@ export async function netboxDevice(w: World, name: string) {
 export type { NetBox };
 
 /**
- * A Kube acting as a ServiceAccount bound to exactly the rules of netbox-script/manifests/retire-rbac.yaml
- * (the management Role placed in MGMT_NS), so a retirement run with it proves the documented RBAC suffices.
+ * A Kube acting as a ServiceAccount bound to exactly the rules of netbox-script/deploy/workload/retire-rbac.yaml
+ * and netbox-script/deploy/management/retire-progress-rbac.yaml (the management Role placed in MGMT_NS), so a
+ * retirement run with it proves the deployed RBAC suffices.
  */
 export async function retireIdentity(w: World): Promise<Kube> {
   const { readFileSync } = await import("node:fs");
   const { parseAllDocuments } = await import("yaml");
   const { repoRoot } = await import("../netbox/fixture.js");
-  const docs = parseAllDocuments(readFileSync(`${repoRoot}/netbox-script/manifests/retire-rbac.yaml`, "utf8")).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace?: string } });
+  const docs = ["deploy/workload/retire-rbac.yaml", "deploy/management/retire-progress-rbac.yaml"]
+    .flatMap((f) => parseAllDocuments(readFileSync(`${repoRoot}/netbox-script/${f}`, "utf8")).map((d) => d.toJS() as { kind: string; metadata: { name: string; namespace?: string } }));
   const sa = { kind: "ServiceAccount", name: "fleetd-retire", namespace: MGMT_NS };
   await w.kube.core.createNamespacedServiceAccount({ namespace: MGMT_NS, body: { metadata: { name: sa.name } } });
   for (const d of docs) {
@@ -184,7 +186,7 @@ export async function retireIdentity(w: World): Promise<Kube> {
       await w.kube.rbac.createNamespacedRole({ namespace, body: { ...(d as k8s.V1Role), metadata: { ...d.metadata, namespace } } });
       await w.kube.rbac.createNamespacedRoleBinding({ namespace, body: { metadata: { name: d.metadata.name, namespace }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: d.metadata.name }, subjects: [sa] } });
     } else {
-      throw new Error(`unexpected ${d.kind} in retire-rbac.yaml`);
+      throw new Error(`unexpected ${d.kind} in netbox-script's retirement RBAC`);
     }
   }
   const tr = await w.kube.core.createNamespacedServiceAccountToken({ name: sa.name, namespace: MGMT_NS, body: { spec: { audiences: ["https://kubernetes.default.svc.cluster.local"], expirationSeconds: 3600 } } });

@@ -18,7 +18,7 @@ import { pino } from "pino";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
 import { NetBoxInventory, patchDevice, readJournal, type JournalRecord } from "@fleetd/platform/netbox";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
-import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
+import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgentClient.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
 import { WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";

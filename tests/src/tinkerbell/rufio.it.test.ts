@@ -10,7 +10,7 @@ import { after, before, test } from "node:test";
 import type { z } from "zod";
 import { WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
-import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
+import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgentClient.js";
 import {
   apiError, BmcJob, bmcSecret, condition, create, get, Hardware, hardwareBody, Machine, machineBody, poll, remove, RUFIO_TASK_RACE, startEnv, templateBody,
   workflow, workflowBody, type Env,

@@ -66,3 +66,31 @@ test("a Workflow without fleetd_workflow in its hardwareMap does not render (mis
   const r = render(t.spec.data, { device_1: MAC });
   assert.ok(!r.ok && /fleetd_workflow/.test(r.error));
 });
+
+test("the lab's provision Template (local-registry images, swtpm Unix socket, loopback OS image, a loop device from the Hardware) renders, and the attest action accepts its TPM transport", () => {
+  const lab = TinkerbellSiteConfig.parse({
+    server: { url: "http://127.0.0.1:8080", lab: true },
+    images: {
+      action: `127.0.0.1:5000/fleetd/tink-action@sha256:${"a".repeat(64)}`,
+      wipe: `127.0.0.1:5000/fleetd/debian@sha256:${"b".repeat(64)}`,
+      image2disk: `127.0.0.1:5000/fleetd/image2disk@sha256:${"c".repeat(64)}`,
+    },
+    talosImageUrl: "http://127.0.0.1:9080/lab-os.raw.gz",
+    workerDir: "/tmp/fleetd-lab/m1/worker",
+    tpm: { kind: "unix-socket", hostDir: "/tmp/fleetd-lab/m1/tpm", socket: "swtpm.sock" },
+  });
+  const t = buildTemplate("provision", { site: lab }, "tinkerbell");
+  const wf = buildWorkflow(checkNode({ name: "worker-1", macs: [MAC], installDisk: "/dev/loop7" }), { mode: "provision", requestId: "r1" }, "tinkerbell");
+  const r = render(t.spec.data, { ...wf.spec.hardwareMap, Hardware: { Disks: ["/dev/loop7"] } });
+  assert.ok(r.ok, r.ok ? "" : r.error);
+  const task = checkTemplateData(parseYaml(r.text), "rendered lab fleetd-provision").tasks[0]!;
+  assert.ok(task.volumes?.includes("/tmp/fleetd-lab/m1/worker:/worker"));
+  const [attest, wipe, install, writeMeta] = task.actions;
+  assert.deepEqual(attest?.volumes, ["/tmp/fleetd-lab/m1/tpm:/run/fleetd-tpm"]);
+  const cfg = loadConfig({ ...task.environment, ...attest?.environment });
+  assert.deepEqual(cfg.tpm, { kind: "unix", path: "/run/fleetd-tpm/swtpm.sock" });
+  assert.equal(wipe?.environment?.["DEST_DISK"], "/dev/loop7");
+  assert.equal(install?.environment?.["DEST_DISK"], "/dev/loop7");
+  assert.deepEqual(install?.namespaces, { network: "host" });
+  assert.deepEqual(writeMeta?.command, ["write-meta", "--disk", "/dev/loop7", "--code-file", "/worker/fleetd/install-code"]);
+});

@@ -7,7 +7,7 @@
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
-import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgent.js";
+import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgentClient.js";
 import {
   apiError, create, get, Hardware, hardwareBody, poll, remove, startEnv, templateBody, workflow, workflowBody, type Env,
 } from "./fixtures.js";

@@ -9,6 +9,12 @@ import { z } from "zod";
 export const PINNED_IMAGE = /^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(\/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$/;
 export const PinnedImage = z.string().regex(PINNED_IMAGE, "must be an image reference pinned by digest (…@sha256:<64 lowercase hex>)");
 
+/** An absolute host path usable in a bind mount (`HOST:CONTAINER[:ro]`): no ':' or ',', no '..' segment. */
+const HostPath = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._/+@-]{0,200}$/, "must be an absolute path (letters, digits, . _ / + @ -)")
+  .refine((p) => !p.split("/").includes(".."), "must not contain '..'");
+
 export const TinkerbellSiteConfig = z
   .strictObject({
     /** The attestation API the action calls (talos-config-server), and its CA (PEM file) the action pins. */
@@ -26,8 +32,31 @@ export const TinkerbellSiteConfig = z
       /** quay.io/tinkerbell/actions/image2disk. */
       image2disk: PinnedImage,
     }),
-    /** The Talos metal image image2disk streams (Image Factory URL whose schematic sets talos.config=…). */
-    talosImageUrl: z.string().url().refine((u) => /^https:\/\/.+\.raw\.(xz|zst|gz)$/.test(u), "must be an https URL of a compressed raw image (.raw.xz, .raw.zst or .raw.gz)"),
+    /**
+     * The Talos metal image image2disk streams (Image Factory URL whose schematic sets talos.config=…). Plain
+     * http:// only with server.lab: true (the lab serves its OS image on loopback; install-talos then runs in the
+     * host's network namespace, the only one where the host's loopback is reachable).
+     */
+    talosImageUrl: z.string().url().refine((u) => /^https?:\/\/.+\.raw\.(xz|zst|gz)$/.test(u), "must be an http(s) URL of a compressed raw image (.raw.xz, .raw.zst or .raw.gz)"),
+    /**
+     * The host directory the Template's task mounts at /worker in every action: the attest action leaves the
+     * install code there (FLEETD_OUT=/worker/fleetd) for write-meta. HookOS: /worker (its tmpfs). A lab that runs
+     * tink-agent on a shared host gives each machine its own directory. Bind-mount syntax: no ':' or ',' in it.
+     */
+    workerDir: HostPath.default("/worker"),
+    /**
+     * How the TPM actions (fleetd-attest, fleetd-clear-tpm) reach the machine's TPM: `device` — the kernel's TPM
+     * resource manager, as in HookOS (the action container is privileged and sees /dev); `unix-socket` — the lab
+     * transport: a swtpm on the host serving `--server type=unixio,path=<hostDir>/<socket>`, whose directory the
+     * Template mounts into those two actions only, at /run/fleetd-tpm (FLEETD_TPM=unix:/run/fleetd-tpm/<socket>).
+     * `unix-socket` needs server.lab: true (a production machine's TPM is a device).
+     */
+    tpm: z
+      .discriminatedUnion("kind", [
+        z.strictObject({ kind: z.literal("device"), path: HostPath.default("/dev/tpmrm0") }),
+        z.strictObject({ kind: z.literal("unix-socket"), hostDir: HostPath, socket: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "a file name (letters, digits, . _ -)").refine((s) => s !== "." && s !== "..", "a file name") }),
+      ])
+      .default({ kind: "device", path: "/dev/tpmrm0" }),
     /**
      * Rufio Machine `connection.insecureTLS` (required by the CRD). Rufio v0.25.0 does not read it and bmclib's
      * default HTTP client does not verify BMC certificates, so `false` protects nothing with that release; it is
@@ -95,5 +124,7 @@ export const TinkerbellSiteConfig = z
     const https = c.server.url.startsWith("https://");
     if (https && !c.server.caFile) ctx.addIssue({ code: "custom", path: ["server", "caFile"], message: "required for an https server: the action pins this CA" });
     if (!https && !c.server.lab) ctx.addIssue({ code: "custom", path: ["server", "url"], message: "plain http:// only with server.lab: true (the install code crosses the network in clear)" });
+    if (c.talosImageUrl.startsWith("http://") && !c.server.lab) ctx.addIssue({ code: "custom", path: ["talosImageUrl"], message: "plain http:// only with server.lab: true (the OS image must come over TLS)" });
+    if (c.tpm.kind === "unix-socket" && !c.server.lab) ctx.addIssue({ code: "custom", path: ["tpm", "kind"], message: "unix-socket (a swtpm) only with server.lab: true" });
   });
 export type TinkerbellSiteConfig = z.infer<typeof TinkerbellSiteConfig>;

@@ -40,6 +40,22 @@ export const LeaderElectionFields = {
   retryPeriodSeconds: z.number().int().min(1).max(60).default(2),
 };
 
+/**
+ * The replica's own values over an `ha` section every replica shares (one ConfigMap behind a Deployment or
+ * StatefulSet): `FLEETD_HA_IDENTITY` (the pod name, from the downward API) replaces `identity`, and each
+ * `extra` variable its field (talos-config-server: `FLEETD_HA_INTERNAL_URL` → `internalUrl`). Only where the file
+ * has an `ha` mapping: a variable never turns leader election on. The schema then checks the values as if written.
+ */
+export function applyHaEnv(ha: unknown, env: NodeJS.ProcessEnv, extra: Record<string, string> = {}): unknown {
+  if (typeof ha !== "object" || ha === null || Array.isArray(ha)) return ha;
+  const out: Record<string, unknown> = { ...(ha as Record<string, unknown>) };
+  for (const [name, field] of Object.entries({ FLEETD_HA_IDENTITY: "identity", ...extra })) {
+    const v = env[name];
+    if (v !== undefined && v !== "") out[field] = v;
+  }
+  return out;
+}
+
 export const leaseTimingOk = (h: { retryPeriodSeconds: number; renewDeadlineSeconds: number; leaseDurationSeconds: number }): boolean =>
   h.retryPeriodSeconds < h.renewDeadlineSeconds && h.renewDeadlineSeconds < h.leaseDurationSeconds;
 export const LEASE_TIMING = { message: "need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds" };

@@ -10,7 +10,7 @@ import { buildMachine } from "./machine.js";
 import { enrollmentWorkflowName, requireNodeName, workflowName } from "./names.js";
 import { checkNode, netmaskOf } from "./node.js";
 import { PINNED_IMAGE, TinkerbellSiteConfig } from "../fleet/tinkerbellSiteConfig.js";
-import { buildTemplateData, TEMPLATE_KINDS } from "./templates.js";
+import { buildTemplateData, isLoopbackUrl, TEMPLATE_KINDS } from "./templates.js";
 import { buildWorkflow } from "./workflow.js";
 
 const code = (f: () => unknown): string => {
@@ -97,6 +97,54 @@ test("site configuration and Templates: images must be pinned by digest; https n
   const prov = buildTemplateData("provision", { site: site(), serverCaPem: pem });
   assert.ok(prov.tasks[0]?.actions.every((a) => a.timeout > 0));
   assert.equal(prov.tasks[0]?.actions[2]?.environment?.["IMG_URL"], "https://factory.talos.dev/image/x/v1.13.9/metal-amd64.raw.zst");
+});
+
+test("the real agent's lab: Templates from the site's workerDir, TPM transport and OS image URL (swtpm socket and loopback image only with server.lab)", () => {
+  const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  // Defaults are HookOS's: /worker, the TPM device, the OS image over https on the bridge network.
+  const prod = buildTemplateData("provision", { site: site({ clearTpmOnRetire: true }), serverCaPem: pem });
+  assert.deepEqual(prod.tasks[0]?.volumes, ["/dev:/dev", "/dev/console:/dev/console", "/lib/firmware:/lib/firmware:ro", "/worker:/worker"]);
+  const pa = prod.tasks[0]!.actions;
+  assert.equal(pa[0]?.environment?.["FLEETD_TPM"], "/dev/tpmrm0");
+  assert.equal(pa[0]?.volumes, undefined);
+  assert.deepEqual(pa.map((a) => a.namespaces?.network ?? "bridge"), ["host", "bridge", "bridge", "bridge"]);
+  const wipeProd = buildTemplateData("wipe", { site: site({ clearTpmOnRetire: true }), serverCaPem: pem }).tasks[0]!.actions;
+  assert.equal(wipeProd.find((a) => a.name === "fleetd-clear-tpm")?.environment?.["FLEETD_TPM"], "/dev/tpmrm0");
+
+  // The lab: per-machine worker directory, swtpm's Unix socket in the TPM actions only, the OS image on loopback.
+  const imageDigest = `127.0.0.1:5000/fleetd/tink-action@sha256:${"d".repeat(64)}`;
+  const labSite = site({
+    server: { url: "http://127.0.0.1:8080", lab: true },
+    images: { action: imageDigest, wipe: `127.0.0.1:5000/fleetd/debian@sha256:${"e".repeat(64)}`, image2disk: `127.0.0.1:5000/fleetd/image2disk@sha256:${"f".repeat(64)}` },
+    talosImageUrl: "http://127.0.0.1:9080/lab-os.raw.gz",
+    workerDir: "/tmp/fleetd-lab/m1/worker",
+    tpm: { kind: "unix-socket", hostDir: "/tmp/fleetd-lab/m1/tpm", socket: "swtpm.sock" },
+    clearTpmOnRetire: true,
+  });
+  const lab = buildTemplateData("provision", { site: labSite });
+  assert.deepEqual(lab.tasks[0]?.volumes, ["/dev:/dev", "/dev/console:/dev/console", "/lib/firmware:/lib/firmware:ro", "/tmp/fleetd-lab/m1/worker:/worker"]);
+  const la = lab.tasks[0]!.actions;
+  assert.deepEqual(la.map((a) => a.name), ["fleetd-attest", "wipe-disk", "install-talos", "fleetd-write-meta"]);
+  assert.equal(la[0]?.image, imageDigest, "images from the local registry, by digest");
+  assert.equal(la[0]?.environment?.["FLEETD_TPM"], "unix:/run/fleetd-tpm/swtpm.sock");
+  assert.deepEqual(la[0]?.volumes, ["/tmp/fleetd-lab/m1/tpm:/run/fleetd-tpm"]);
+  assert.deepEqual(la.map((a) => a.volumes?.length ?? 0), [1, 0, 0, 0], "the TPM socket reaches the TPM action only");
+  assert.deepEqual(la.map((a) => a.namespaces?.network ?? "bridge"), ["host", "bridge", "host", "bridge"], "install-talos fetches a loopback URL: host network");
+  assert.equal(la[2]?.environment?.["IMG_URL"], "http://127.0.0.1:9080/lab-os.raw.gz");
+  assert.equal(la[2]?.environment?.["DEST_DISK"], "{{ index .Hardware.Disks 0 }}", "the disk is the Hardware's (the lab's loop device)");
+  const clear = buildTemplateData("wipe", { site: labSite }).tasks[0]!.actions.find((a) => a.name === "fleetd-clear-tpm");
+  assert.equal(clear?.environment?.["FLEETD_TPM"], "unix:/run/fleetd-tpm/swtpm.sock");
+  assert.deepEqual(clear?.volumes, ["/tmp/fleetd-lab/m1/tpm:/run/fleetd-tpm"]);
+  for (const u of ["http://localhost:1/x.raw.gz", "http://127.9.0.1/x.raw.xz", "http://[::1]:80/x.raw.zst"]) assert.ok(isLoopbackUrl(u), u);
+  for (const u of ["https://factory.talos.dev/x.raw.zst", "http://10.0.0.1/x.raw.gz", "http://127.example/x.raw.gz"]) assert.ok(!isLoopbackUrl(u), u);
+
+  // Refusals: the lab's transports outside the lab, and paths a bind mount would misread.
+  assert.throws(() => site({ talosImageUrl: "http://127.0.0.1:9080/lab-os.raw.gz" }), /talosImageUrl.*only with server.lab: true|only with server.lab: true/);
+  assert.throws(() => site({ tpm: { kind: "unix-socket", hostDir: "/run/swtpm", socket: "s" } }), /unix-socket \(a swtpm\) only with server.lab: true/);
+  assert.throws(() => site({ server: { url: "http://x", lab: true }, talosImageUrl: "http://x/lab-os.raw" }), /compressed raw image/);
+  for (const bad of ["worker", "/a:/b", "/a,b", "/a/../etc", "/a b"]) assert.throws(() => site({ workerDir: bad }), /absolute path|'\.\.'/, bad);
+  assert.throws(() => site({ server: { url: "http://x", lab: true }, tpm: { kind: "unix-socket", hostDir: "/t", socket: "../s" } }), /a file name/);
+  assert.throws(() => site({ server: { url: "http://x", lab: true }, tpm: { kind: "unix-socket", hostDir: "/t", socket: ".." } }), /a file name/);
 });
 
 test("Machines per BMC type and Job states from conditions", () => {

@@ -67,7 +67,22 @@ export interface TemplateInputs {
 }
 
 const DISK = "{{ index .Hardware.Disks 0 }}";
-const VOLUMES = ["/dev:/dev", "/dev/console:/dev/console", "/lib/firmware:/lib/firmware:ro", "/worker:/worker"];
+/** Every action of the task: HookOS's devices and firmware, and the directory the actions share as /worker. */
+const volumesOf = (i: TemplateInputs): string[] => ["/dev:/dev", "/dev/console:/dev/console", "/lib/firmware:/lib/firmware:ro", `${i.site.workerDir}:/worker`];
+/** Where a lab swtpm's socket directory appears inside the TPM actions. */
+export const TPM_SOCKET_DIR = "/run/fleetd-tpm";
+
+/** FLEETD_TPM for the TPM actions, and the volume that brings a lab swtpm's socket into them (none for a device). */
+function tpmOf(i: TemplateInputs): { env: string; volumes?: string[] } {
+  const t = i.site.tpm;
+  return t.kind === "device" ? { env: t.path } : { env: `unix:${TPM_SOCKET_DIR}/${t.socket}`, volumes: [`${t.hostDir}:${TPM_SOCKET_DIR}`] };
+}
+
+/** A URL on the host's loopback is reachable only from the host's network namespace (the lab's OS image server). */
+export function isLoopbackUrl(u: string): boolean {
+  const h = new URL(u).hostname;
+  return h === "localhost" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
 
 function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest" | "wipe"): z.infer<typeof Action> {
   const env: Record<string, string> = {
@@ -75,7 +90,7 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
     FLEETD_MODE: mode,
     // tink-server names an enrollment Workflow enrollment-<agent ID, ':' → '-'>; others get their name in hardwareMap.
     FLEETD_WORKFLOW: mode === "intake" ? 'enrollment-{{ .device_1 | replace ":" "-" }}' : "{{ .fleetd_workflow }}",
-    FLEETD_TPM: "/dev/tpmrm0",
+    FLEETD_TPM: tpmOf(i).env,
     FLEETD_OUT: "/worker/fleetd",
     FLEETD_TIMEOUT_SECONDS: String(Math.max(30, i.site.timeouts.attest - 300)),
     FLEETD_LLDP_WAIT_SECONDS: "35",
@@ -91,6 +106,7 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
     command: ["attest", "--mode", mode],
     namespaces: { network: "host" },
     environment: env,
+    ...(tpmOf(i).volumes ? { volumes: tpmOf(i).volumes } : {}),
   };
 }
 
@@ -115,7 +131,8 @@ const clearTpmAction = (i: TemplateInputs): z.infer<typeof Action> => ({
   image: i.site.images.action,
   timeout: i.site.timeouts.clearTpm,
   command: ["clear-tpm"],
-  environment: { FLEETD_TPM: "/dev/tpmrm0", FLEETD_CLEAR_TPM: "yes" },
+  environment: { FLEETD_TPM: tpmOf(i).env, FLEETD_CLEAR_TPM: "yes" },
+  ...(tpmOf(i).volumes ? { volumes: tpmOf(i).volumes } : {}),
 });
 
 function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action>[] {
@@ -131,7 +148,8 @@ function actionsOf(kind: TemplateKind, i: TemplateInputs): z.infer<typeof Action
         attestAction(i, "provision"),
         wipeAction(i),
         { name: "install-talos", image: i.site.images.image2disk, timeout: i.site.timeouts.install,
-          environment: { IMG_URL: i.site.talosImageUrl, DEST_DISK: DISK, COMPRESSED: "true" } },
+          environment: { IMG_URL: i.site.talosImageUrl, DEST_DISK: DISK, COMPRESSED: "true" },
+          ...(isLoopbackUrl(i.site.talosImageUrl) ? { namespaces: { network: "host" as const } } : {}) },
         { name: "fleetd-write-meta", image: i.site.images.action, timeout: i.site.timeouts.writeMeta,
           command: ["write-meta", "--disk", DISK, "--code-file", "/worker/fleetd/install-code"] },
       ];
@@ -148,7 +166,7 @@ export function buildTemplateData(kind: TemplateKind, i: TemplateInputs): Templa
     name: templateName(kind),
     // the actions' own timeouts may add up to more than the site's global timeout (zeroing a disk)
     global_timeout: Math.max(i.site.timeouts.global, actions.reduce((n, a) => n + a.timeout, 0)),
-    tasks: [{ name: kind, worker: "{{ .device_1 }}", volumes: VOLUMES, actions }],
+    tasks: [{ name: kind, worker: "{{ .device_1 }}", volumes: volumesOf(i), actions }],
   };
   return checkTemplateData(data, templateName(kind));
 }
