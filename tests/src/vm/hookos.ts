@@ -105,7 +105,7 @@ export function serveHookos(net: BootNetwork, mac: string, o: { image: string; b
   });
 }
 
-/** Bundles the compiled action (run `pnpm -s build` first) into `out`, as tink-action/docker/build.sh does. */
+/** Bundles the compiled action (run `pnpm -s build` first) into `out`, as the image build (tests/src/images/build.ts) does. */
 export async function actionBundle(out: string): Promise<string> {
   const r = await runProcess(process.execPath, [join(repo, "tink-action/scripts/bundle.mjs"), out], { timeoutMs: 120_000 });
   if (r.code !== 0) throw new Error(`bundling the action failed: ${r.stderr.toString()}`);

@@ -25,7 +25,7 @@ export const TinkerbellSiteConfig = z
       lab: z.boolean().default(false),
     }),
     images: z.strictObject({
-      /** fleetd-tink-action (tink-action/Dockerfile). */
+      /** fleetd-tink-action (tink-action/Containerfile, built by `pnpm -s images`). */
       action: PinnedImage,
       /** An image with wipefs/blkdiscard/dd (e.g. debian:bookworm-slim). */
       wipe: PinnedImage,
