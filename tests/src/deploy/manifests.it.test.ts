@@ -6,8 +6,8 @@
  * configuration allows it), so the overlays must also agree where they meet (the fleetd Namespace, the
  * ServiceAccount fleetd-netbox-script).
  *
- * Digests: FLEETD_IMAGES_JSON names the images JSON of a build (`pnpm -s images`), whose digests are rendered;
- * without it, made-up well-formed ones (render.ts madeUpDigests). Tinkerbell's namespace is Tinkerbell's and
+ * Digests: those of the images this checkout built (`pnpm -s images`, run by .ci/setup: images.json in the
+ * fleetd cache), or of the images JSON FLEETD_IMAGES_JSON names. Tinkerbell's namespace is Tinkerbell's and
  * made here first, as installing Tinkerbell would; no CRD is needed (RBAC may name resources not yet served).
  */
 import { strict as assert } from "node:assert";
@@ -15,8 +15,9 @@ import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from "@kubernetes/client-node";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
-import { pinsFromDigests, pinsFromImagesJson, type ImagePin } from "./images.js";
-import { madeUpDigests, renderOverlay, type K8sObject, type Overlay } from "./render.js";
+import { builtImagesFile } from "../images/built.js";
+import { pinsFromImagesJson, type ImagePin } from "./images.js";
+import { renderOverlay, type K8sObject, type Overlay } from "./render.js";
 
 const FIELD_MANAGER = "fleetd-deploy";
 let cp: ControlPlane;
@@ -35,9 +36,8 @@ after(async () => {
 });
 
 function givenPins(): { pins: ImagePin[]; from: string } {
-  const file = process.env["FLEETD_IMAGES_JSON"];
-  if (file) return { pins: pinsFromImagesJson(readFileSync(file, "utf8")), from: file };
-  return { pins: pinsFromDigests(madeUpDigests()), from: "made-up digests" };
+  const file = process.env["FLEETD_IMAGES_JSON"] ?? builtImagesFile();
+  return { pins: pinsFromImagesJson(readFileSync(file, "utf8")), from: file };
 }
 
 const ref = (o: K8sObject) => ({ apiVersion: o.apiVersion, kind: o.kind, metadata: { name: o.metadata.name, ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}) } });
@@ -84,6 +84,14 @@ test("both overlays: server-side dry run, then server-side apply; every object a
   for (const overlay of ["management", "workload"] as Overlay[]) {
     const manager = `${FIELD_MANAGER}-${overlay}`;
     const { objects } = await renderOverlay(overlay, pins);
+    // every fleetd container runs exactly the image this checkout built (by digest)
+    const images = JSON.stringify(objects).match(/"image":"[^"]+"/g) ?? [];
+    const ours = images.map((x) => x.slice(9, -1)).filter((x) => /\/fleetd-[a-z-]+@/.test(x));
+    assert.ok(ours.length > 0, `${overlay}: no fleetd image rendered`);
+    for (const image of ours) {
+      const pin = pins.find((p) => image.startsWith(`${p.newName}@`));
+      assert.ok(pin && image === `${pin.newName}@${pin.digest}`, `${overlay}: ${image} is not an image this checkout built (${from})`);
+    }
     // Namespaces first: a dry run of an object in a namespace that does not exist yet is refused (NotFound)
     const namespaces = objects.filter((o) => o.kind === "Namespace");
     const rest = objects.filter((o) => o.kind !== "Namespace");

@@ -4,22 +4,20 @@
  *    answer), root, lldpd and mount in the image;
  *  - talos-config-server, netbox-script, spire-plugin: as user 65532 on the host network (loopback), started with a
  *    minimal valid configuration, answer /healthz and /readyz; a bad configuration is refused (exit 2) naming the
- *    field. talos-config-server gets SoftHSM2's module and token bind-mounted (a YubiKey's module at a site),
- *    NetBox is a stub answering the two calls the servers make before they listen (/api/status/, the custom fields);
+ *    field. talos-config-server gets SoftHSM2's module and token bind-mounted (a YubiKey's module at a site);
+ *    both talk to the real NetBox 4.7 (set up by `fleetd netbox setup`, with the services' own accounts);
  *  - every image's size is printed; one image is pushed to a local registry (Debian's docker-registry on loopback),
  *    its digest is the one images.json recorded, and it is pulled back by that digest.
  */
 import { strict as assert } from "node:assert";
 import { chmodSync, chownSync, mkdirSync, truncateSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { after, before, test } from "node:test";
 import { stringify } from "yaml";
-import { CUSTOM_FIELDS } from "@fleetd/platform/netbox";
 import { addCa, emptyBundleState, serializeBundleState } from "@fleetd/platform/pki";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
-import { exampleNodesText } from "../netbox/fixture.js";
+import { exampleNodesText, fleetd, GROUP, startFleet, type Fleet } from "../netbox/fixture.js";
 import { createSoftHsmCa, SOFTHSM_MODULE, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
 import { podman, pushImage, runContainer, startContainer, startRegistry, type BackgroundContainer } from "../harness/podman.js";
 import { freePort, waitFor } from "../harness/ports.js";
@@ -35,25 +33,9 @@ const dir = mkdtempSync(join(tmpdir(), "fleetd-images-it-"));
 const SERVICE_USER = 65532;
 const p = podman();
 const running: BackgroundContainer[] = [];
-let netbox: Server;
+let fleet: Fleet;
 let netboxUrl = "";
 let hsm: SoftHsm | undefined;
-
-/** The two NetBox calls made before the servers listen, and readiness's: answered as a set-up NetBox would. */
-function startNetBoxStub(): Promise<{ server: Server; url: string }> {
-  const server = createServer((req, res) => {
-    const path = (req.url ?? "").split("?")[0];
-    res.setHeader("content-type", "application/json");
-    if (path === "/api/status/") return res.end(JSON.stringify({ "netbox-version": "4.4.0" }));
-    if (path === "/api/extras/custom-fields/") {
-      const results = CUSTOM_FIELDS.map((f, i) => ({ id: i + 1, name: f.name, object_types: f.objectTypes ?? ["dcim.device"] }));
-      return res.end(JSON.stringify({ count: results.length, next: null, previous: null, results }));
-    }
-    res.statusCode = 404;
-    res.end(JSON.stringify({ detail: "not found (stub)" }));
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}` })));
-}
 
 /** A directory the service user owns, only it (state directories must be 0700), under this file's temp dir. */
 function serviceDir(...parts: string[]): string {
@@ -97,12 +79,15 @@ async function refuse(part: PartName, args: string[], o: { env?: Record<string, 
 
 before(async () => {
   chownSync(dir, SERVICE_USER, SERVICE_USER);
-  ({ server: netbox, url: netboxUrl } = await startNetBoxStub());
+  fleet = await startFleet();
+  const setup = fleetd(["netbox", "setup", "--config", fleet.configFile(fleet.nb.authorization.replace(/^Bearer /, ""))]);
+  assert.equal(setup.code, 0, setup.stderr);
+  netboxUrl = fleet.nb.url;
 });
 
 after(async () => {
   for (const c of running) await c.stop().catch(() => undefined);
-  netbox?.close();
+  await fleet?.nb.stop();
   hsm?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -234,8 +219,8 @@ test("talos-config-server: /healthz and /readyz as user 65532 with the CA on a P
   const port = await freePort();
   const config = (server: Record<string, unknown>) => ({
     netbox: { url: netboxUrl },
-    accounts: { apply: "fleetd-apply", handler: "fleetd-handler" },
-    authorizedGroup: "fleetd-operators",
+    accounts: { apply: fleet.apply.username, handler: fleet.handler.username },
+    authorizedGroup: GROUP,
     server: {
       mode: "lab",
       listen: { host: "127.0.0.1", port },
@@ -253,7 +238,7 @@ test("talos-config-server: /healthz and /readyz as user 65532 with the CA on a P
   const bad = join(d, "bad.yaml");
   writeFileSync(bad, stringify(config({ ttl: { sessionSeconds: 5 } })));
   const run = {
-    env: { FLEETD_NETBOX_TOKEN: "0123456789abcdef0123456789abcdef01234567", FLEETD_CA_PIN: "123456", SOFTHSM2_CONF: hsm.confPath },
+    env: { FLEETD_NETBOX_TOKEN: fleet.handler.token, FLEETD_CA_PIN: "123456", SOFTHSM2_CONF: hsm.confPath },
     volumes: [`${SOFTHSM_MODULE}:${SOFTHSM_MODULE}:ro`, `${hsm.dir}:${hsm.dir}`],
   };
 
@@ -283,8 +268,8 @@ test("netbox-script: /healthz and /readyz as user 65532; a bad handler section i
   const port = await freePort();
   const config = (handler: Record<string, unknown>) => ({
     netbox: { url: netboxUrl },
-    accounts: { apply: "fleetd-apply", handler: "fleetd-handler" },
-    authorizedGroup: "fleetd-operators",
+    accounts: { apply: fleet.apply.username, handler: fleet.handler.username },
+    authorizedGroup: GROUP,
     webhook: { secret: "s".repeat(40), url: `http://127.0.0.1:${port}/netbox/events` },
     handler: { listen: { host: "127.0.0.1", port }, stateDir: serviceDir("nbs", "state"), nodesFile: nodes, reconcileIntervalSeconds: 3600, ...handler },
   });
@@ -292,7 +277,7 @@ test("netbox-script: /healthz and /readyz as user 65532; a bad handler section i
   writeFileSync(good, stringify(config({})));
   const bad = join(d, "bad.yaml");
   writeFileSync(bad, stringify(config({ maxAttempts: 0 })));
-  const env = { FLEETD_NETBOX_TOKEN: "0123456789abcdef0123456789abcdef01234567" };
+  const env = { FLEETD_NETBOX_TOKEN: fleet.handler.token };
 
   const refused = await refuse("netbox-script", ["--config", bad], { env });
   assert.equal(refused.code, 2, refused.out);
