@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { createSecureContext } from "node:tls";
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
-import { loadCaStore, defaultPolicyDir, loadProfile } from "@fleetd/platform/trust";
+import { loadCaStore, defaultPolicyDir, loadProfile, ProfileCache } from "@fleetd/platform/trust";
 import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
 import { attestationAccount, ConfigError, type Admission, type Issuer, type BootstrapTokens } from "@fleetd/platform/fleet";
 import { createNetBox, netboxReachable, NetBoxInventory, netboxPlatformFieldCheck, NetBoxOutboxDelivery } from "@fleetd/platform/netbox";
@@ -287,10 +287,11 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       log.warn({ class: cls, profile, err: (e as Error).message }, "runtime profile does not load: nodes of this class cannot renew");
     }
   }
+  const selectionProfiles = new ProfileCache(policyDir); // read again only when a profile file changes
   const renewal: RenewalSettings = {
     caBundle: () => certificatesFromPem(bundlePem(bundle, now()), "CA bundle"),
     profiles: runtimeProfiles,
-    selection: (profile) => profileSelection(loadProfile(profile, policyDir)),
+    selection: (profile) => profileSelection(selectionProfiles.load(profile)),
     onVerdict: (verdict, profile) => metrics.runtimeVerdicts.inc({ verdict, profile }),
     onQuarantine: (node, profile, reasons) => {
       metrics.quarantines.inc({ profile });

@@ -29,7 +29,7 @@ import { OutboxWorker } from "@fleetd/platform/outbox";
 import type { ServerTransport } from "@fleetd/platform/protocol/client";
 import type { Claims } from "@fleetd/platform/protocol";
 import { PolicyMeasuredBoot, profileSelection, type AttestationService, type PkiIssuer, type RenewalSettings } from "@fleetd/platform/protocol/server";
-import { loadProfile } from "@fleetd/platform/trust";
+import { ProfileCache } from "@fleetd/platform/trust";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { DEFAULT_RUNTIME_PROFILES } from "@fleetd/platform/fleet";
 import { execFileSync } from "node:child_process";
@@ -405,6 +405,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   });
   const log = pino({ level: process.env["FLEETD_LOG_LEVEL"] ?? "silent" });
   const metrics = createMetrics();
+  const selectionProfiles = new ProfileCache(); // as talos-config-server: read again only when a profile file changes
   const parts: AttestationServerParts = {
     store,
     inventory,
@@ -435,7 +436,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     renewal: {
       caBundle: () => certificatesFromPem(ca.pem),
       profiles: DEFAULT_RUNTIME_PROFILES,
-      selection: (profile) => profileSelection(loadProfile(profile)),
+      selection: (profile) => profileSelection(selectionProfiles.load(profile)),
       onQuarantine: (node) => void quarantines.push(node.name),
       onAlert: (node) => void alerts.push(node.name),
     },

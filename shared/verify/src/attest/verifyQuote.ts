@@ -10,7 +10,7 @@
  * begins — e.g. present real SHA-384 PCR 8–15 values as "SHA-384 PCRs 0–7" by giving the SHA-256 values
  * 48 bytes each (issue 10). It is checked here, whatever the caller validated before.
  */
-import { ctEqual, digest, hex } from "../crypto/hash.js";
+import { bufferOf, ctEqual, digest, hex } from "../crypto/hash.js";
 import { algName, DIGEST_SIZES, TPM_GENERATED_VALUE, TPM_ST } from "../tcg/constants.js";
 import { TPMS_ATTEST, TPMT_SIGNATURE, type TPMS_ATTEST as Attest, type TPMT_PUBLIC } from "../tpm/structures.js";
 import { parseInto } from "./parseEvidence.js";
@@ -37,14 +37,17 @@ export interface QuoteResult extends Verdict {
   selection?: PcrSelection[];
 }
 
+const TPM_QUOTE_INFO_START = Buffer.from("0101000051554f54", "hex");
+const TPM_QUOTE_INFO2_START = Buffer.from("003651555432", "hex");
+
 /**
  * TPM 1.2 quotes are TPM_QUOTE_INFO (version 1.1.0.0 ‖ "QUOT") or TPM_QUOTE_INFO2 (tag 0x0036 ‖ "QUT2");
  * they carry no TPM_GENERATED_VALUE and no PCR digest of a chosen bank. This verifier takes TPM 2.0 quotes only; TPM 1.2
  * quotes are verified by attest12/verifyQuote12.ts (the TPM 1.2 protocol, intake and wipe only).
  */
 export function isTpm12Quote(bytes: Uint8Array): boolean {
-  const b = Buffer.from(bytes.subarray(0, 8));
-  return b.equals(Buffer.from("0101000051554f54", "hex")) || b.subarray(0, 6).equals(Buffer.from("003651555432", "hex"));
+  const b = bufferOf(bytes.subarray(0, 8));
+  return b.equals(TPM_QUOTE_INFO_START) || b.subarray(0, 6).equals(TPM_QUOTE_INFO2_START);
 }
 
 export function verifyQuote(input: QuoteInput): QuoteResult {
@@ -87,20 +90,18 @@ export function verifyQuote(input: QuoteInput): QuoteResult {
 
 /** The quoted selection and the supplied values must name exactly the same (bank, PCR) pairs. */
 function checkSelectionMatches(c: Checks, selection: PcrSelection[], values: PcrValues): void {
-  const quoted = new Set<string>();
-  const seenBanks = new Set<number>();
+  const quoted = new Map<number, Set<number>>(); // bank → PCRs, in selection order
   for (const s of selection) {
-    if (!c.check(!seenBanks.has(s.hash), "quote.pcrSelect", `bank ${bankName(s.hash)} appears twice in the quote's selection`)) return;
-    seenBanks.add(s.hash);
-    for (const p of s.pcrs) quoted.add(`${bankName(s.hash)}:${p}`);
+    if (!c.check(!quoted.has(s.hash), "quote.pcrSelect", `bank ${bankName(s.hash)} appears twice in the quote's selection`)) return;
+    quoted.set(s.hash, new Set(s.pcrs));
   }
-  const supplied = new Set<string>();
-  for (const [bank, m] of values) for (const p of m.keys()) supplied.add(`${bankName(bank)}:${p}`);
-  const notSupplied = [...quoted].filter((k) => !supplied.has(k));
-  const notQuoted = [...supplied].filter((k) => !quoted.has(k));
+  const notSupplied: string[] = [];
+  for (const [bank, pcrs] of quoted) for (const p of pcrs) if (!values.get(bank)?.has(p)) notSupplied.push(`${bankName(bank)}:${p}`);
+  const notQuoted: string[] = [];
+  for (const [bank, m] of values) for (const p of m.keys()) if (!quoted.get(bank)?.has(p)) notQuoted.push(`${bankName(bank)}:${p}`);
   c.check(notSupplied.length === 0, "quote.pcrSelect", `quoted PCRs without a supplied value: ${notSupplied.join(", ")}`);
   c.check(notQuoted.length === 0, "quote.pcrSelect", `supplied PCR values the quote does not cover: ${notQuoted.join(", ")}`);
-  c.check(quoted.size > 0, "quote.pcrSelect", "the quote selects no PCRs");
+  c.check([...quoted.values()].some((p) => p.size > 0), "quote.pcrSelect", "the quote selects no PCRs");
 }
 
 /**

@@ -46,7 +46,8 @@ export class EncodeError extends Error {
 export class Reader {
   private pos: number;
   private readonly end: number;
-  private readonly view: DataView;
+  private readonly dv: DataView;
+  private readonly le: boolean;
   private readonly path: string[];
 
   constructor(
@@ -56,7 +57,8 @@ export class Reader {
   ) {
     this.pos = opts.start ?? 0;
     this.end = opts.end ?? buf.length;
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    this.dv = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    this.le = endian === "le";
     this.path = opts.path ?? [];
   }
 
@@ -80,6 +82,16 @@ export class Reader {
     }
   }
 
+  /** Decode `codec` with `name` pushed on the field path (`field` without a closure per call: the hot path). */
+  decodeField<T>(name: string, codec: Codec<T>, ctx?: Ctx): T {
+    this.path.push(name);
+    try {
+      return codec.decode(this, ctx);
+    } finally {
+      this.path.pop();
+    }
+  }
+
   fail(code: ParseErrorCode, detail: string, offset = this.pos): never {
     throw new ParseError(code, this.fieldPath, offset, detail);
   }
@@ -95,21 +107,38 @@ export class Reader {
   }
 
   u8(): number {
-    return this.view.getUint8(this.need(1));
+    return this.dv.getUint8(this.need(1));
   }
   u16(): number {
-    return this.view.getUint16(this.need(2), this.endian === "le");
+    return this.dv.getUint16(this.need(2), this.le);
   }
   u32(): number {
-    return this.view.getUint32(this.need(4), this.endian === "le");
+    return this.dv.getUint32(this.need(4), this.le);
   }
   u64(): bigint {
-    return this.view.getBigUint64(this.need(8), this.endian === "le");
+    return this.dv.getBigUint64(this.need(8), this.le);
   }
   /** A copy of the next `n` bytes. */
   bytes(n: number): Uint8Array {
     const at = this.need(n);
     return this.buf.slice(at, at + n);
+  }
+  /**
+   * The next `n` bytes as a view of the input (no copy). For large read-only inputs such as event logs, whose
+   * callers promise not to modify the input while they use the decoded value.
+   */
+  view(n: number): Uint8Array {
+    const at = this.need(n);
+    return this.buf.subarray(at, at + n);
+  }
+  /** `view(n)` with `name` on the field path of any error. */
+  viewField(name: string, n: number): Uint8Array {
+    this.path.push(name);
+    try {
+      return this.view(n);
+    } finally {
+      this.path.pop();
+    }
   }
   /** The rest of the (sub-)range. */
   rest(): Uint8Array {
@@ -240,11 +269,11 @@ export const u16 = prim<number>("UINT16", (r) => r.u16(), (w, v) => w.u16(v));
 export const u32 = prim<number>("UINT32", (r) => r.u32(), (w, v) => w.u32(v));
 export const u64 = prim<bigint>("UINT64", (r) => r.u64(), (w, v) => w.u64(v));
 
-/** Exactly `n` raw bytes. */
-export function fixed(n: number, typeName = `BYTE[${n}]`): Codec<Uint8Array> {
+/** Exactly `n` raw bytes (a copy; `{ view: true }`: a view of the input, see `Reader.view`). */
+export function fixed(n: number, typeName = `BYTE[${n}]`, opts: { view?: boolean } = {}): Codec<Uint8Array> {
   return {
     typeName,
-    decode: (r) => r.bytes(n),
+    decode: opts.view ? (r) => r.view(n) : (r) => r.bytes(n),
     encode: (w, v) => {
       if (v.length !== n) w.fail(`need exactly ${n} bytes, got ${v.length}`);
       w.bytes(v);
@@ -347,9 +376,7 @@ export function struct<F extends Fields>(typeName: string, fields: F): Codec<Str
     typeName,
     decode: (r) => {
       const out: Record<string, unknown> = {};
-      for (const [name, codec] of entries) {
-        out[name] = r.field(name, () => codec.decode(r, out));
-      }
+      for (const [name, codec] of entries) out[name] = r.decodeField(name, codec, out);
       return out as StructOf<F>;
     },
     encode: (w, v) => {
@@ -412,10 +439,10 @@ export function list<T>(typeName: string, count: Codec<number>, item: Codec<T>, 
     typeName,
     decode: (r) => {
       const at = r.offset;
-      const n = r.field("count", () => count.decode(r));
+      const n = r.decodeField("count", count);
       if (n > max) r.fail("oversized", `${typeName} count ${n} exceeds maximum ${max}`, at);
       const out: T[] = [];
-      for (let i = 0; i < n; i++) out.push(r.field(String(i), () => item.decode(r)));
+      for (let i = 0; i < n; i++) out.push(r.decodeField(String(i), item));
       return out;
     },
     encode: (w, v) => {

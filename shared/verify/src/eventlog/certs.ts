@@ -5,7 +5,7 @@
  * node's X509Certificate showed before, and what policy profiles match on). A blob that is not a certificate
  * is reported as such, never thrown past the caller.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { type Certificate, parseCertificate, serialNumberText } from "../x509/certificate.js";
 import { opensslNameText } from "../x509/names.js";
 
@@ -59,7 +59,7 @@ function summarise(der: Uint8Array, sha256: string): CertSummary | undefined {
 
 /** Summarise a DER certificate; undefined when the bytes are not exactly one parseable certificate. */
 export function certSummary(der: Uint8Array): CertSummary | undefined {
-  const sha256 = createHash("sha256").update(der).digest("hex");
+  const sha256 = hash("sha256", der, "hex");
   const hit = cache.get(sha256);
   if (hit !== undefined) return hit ?? undefined;
   const c = summarise(der, sha256);

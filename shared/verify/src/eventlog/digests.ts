@@ -22,12 +22,17 @@ export function digestsCover(ev: TcgEvent, bytes: Uint8Array): "ok" | "mismatch"
   return checked === 0 ? "none" : "ok";
 }
 
-const memo = new Map<string, Uint8Array>();
-/** H(bytes) for small constant inputs (separator values, action strings), computed once per algorithm. */
+/** Digests of constant inputs, by the input object's identity then algorithm. */
+const memo = new WeakMap<Uint8Array, Map<number, Uint8Array>>();
+/**
+ * H(bytes) for small constant inputs (separator values, action strings), computed once per algorithm. `bytes`
+ * must be a constant (module-level, never modified): the memo is keyed by the object, not by its contents.
+ */
 export function constantDigest(alg: number, bytes: Uint8Array): Uint8Array {
-  const key = `${alg}:${Buffer.from(bytes).toString("hex")}`;
-  let d = memo.get(key);
-  if (!d) memo.set(key, (d = digest(alg, bytes)));
+  let byAlg = memo.get(bytes);
+  if (!byAlg) memo.set(bytes, (byAlg = new Map()));
+  let d = byAlg.get(alg);
+  if (!d) byAlg.set(alg, (d = digest(alg, bytes)));
   return d;
 }
 

@@ -4,19 +4,13 @@
  */
 import { type Codec, fixed } from "../codec/codec.js";
 
-const memo = new Map<string, string>();
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
 export function guidToString(b: Uint8Array): string {
   if (b.length !== 16) throw new Error(`EFI_GUID needs 16 bytes, got ${b.length}`);
-  const h = Buffer.from(b.buffer, b.byteOffset, 16).toString("hex");
-  let s = memo.get(h); // owner GUIDs repeat thousands of times in dbx
-  if (s === undefined) {
-    const sw = (x: string) => x.match(/../g)!.reverse().join("");
-    s = `${sw(h.slice(0, 8))}-${sw(h.slice(8, 12))}-${sw(h.slice(12, 16))}-${h.slice(16, 20)}-${h.slice(20)}`;
-    if (memo.size > 1024) memo.clear();
-    memo.set(h, s);
-  }
-  return s;
+  const h = (i: number) => HEX[b[i]!]!;
+  // Data1 (u32 LE), Data2 and Data3 (u16 LE), then Data4 as stored: no intermediate hex string, no memo needed.
+  return `${h(3)}${h(2)}${h(1)}${h(0)}-${h(5)}${h(4)}-${h(7)}${h(6)}-${h(8)}${h(9)}-${h(10)}${h(11)}${h(12)}${h(13)}${h(14)}${h(15)}`;
 }
 
 export function guidFromString(s: string): Uint8Array {
@@ -32,7 +26,7 @@ export function guidFromString(s: string): Uint8Array {
   ]);
 }
 
-const raw = fixed(16, "EFI_GUID");
+const raw = fixed(16, "EFI_GUID", { view: true });
 /** EFI_GUID as a codec that yields the string form. */
 export const EFI_GUID: Codec<string> = {
   typeName: "EFI_GUID",

@@ -7,6 +7,7 @@
  * (go-eventlog checkIfValidSeparator), data is used only when digest == H(data), and PCR7 is turned into the
  * Secure Boot state. Judging (pass/fail) is the policy's job: this returns facts and findings.
  */
+import { bufferOf } from "../crypto/hash.js";
 import { algName } from "../tcg/constants.js";
 import { anyDigestIs, digestsCover } from "./digests.js";
 import { EFI_ACTION, EV, eventTypeName, isKnownEventType } from "./events.js";
@@ -67,7 +68,7 @@ export interface BootInterpretation {
 
 function bankDigests(ev: TcgEvent): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const d of ev.digests) out[algName(d.hashAlg).toLowerCase()] = Buffer.from(d.digest).toString("hex");
+  for (const d of ev.digests) out[algName(d.hashAlg).toLowerCase()] = bufferOf(d.digest).toString("hex");
   return out;
 }
 
@@ -140,7 +141,7 @@ export function interpretLog(log: EventLog, trusted: ReadonlySet<number>, opts: 
         if (prev !== undefined) f.error("separator-count", `${describeEvent(ev)}: second separator in PCR ${ev.pcr} (first: event ${prev})`, at);
         else separators.set(ev.pcr, ev.index);
         if (Buffer.compare(ev.data, SEPARATOR_ERROR) === 0) f.error("separator-error", `${describeEvent(ev)}: firmware logged an error separator (FFFFFFFF)`, at);
-        else if (Buffer.compare(ev.data, SEPARATOR_OK) !== 0) f.error("separator-data", `${describeEvent(ev)}: separator data is ${Buffer.from(ev.data).toString("hex")}, not 00000000`, at);
+        else if (Buffer.compare(ev.data, SEPARATOR_OK) !== 0) f.error("separator-data", `${describeEvent(ev)}: separator data is ${bufferOf(ev.data).toString("hex")}, not 00000000`, at);
         break;
       }
       case EV.EFI_ACTION:
@@ -149,7 +150,7 @@ export function interpretLog(log: EventLog, trusted: ReadonlySet<number>, opts: 
           f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, at);
           break;
         }
-        if (ev.pcr === 5 && Buffer.from(ev.data).toString("latin1") === EFI_ACTION.EXIT_BOOT_SERVICES_INVOCATION) out.exitBootServices ??= ev.index;
+        if (ev.pcr === 5 && bufferOf(ev.data).toString("latin1") === EFI_ACTION.EXIT_BOOT_SERVICES_INVOCATION) out.exitBootServices ??= ev.index;
         break;
       case EV.EFI_BOOT_SERVICES_APPLICATION:
         if (ev.pcr === 4) out.bootApplications.push(bootImage(ev, f));

@@ -68,7 +68,7 @@ function isSpecIdRecord(ev: { pcrIndex: number; eventType: number; event: Uint8A
 }
 
 function readRecord<T>(r: Reader, index: number, codec: Codec<T>): T {
-  return r.field(`event ${index}`, () => r.field(codec.typeName, () => codec.decode(r)));
+  return r.field(`event ${index}`, () => r.decodeField(codec.typeName, codec));
 }
 
 /**
@@ -123,7 +123,11 @@ function bankName(alg: number): string {
   return algName(alg).toLowerCase();
 }
 
-/** Parse a whole event log; any structural problem is a ParseError naming the event, field and byte offset. */
+/**
+ * Parse a whole event log; any structural problem is a ParseError naming the event, field and byte offset.
+ * Digests and data of the events are views of `buf`, not copies (a log is most of the evidence's bytes): do not
+ * modify `buf` while the parsed log is in use.
+ */
 export function parseEventLog(buf: Uint8Array): EventLog {
   const r = new Reader(buf, "le", { path: ["TCG_EVENT_LOG"] });
   if (buf.length === 0) r.fail("truncated", "the event log is empty");
@@ -173,12 +177,12 @@ export function parseEventLog(buf: Uint8Array): EventLog {
   while (r.remaining > 0) {
     const offset = r.offset;
     const e = readRecord(r, events.length, codec);
-    const seen = new Set<number>();
-    for (const d of e.digests) {
-      if (seen.has(d.hashAlg)) {
-        throw new ParseError("invalid-value", `TCG_EVENT_LOG.event ${events.length}.TCG_PCR_EVENT2.digests`, offset + 12, `digest for ${algName(d.hashAlg)} appears twice`);
+    const ds = e.digests;
+    for (let i = 1; i < ds.length; i++) {
+      for (let j = 0; j < i; j++) {
+        if (ds[i]!.hashAlg !== ds[j]!.hashAlg) continue;
+        throw new ParseError("invalid-value", `TCG_EVENT_LOG.event ${events.length}.TCG_PCR_EVENT2.digests`, offset + 12, `digest for ${algName(ds[i]!.hashAlg)} appears twice`);
       }
-      seen.add(d.hashAlg);
     }
     events.push({ index: events.length, offset, pcr: e.pcrIndex, type: e.eventType, digests: e.digests, data: e.event });
   }

@@ -7,7 +7,7 @@
  *  - when checking against known values, PCR5 may have been extended with the Exit-Boot-Services
  *    EV_EFI_ACTION digests without the firmware logging them (go-attestation eventlog_workarounds.go).
  */
-import { digest } from "../crypto/hash.js";
+import { bufferOf, digest, pcrExtender } from "../crypto/hash.js";
 import { isHashAlg } from "../tcg/constants.js";
 import { EFI_ACTION, EV } from "./events.js";
 import { eventDigest, type EventLog, type TcgEvent } from "./parse.js";
@@ -43,7 +43,7 @@ export interface Replay {
 /** The locality of an EV_NO_ACTION StartupLocality event, if `ev` is one. */
 export function startupLocality(ev: TcgEvent): number | undefined {
   if (ev.type !== EV.NO_ACTION || ev.data.length !== 17) return undefined;
-  const sig = Buffer.from(ev.data.subarray(0, 16)).toString("latin1");
+  const sig = bufferOf(ev.data.subarray(0, 16)).toString("latin1");
   return sig === STARTUP_LOCALITY_SIGNATURE ? ev.data[16] : undefined;
 }
 
@@ -85,6 +85,7 @@ export function replayLog(log: EventLog): Replay {
     if (!bank.computable) continue;
     const pcrs = new Map<number, Uint8Array>();
     const incomplete = new Map<number, number[]>();
+    const extend = pcrExtender(bank.alg);
     if (start.value !== 0) pcrs.set(0, initialValue(bank.size, 0, start));
     for (const ev of log.events) {
       if (ev.type === EV.NO_ACTION) continue;
@@ -96,7 +97,7 @@ export function replayLog(log: EventLog): Replay {
         continue;
       }
       const cur = pcrs.get(ev.pcr) ?? initialValue(bank.size, ev.pcr, start);
-      pcrs.set(ev.pcr, digest(bank.alg, cur, d));
+      pcrs.set(ev.pcr, extend(cur, d));
     }
     for (const pcr of incomplete.keys()) pcrs.delete(pcr);
     banks.set(bank.alg, { alg: bank.alg, pcrs, incomplete });

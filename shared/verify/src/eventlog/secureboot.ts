@@ -7,6 +7,7 @@
  * as "not enabled" with a warning (real firmware does this, research/tpm.md §3.4).
  */
 import { decodePrefix, ParseError } from "../codec/codec.js";
+import { bufferOf } from "../crypto/hash.js";
 import { type CertSummary, certSummary } from "./certs.js";
 import { digestsCover } from "./digests.js";
 import { EFI_ACTION, EV } from "./events.js";
@@ -73,7 +74,7 @@ function at(ev: TcgEvent): { pcr: number; event: number } {
 }
 
 function hex(b: Uint8Array): string {
-  return Buffer.from(b).toString("hex");
+  return bufferOf(b).toString("hex");
 }
 
 function databaseOf(ev: TcgEvent, v: UefiVariable, f: Findings): SignatureDatabase | undefined {
@@ -142,7 +143,7 @@ function authorityOf(ev: TcgEvent, f: Findings, state: SecureBootState): Authori
     return undefined;
   }
   if (v.guid === GUID.SHIM_LOCK && (v.name === "SbatLevel" || v.name === "MokListTrusted" || v.name === "MokListXTrusted")) {
-    const value = v.name === "SbatLevel" ? Buffer.from(v.data).toString("latin1").replace(/\0+$/, "") : hex(v.data);
+    const value = v.name === "SbatLevel" ? bufferOf(v.data).toString("latin1").replace(/\0+$/, "") : hex(v.data);
     if (v.name === "SbatLevel") state.sbatLevel = { event: ev.index, value };
     if (v.name === "MokListTrusted") state.mokListTrusted = { event: ev.index, value };
     return undefined;
@@ -256,7 +257,7 @@ export function secureBootState(pcr7: TcgEvent[], f: Findings): SecureBootState 
           f.error("event-digest", `${describeEvent(ev)}: digest does not match data`, at(ev));
           break;
         }
-        const text = Buffer.from(ev.data).toString("latin1");
+        const text = bufferOf(ev.data).toString("latin1");
         if (text === EFI_ACTION.UEFI_DEBUG_MODE) {
           state.debugMode = true;
           f.error("uefi-debug-mode", `${describeEvent(ev)}: firmware reports "UEFI Debug Mode"`, at(ev));

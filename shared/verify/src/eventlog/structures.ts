@@ -11,15 +11,18 @@ export const MAX_EVENT_DATA = 16 * 1024 * 1024;
 export const MAX_SPEC_ID_ALGORITHMS = 64;
 export const MAX_UNICODE_NAME_CHARS = 1024;
 
-/** A byte string whose length was read before it as a `count` field (UINT8 / UINT32 prefixes). */
+/**
+ * A byte string whose length was read before it as a `count` field (UINT8 / UINT32 prefixes). Decoded as a view
+ * of the log (no copy): parseEventLog's callers do not modify the log while they use it.
+ */
 export function lengthPrefixed(typeName: string, count: Codec<number>, max: number): Codec<Uint8Array> {
   return {
     typeName,
     decode: (r) => {
       const at = r.offset;
-      const n = r.field("size", () => count.decode(r));
+      const n = r.decodeField("size", count);
       if (n > max) r.fail("oversized", `${typeName} size ${n} exceeds maximum ${max}`, at);
-      return r.field("data", () => r.bytes(n));
+      return r.viewField("data", n);
     },
     encode: (w, v) => {
       if (v.length > max) w.fail(`${typeName} size ${v.length} exceeds maximum ${max}`);
@@ -29,7 +32,7 @@ export function lengthPrefixed(typeName: string, count: Codec<number>, max: numb
   };
 }
 
-/** Bytes whose length is a function of fields already decoded in the enclosing struct. */
+/** Bytes whose length is a function of fields already decoded in the enclosing struct (a view, as above). */
 export function dependentBytes(typeName: string, length: (ctx: Ctx) => bigint | number, max: number): Codec<Uint8Array> {
   const len = (ctx: Ctx | undefined): number | string => {
     const n = length(ctx ?? {});
@@ -41,7 +44,7 @@ export function dependentBytes(typeName: string, length: (ctx: Ctx) => bigint | 
     decode: (r, ctx) => {
       const n = len(ctx);
       if (typeof n === "string") return r.fail("oversized", `${typeName} length ${n} exceeds maximum ${max}`);
-      return r.bytes(n);
+      return r.view(n);
     },
     encode: (w, v, ctx) => {
       const n = len(ctx);
@@ -55,7 +58,7 @@ export function dependentBytes(typeName: string, length: (ctx: Ctx) => bigint | 
 export const TCG_PCR_EVENT = struct("TCG_PCR_EVENT", {
   pcrIndex: u32,
   eventType: u32,
-  digest: fixed(20, "TCG_DIGEST"),
+  digest: fixed(20, "TCG_DIGEST", { view: true }),
   event: lengthPrefixed("event", u32, MAX_EVENT_DATA),
 });
 export type TCG_PCR_EVENT = Infer<typeof TCG_PCR_EVENT>;
@@ -97,12 +100,12 @@ export function TPML_DIGEST_VALUES(sizes: ReadonlyMap<number, number>): Codec<Ta
     typeName: "TPMT_HA",
     decode: (r) => {
       const at = r.offset;
-      const hashAlg = r.field("hashAlg", () => r.u16());
+      const hashAlg = r.decodeField("hashAlg", u16);
       const size = sizes.get(hashAlg);
       if (size === undefined) {
         return r.fail("unknown-enum", `digest algorithm 0x${hashAlg.toString(16).padStart(4, "0")} is not declared in the Spec ID header`, at);
       }
-      return { hashAlg, digest: r.field("digest", () => r.bytes(size)) };
+      return { hashAlg, digest: r.viewField("digest", size) };
     },
     encode: (w, v) => {
       const size = sizes.get(v.hashAlg);

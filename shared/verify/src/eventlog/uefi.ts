@@ -46,7 +46,7 @@ export interface SignatureList {
   entries: SignatureEntry[];
 }
 
-/** EFI_SIGNATURE_LIST[] as stored in PK, KEK, db, dbx (UEFI §32.4.1). */
+/** EFI_SIGNATURE_LIST[] as stored in PK, KEK, db, dbx (UEFI §32.4.1). Entries are views of `data` (no copies). */
 export function parseSignatureLists(data: Uint8Array): SignatureList[] {
   const r = new Reader(data, "le", { path: ["EFI_SIGNATURE_LIST[]"] });
   const lists: SignatureList[] = [];
@@ -67,8 +67,8 @@ export function parseSignatureLists(data: Uint8Array): SignatureList[] {
     r.skip(h.signatureHeaderSize);
     const entries: SignatureEntry[] = [];
     for (let i = 0; i < sigBytes / h.signatureSize; i++) {
-      const owner = guidToString(r.bytes(16));
-      entries.push({ owner, data: r.bytes(h.signatureSize - 16) });
+      const owner = guidToString(r.view(16));
+      entries.push({ owner, data: r.view(h.signatureSize - 16) });
     }
     lists.push({ type: h.signatureType, offset, entries });
   }
@@ -109,7 +109,7 @@ function u32(b: Uint8Array, o: number): number {
   return (u16(b, o) | (u16(b, o + 2) << 16)) >>> 0;
 }
 function hexStr(b: Uint8Array): string {
-  return Buffer.from(b).toString("hex");
+  return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("hex");
 }
 
 /**

@@ -13,6 +13,7 @@
  * Without quote PCRs the log is replayed against itself: useful to inspect a log, proves nothing, and the
  * verdict carries a warning saying so.
  */
+import { bufferOf } from "../crypto/hash.js";
 import { algName, TPM_ALG } from "../tcg/constants.js";
 import type { Authority, SecureBootState, SignatureDatabase } from "../eventlog/secureboot.js";
 import { interpretLog, type BootInterpretation } from "../eventlog/interpret.js";
@@ -51,7 +52,7 @@ export interface Evaluation extends PolicyVerdict {
 
 const BANK_ALGS: Record<BankName, number> = { sha1: TPM_ALG.SHA1, sha256: TPM_ALG.SHA256, sha384: TPM_ALG.SHA384, sha512: TPM_ALG.SHA512 };
 const bankName = (alg: number) => algName(alg).toLowerCase();
-const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+const hex = (b: Uint8Array) => bufferOf(b).toString("hex");
 
 /** Log-only mode: the replayed values themselves (start values for PCRs the log never extends). */
 function selfPcrs(log: EventLog, replay: Replay, wanted: Set<number>): PcrValues {

@@ -17,7 +17,7 @@ import pino from "pino";
 import { hex } from "@fleetd/verify/crypto";
 import type { TPMT_PUBLIC } from "@fleetd/verify/tpm";
 import { PolicyMeasuredBoot, profileSelection, type AttestationService, type RenewalSettings } from "@fleetd/platform/protocol/server";
-import { loadProfile } from "@fleetd/platform/trust";
+import { ProfileCache } from "@fleetd/platform/trust";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { DEFAULT_RUNTIME_PROFILES } from "@fleetd/platform/fleet";
 import { call, DEFAULT_QUOTE_SELECTION, postStep, RENEW_PATHS, selectionFromWire, tpm2b, type ConfirmWire, type EvidenceWire, type RenewEvidenceWire, type ServerTransport } from "@fleetd/platform/protocol/client";
@@ -165,10 +165,11 @@ export async function startMemoryWorld(opts: { machines?: Record<string, Machine
   const quarantines: string[] = [];
   const alerts: string[] = [];
   const outbox = new OutboxWorker({ store, delivery: new MemoryOutboxDelivery({ inventory, journal, bootstrapTokens, quarantine: cordoned }), log, staleMs: 60_000 });
+  const profiles = new ProfileCache(); // as talos-config-server: read again only when a profile file changes
   const renewal: RenewalSettings = {
     caBundle: () => certificatesFromPem(ca.caPem),
     profiles: DEFAULT_RUNTIME_PROFILES,
-    selection: (profile) => profileSelection(loadProfile(profile)),
+    selection: (profile) => profileSelection(profiles.load(profile)),
     onQuarantine: (node) => void quarantines.push(node.name),
     onAlert: (node) => void alerts.push(node.name),
   };

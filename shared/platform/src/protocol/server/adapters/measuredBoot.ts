@@ -2,16 +2,19 @@
 import type { PcrValues, Verdict } from "@fleetd/verify/attest";
 import { ParseError } from "@fleetd/verify/codec";
 import { parseEventLog } from "@fleetd/verify/eventlog";
-import { resolveAuthorities } from "../../../trust/authorities.js";
+import { AuthorityCache } from "../../../trust/authorities.js";
 import { evaluateProfile, profileAuthorityRefs } from "@fleetd/verify/policy";
-import { defaultPolicyDir, loadProfile } from "../../../trust/profiles.js";
+import { defaultPolicyDir, ProfileCache } from "../../../trust/profiles.js";
 import type { MeasuredBoot } from "../../../fleet/ports.js";
 
 export class PolicyMeasuredBoot implements MeasuredBoot {
-  constructor(
-    private readonly siteAuthoritiesDir: string | undefined,
-    private readonly policyDir: string = defaultPolicyDir(),
-  ) {}
+  /** Profiles and authority sets are read once and again when their files change (not per evaluation). */
+  private readonly profiles: ProfileCache;
+  private readonly authorities: AuthorityCache;
+  constructor(siteAuthoritiesDir: string | undefined, policyDir: string = defaultPolicyDir()) {
+    this.profiles = new ProfileCache(policyDir);
+    this.authorities = new AuthorityCache(siteAuthoritiesDir);
+  }
 
   async evaluate(profileName: string, eventLog: Uint8Array, quoted: PcrValues, tpm: "2.0" | "1.2" = "2.0"): Promise<Verdict> {
     let log;
@@ -21,8 +24,8 @@ export class PolicyMeasuredBoot implements MeasuredBoot {
       if (e instanceof ParseError) return { verdict: "fail", reasons: [{ check: "eventlog.parse", detail: e.message }] };
       throw e;
     }
-    const profile = loadProfile(profileName, this.policyDir);
-    const authorities = resolveAuthorities(profileAuthorityRefs(profile), this.siteAuthoritiesDir);
+    const profile = this.profiles.load(profileName);
+    const authorities = this.authorities.resolve(profileAuthorityRefs(profile));
     const ev = evaluateProfile(profile, { log, pcrs: quoted, tpm }, authorities);
     return { verdict: ev.verdict, reasons: ev.reasons };
   }
