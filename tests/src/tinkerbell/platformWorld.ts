@@ -3,8 +3,20 @@
  * worker delivers the webhooks) → netbox-script → the management cluster (kube-apiserver 1.36 with Tinkerbell
  * v0.25.0's CRDs) where the real tink-controller renders fleetd's Templates, Rufio drives a Redfish BMC
  * (sushy-tools over HTTPS) for the netboot Job the controller creates, and the real tink-server serves the
- * actions over gRPC to an agent (fleetd's TypeScript client of the agent protocol: the real tink-agent needs
- * Docker or containerd). The same cluster stands in as the workload cluster (no Node of the machine exists).
+ * actions over gRPC to an agent. The same cluster stands in as the workload cluster (no Node of the machine exists).
+ *
+ * The agent, by `startPlatformWorld({ agent })`:
+ *   - "real": the real tink-agent (tests/src/harness/tinkAgent.ts) on podman's Docker API, pulling fleetd-tink-action
+ *     and the lab's wipe and image2disk images (tests/images/README.md) from a loopback registry, the Templates
+ *     pinned to the digests that registry holds. The install disk is a loop device over a scratch image, the OS
+ *     image is the lab OS image (lab-os.raw.gz) served on loopback, the machine's TPM is a swtpm on a Unix socket
+ *     (tpm: unix-socket), /worker a per-world directory. The Workflows' actions run for real.
+ *     WIP (issue 13): no attestation server in this world yet (FLEETD_SERVER names a loopback port nothing
+ *     listens on) and the action reads the host's own claims and event log, so fleetd-attest fails and the
+ *     Workflow stops before wipe-disk. The Hardware still comes from a recorded passing attestation (below).
+ *   - "scripted" (default, the tests that need a Workflow to SUCCEED until the real attestation passes): fleetd's
+ *     TypeScript client of the agent protocol (tests/src/harness/tinkAgentClient.ts), which reports each action's
+ *     outcome without running anything.
  *
  * Rufio v0.25.0 sometimes fails a BMC Job by itself (its Job controller re-creates a Task it has just created:
  * "already exists"); tink-controller then fails the Workflow (BootJobFailed). `served` asks again, as an
@@ -12,8 +24,16 @@
  */
 import { nodeRef } from "../harness/nodeRef.js";
 import { strict as assert } from "node:assert";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { freePort } from "../harness/ports.js";
+import { podman, pushImage, startPodmanService, startRegistry, type LocalRegistry, type PodmanService } from "../harness/podman.js";
+import { startTinkAgent, type TinkAgent } from "../harness/tinkAgent.js";
+import { attachLoop, labOsImage, serveFile, sha256File, type LoopDisk, type ServedFile } from "../harness/loopDisk.js";
+import { startSwtpm, type SwtpmUnix } from "../harness/swtpm.js";
+import { builtImage, builtLabImage, readBuiltImages, readBuiltLabImages } from "../images/built.js";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
 import { NetBoxInventory, patchDevice, readJournal, type JournalRecord } from "@fleetd/platform/netbox";
@@ -27,7 +47,7 @@ import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, ty
 export const NS = "tinkerbell";
 export const NODE = "rack-1";
 
-const nodeText = () => `
+const nodeText = (installDisk = "/dev/nvme0n1") => `
   ${NODE}:
     serial: RACK-0001
     model: nuc13
@@ -35,18 +55,40 @@ const nodeText = () => `
     role: worker
     switch: { device: tor-a1, port: ethernet1/1/5 }
     address: { cidr: 10.20.0.51/24, gateway: 10.20.0.1 }
-    installDisk: /dev/nvme0n1
+    installDisk: ${installDisk}
     bmc: { type: redfish, address: 127.0.0.1, credentials: "secret:${NS}/fleetd-bmc-${NODE}" }
     tpm: "2.0"
     ek:
       - { alg: rsa, sha256: ${"e2".repeat(32)} }
 `;
 
+/** The real agent's lab (agent "real"). */
+export interface RealAgentLab {
+  agent: TinkAgent;
+  /** The machine's install disk: a loop device over a scratch image (the Hardware's disk 0). */
+  disk: LoopDisk;
+  /** SHA-256 of the whole install disk as the world made it (before any Workflow). */
+  diskSha256: string;
+  /** The images the Templates pin (registry 127.0.0.1:<port>/…@sha256). */
+  images: { action: string; wipe: string; image2disk: string };
+  /** The lab OS image served for install-talos. */
+  osImage: ServedFile;
+  tpm: SwtpmUnix;
+  workerDir: string;
+  /** Where FLEETD_SERVER points (WIP: nothing listens there yet). */
+  serverUrl: string;
+  /** Timings of the lab's set-up steps (ms). */
+  timings: Record<string, number>;
+}
+
 export interface PlatformWorld {
   f: Fleet;
   env: Env;
   bmc: RedfishEmulator;
+  /** The scripted agent (agent "scripted"); throws in a real-agent world. */
   agent: TinkAgentClient;
+  /** The real agent's lab (agent "real"); undefined in a scripted world. */
+  real: RealAgentLab | undefined;
   handler: Handler;
   decisions: Decisions;
   /** What happened that a reader should know (Rufio's own failures, retries). */
@@ -67,26 +109,107 @@ export interface PlatformWorld {
   retire(reason: string): Promise<{ wipe: string; actions: string[]; journal: JournalRecord[] }>;
   /** Play the agent through every action of `wf`, each SUCCESS; returns the action names served. */
   runToSuccess(wf: string, first: AgentAction): Promise<string[]>;
+  /**
+   * Real agent: ask for `action` and wait for its Workflow to end (SUCCESS or FAILED after an action ran), asking
+   * again (at most 3 times) when Tinkerbell fails the boot Job by itself. Returns the Workflow's name.
+   */
+  ranToEnd(action: string, timeoutMs?: number): Promise<string>;
   stop(): Promise<void>;
 }
 
-export async function startPlatformWorld(): Promise<PlatformWorld> {
+/** The scratch install disk: 1 MiB of random bytes at the start and at the end (GPT backup) over a sparse file. */
+async function scratchDisk(path: string, size: number): Promise<void> {
+  const mib = 1 << 20;
+  await new Promise<void>((res, rej) => {
+    const out = createWriteStream(path);
+    out.on("error", rej);
+    out.write(randomBytes(mib));
+    out.end(() => res());
+  });
+  await new Promise<void>((res, rej) => {
+    const out = createWriteStream(path, { flags: "r+", start: size - mib });
+    out.on("error", rej);
+    out.write(randomBytes(mib));
+    out.end(() => res());
+  });
+}
+
+async function startRealAgentLab(dir: string, agentId: string, grpcServer: string, stops: (() => Promise<void> | void)[]): Promise<RealAgentLab> {
+  const timings: Record<string, number> = {};
+  const timed = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
+    const t0 = Date.now();
+    try {
+      return await f();
+    } finally {
+      timings[what] = Date.now() - t0;
+    }
+  };
+  const built = readBuiltImages();
+  const lab = readBuiltLabImages();
+  const registry: LocalRegistry = await timed("registry", () => startRegistry(join(dir, "registry")));
+  stops.push(() => registry.stop());
+  const p = podman({ insecureRegistries: [registry.host] });
+  const pin = async (local: string, path: string): Promise<string> => `${registry.host}/${path}@${await pushImage(p, local, `${registry.host}/${path}:lab`)}`;
+  const images = await timed("push", async () => ({
+    action: await pin(builtImage(built, "tink-action").ref, "fleetd/tink-action"),
+    wipe: await pin(builtLabImage(lab, "wipe").ref, "fleetd/lab-wipe"),
+    image2disk: await pin(builtLabImage(lab, "image2disk").ref, "fleetd/lab-image2disk"),
+  }));
+  const service: PodmanService = await timed("podman service", () => startPodmanService(p, join(dir, "podman")));
+  stops.push(() => service.stop());
+
+  const os = await labOsImage();
+  const diskFile = join(dir, "install-disk.img");
+  const size = Math.max(128 << 20, Math.ceil(os.layout.size / (1 << 20)) * (1 << 20) + (16 << 20));
+  await scratchDisk(diskFile, size);
+  const disk = attachLoop(diskFile);
+  stops.push(() => disk.detach());
+  const diskSha256 = await timed("disk sha256", () => sha256File(disk.device));
+  const osImage = await serveFile(os.gz);
+  stops.push(() => osImage.close());
+  const tpm = await timed("swtpm", () => startSwtpm({ unixSocket: true }));
+  stops.push(() => tpm.stop());
+  const workerDir = join(dir, "worker");
+  mkdirSync(workerDir, { recursive: true });
+  const serverUrl = `http://127.0.0.1:${await freePort()}`;
+
+  const agent = await timed("tink-agent start", () => startTinkAgent({ id: agentId, grpcServer, runtime: { kind: "docker", socket: service.socketPath } }));
+  stops.push(async () => {
+    await agent.stop();
+  });
+  return { agent, disk, diskSha256, images, osImage, tpm, workerDir, serverUrl, timings };
+}
+
+export async function startPlatformWorld(opts: { agent?: "scripted" | "real" } = {}): Promise<PlatformWorld> {
   const [f, env, bmc] = await Promise.all([startFleet(), startEnv(NS), startRedfishEmulator({ powerState: "On" })]);
   const notes: string[] = [];
   const decisions = new Decisions();
   let handler: Handler | undefined;
-  const agent = await TinkAgentClient.connect(env.tb.grpcAddress);
+  const dir = mkdtempSync(join(tmpdir(), "fleetd-platform-"));
+  const labStops: (() => Promise<void> | void)[] = [];
+  let scripted: TinkAgentClient | undefined;
+  let real: RealAgentLab | undefined;
   const stop = async () => {
     await handler?.stop();
-    agent.close();
+    scripted?.close();
+    for (const s of labStops.reverse()) {
+      try {
+        await s();
+      } catch (e) {
+        notes.push(`stopping the lab: ${(e as Error).message}`);
+      }
+    }
     await Promise.all([f.nb.stop(), env.stop(), bmc.stop()]);
+    rmSync(dir, { recursive: true, force: true });
   };
   try {
+    if (opts.agent === "real") real = await startRealAgentLab(dir, bmc.mac.toLowerCase(), env.tb.grpcAddress, labStops);
+    else scripted = await TinkAgentClient.connect(env.tb.grpcAddress);
     await env.core.createNamespace({ body: { metadata: { name: "fleetd" } } });
     const adminCfg = f.configFile(f.nb.authorization.replace(/^Bearer /, ""));
     assert.equal(fleetd(["netbox", "setup", "--config", adminCfg]).code, 0);
     const nodesFile = join(f.dir, "platform-nodes.yaml");
-    writeFileSync(nodesFile, handlerNodesText() + nodeText());
+    writeFileSync(nodesFile, handlerNodesText() + nodeText(real?.disk.device));
     const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
     assert.equal(apply.code, 0, apply.stderr);
     // What a passing attestation records: the proven MAC of the boot interface (the emulated system's NIC).
@@ -100,7 +223,19 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     const cfg = toHandlerConfig(f.config(f.handler.token, {
       handler: { listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir: join(f.dir, "platform-state"), nodesFile, reconcileIntervalSeconds: 3600 },
       // the same cluster stands in as the workload cluster (no Node of the machine exists there)
-      kubernetes: kubernetesSection(env.cp.kubeconfig, NS, caFile, { bmc: { redfish: { port: bmc.port, useBasicAuth: true } }, clearTpmOnRetire: true }),
+      kubernetes: kubernetesSection(env.cp.kubeconfig, NS, caFile, {
+        bmc: { redfish: { port: bmc.port, useBasicAuth: true } },
+        clearTpmOnRetire: true,
+        ...(real
+          ? {
+              server: { url: real.serverUrl, lab: true },
+              images: real.images,
+              talosImageUrl: real.osImage.url,
+              workerDir: real.workerDir,
+              tpm: { kind: "unix-socket", hostDir: dirname(real.tpm.socketPath), socket: basename(real.tpm.socketPath) },
+            }
+          : {}),
+      }),
     } as never));
     handler = await startHandler(cfg, { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e) });
   } catch (e) {
@@ -108,6 +243,13 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     throw e;
   }
   const h = handler;
+  const agent = new Proxy({} as TinkAgentClient, {
+    get(_t, prop) {
+      if (!scripted) throw new Error(`the scripted agent (.${String(prop)}) is not in a real-agent world`);
+      const v = (scripted as unknown as Record<string | symbol, unknown>)[prop];
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(scripted) : v;
+    },
+  });
 
   const ask = async (action: string): Promise<string> => {
     const d = await device(f, NODE);
@@ -202,5 +344,24 @@ export async function startPlatformWorld(): Promise<PlatformWorld> {
     return { wipe, actions, journal };
   };
 
-  return { f, env, bmc, agent, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, retire, stop };
+  const ranToEnd = async (action: string, timeoutMs = 600_000): Promise<string> => {
+    if (!real) throw new Error("ranToEnd needs the real agent");
+    for (let attempt = 1; ; attempt++) {
+      const wf = await ask(action);
+      const end = await poll(env, `${wf} to end`, async () => {
+        const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
+        if (!live.success) return undefined;
+        const boot = bootFailure(live.data);
+        if (boot !== undefined) return { boot };
+        const st = (await workflow(env, wf)).status?.state;
+        return st === "SUCCESS" || st === "FAILED" || st === "TIMEOUT" ? { state: st } : undefined;
+      }, timeoutMs);
+      if (!("boot" in end)) return wf;
+      notes.push(`${wf} failed at its boot Job by itself: ${end.boot}`);
+      assert.ok(attempt < 3, "Rufio failed the netboot Job three times");
+      notes.push(`asked for ${action} again (attempt ${attempt + 1})`);
+    }
+  };
+
+  return { f, env, bmc, agent, real, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, ranToEnd, retire, stop };
 }
