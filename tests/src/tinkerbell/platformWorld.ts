@@ -11,9 +11,11 @@
  *     pinned to the digests that registry holds. The install disk is a loop device over a scratch image, the OS
  *     image is the lab OS image (lab-os.raw.gz) served on loopback, the machine's TPM is a swtpm on a Unix socket
  *     (tpm: unix-socket), /worker a per-world directory. The Workflows' actions run for real.
- *     WIP (issue 13): no attestation server in this world yet (FLEETD_SERVER names a loopback port nothing
- *     listens on) and the action reads the host's own claims and event log, so fleetd-attest fails and the
- *     Workflow stops before wipe-disk. The Hardware still comes from a recorded passing attestation (below).
+ *     fleetd-attest attests against the real attestation server (talos-config-server's app, attachAttestationServer)
+ *     with the swtpm, whose EKs the nodes file approves on rack-1; the machine's claims and HookOS event log are a
+ *     sysfs directory (labMachine), its boot interface one end of a veth whose other end is rack-1's switch port
+ *     speaking LLDP (tests/src/harness/lldp.ts). WIP (issue 13): the Hardware still comes from a recorded passing
+ *     attestation (below), and admission is the attestation server's no-op.
  *   - "scripted" (default, the tests that need a Workflow to SUCCEED until the real attestation passes): fleetd's
  *     TypeScript client of the agent protocol (tests/src/harness/tinkAgentClient.ts), which reports each action's
  *     outcome without running anything.
@@ -24,16 +26,28 @@
  */
 import { nodeRef } from "../harness/nodeRef.js";
 import { strict as assert } from "node:assert";
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { freePort } from "../harness/ports.js";
 import { podman, pushImage, startPodmanService, startRegistry, type LocalRegistry, type PodmanService } from "../harness/podman.js";
 import { startTinkAgent, type TinkAgent } from "../harness/tinkAgent.js";
 import { attachLoop, labOsImage, serveFile, sha256File, type LoopDisk, type ServedFile } from "../harness/loopDisk.js";
 import { startSwtpm, type SwtpmUnix } from "../harness/swtpm.js";
+import { startLldpSwitchPort, type LldpSwitchPort } from "../harness/lldp.js";
 import { builtImage, builtLabImage, readBuiltImages, readBuiltLabImages } from "../images/built.js";
+import { createServer, type Server } from "node:http";
+import { ekBindingFromCertificate, readCertificate } from "@fleetd/verify/ek";
+import { bootScenario, makeLabKeys, writeSiteAuthorities } from "@fleetd/testkit/bootScenarios";
+import { bundleInMemoryIssuer } from "@fleetd/testkit/memoryAdapters";
+import { writeFakeRoot } from "@fleetd/tink-action/testing/fakeRoot";
+import { pcrExtend, TpmClient, UnixTransport } from "@fleetd/platform/tpmclient";
+import { kubeFromConfig } from "@fleetd/platform/kube";
+import { createMetrics } from "@fleetd/talos-config-server/metrics";
+import { attestationServer } from "../attestation/world.js";
+import { CountingStore } from "../attestation/testServer.js";
+import { createSoftHsmCa, startSoftHsm } from "../harness/softhsm.js";
+import { TALOS_VERSION } from "../talos/goTools.js";
 import { pino } from "pino";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
 import { NetBoxInventory, patchDevice, readJournal, type JournalRecord } from "@fleetd/platform/netbox";
@@ -41,13 +55,16 @@ import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.j
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgentClient.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
-import { WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";
+import { Objects, TinkerbellWorkflowGate, WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";
 import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";
 export const NODE = "rack-1";
+/** What the real agent's lab machine claims (its sysfs): rack-1's serial. */
+const MACHINE = { serial: "RACK-0001", uuid: "4c4c4544-0058-4b10-8032-b7c04f4d3351" };
 
-const nodeText = (installDisk = "/dev/nvme0n1") => `
+const MADE_UP_EK = `      - { alg: rsa, sha256: ${"e2".repeat(32)} }`;
+const nodeText = (installDisk = "/dev/nvme0n1", ek = MADE_UP_EK) => `
   ${NODE}:
     serial: RACK-0001
     model: nuc13
@@ -59,7 +76,7 @@ const nodeText = (installDisk = "/dev/nvme0n1") => `
     bmc: { type: redfish, address: 127.0.0.1, credentials: "secret:${NS}/fleetd-bmc-${NODE}" }
     tpm: "2.0"
     ek:
-      - { alg: rsa, sha256: ${"e2".repeat(32)} }
+${ek}
 `;
 
 /** The real agent's lab (agent "real"). */
@@ -75,8 +92,19 @@ export interface RealAgentLab {
   osImage: ServedFile;
   tpm: SwtpmUnix;
   workerDir: string;
-  /** Where FLEETD_SERVER points (WIP: nothing listens there yet). */
+  /** The machine's sysfs/procfs (labMachine.root): serial, UUID, its NIC with the BMC's MAC, its HookOS event log. */
+  machineRoot: string;
+  /** rack-1's switch port (tor-a1 ethernet1/1/5) speaking LLDP on a veth (labMachine.bootInterface); none with lldp: false. */
+  switchPort: LldpSwitchPort | undefined;
+  /** The swtpm's EK bindings (rsa, ecc), approved on the node in the nodes file. */
+  ekBindings: { rsa: string; ecc: string };
+  /** The attestation server (talos-config-server's app over the world's NetBox, SoftHSM CA, SQLite) on loopback. */
   serverUrl: string;
+  /** Where the attest action leaves result.json and the install code (workerDir/fleetd). */
+  actionOut: string;
+  /** The server's listening socket (its app is attached once NetBox holds the nodes) and the site authorities. */
+  http: Server;
+  siteDir: string;
   /** Timings of the lab's set-up steps (ms). */
   timings: Record<string, number>;
 }
@@ -134,7 +162,7 @@ async function scratchDisk(path: string, size: number): Promise<void> {
   });
 }
 
-async function startRealAgentLab(dir: string, agentId: string, grpcServer: string, stops: (() => Promise<void> | void)[]): Promise<RealAgentLab> {
+async function startRealAgentLab(dir: string, agentId: string, grpcServer: string, stops: (() => Promise<void> | void)[], lldp: boolean): Promise<RealAgentLab> {
   const timings: Record<string, number> = {};
   const timed = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
     const t0 = Date.now();
@@ -171,16 +199,91 @@ async function startRealAgentLab(dir: string, agentId: string, grpcServer: strin
   stops.push(() => tpm.stop());
   const workerDir = join(dir, "worker");
   mkdirSync(workerDir, { recursive: true });
-  const serverUrl = `http://127.0.0.1:${await freePort()}`;
+
+  // The machine booted HookOS: its PCRs carry the boot (extended through the swtpm's socket), its event log is in
+  // its sysfs; the site's Secure Boot authorities are the keys that boot was signed with.
+  const keys = await makeLabKeys();
+  const siteDir = writeSiteAuthorities(join(dir, "site"), keys);
+  const boot = bootScenario("hookos", keys, {});
+  const tc = new TpmClient(new UnixTransport(tpm.socketPath));
+  try {
+    for (const e of boot.extends()) await pcrExtend(tc, e.pcr, [...e.digests].map(([hashAlg, digest]) => ({ hashAlg, digest })));
+  } finally {
+    await tc.close();
+  }
+  const bindingOf = async (index: number) => {
+    const out = join(dir, `ek-${index.toString(16)}.crt`);
+    await tpm.tpm2("nvread", [`0x${index.toString(16)}`, "-C", "o", "-o", out]);
+    return ekBindingFromCertificate(readCertificate(new Uint8Array(readFileSync(out))).cert);
+  };
+  const ekBindings = { rsa: await bindingOf(tpm.ek.rsa.certIndex), ecc: await bindingOf(tpm.ek.ecc.certIndex) };
+  const machineRoot = writeFakeRoot(join(dir, "machine-root"), {
+    serial: MACHINE.serial,
+    uuid: MACHINE.uuid.toUpperCase(),
+    nics: [{ name: "eno1", mac: agentId }],
+    defaultRoute: "eno1",
+    eventLog: boot.bytes(),
+  });
+
+  const switchPort = lldp ? await timed("lldp switch port", () => startLldpSwitchPort({ device: "tor-a1", port: "ethernet1/1/5" })) : undefined;
+  if (switchPort) stops.push(() => switchPort.stop());
+
+  // The attestation server's socket listens from here (its URL goes into the Templates); its app is attached once
+  // NetBox holds the nodes (attachAttestationServer).
+  const http = createServer();
+  await new Promise<void>((res) => http.listen(0, "127.0.0.1", res));
+  stops.push(() => new Promise<void>((res) => {
+    http.closeAllConnections();
+    http.close(() => res());
+  }));
+  const serverUrl = `http://127.0.0.1:${(http.address() as { port: number }).port}`;
 
   const agent = await timed("tink-agent start", () => startTinkAgent({ id: agentId, grpcServer, runtime: { kind: "docker", socket: service.socketPath } }));
   stops.push(async () => {
     await agent.stop();
   });
-  return { agent, disk, diskSha256, images, osImage, tpm, workerDir, serverUrl, timings };
+  return { agent, disk, diskSha256, images, osImage, tpm, workerDir, machineRoot, switchPort, ekBindings, serverUrl, actionOut: join(workerDir, "fleetd"), http, siteDir, timings };
 }
 
-export async function startPlatformWorld(opts: { agent?: "scripted" | "real" } = {}): Promise<PlatformWorld> {
+/**
+ * talos-config-server's app (tests/src/attestation/world.ts `attestationServer`: the attestation service with the
+ * test settings, SQLite state, the outbox to NetBox) over this world's NetBox, a CA key on a SoftHSM token, the swtpm's
+ * manufacturer CA as the EK roots and the real Workflow gate over the management cluster's tinkerbell namespace.
+ * Admission is still the no-op of attestationServer (issue 13: confirm → admission is not yet real here).
+ */
+async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, inventory: NetBoxInventory, dir: string, stops: (() => Promise<void> | void)[]): Promise<void> {
+  const hsm = await startSoftHsm([{ label: "fleetd-ca", pin: "123456", soPin: "12345678", keys: [{ label: "ca", id: "01", type: "ec-p256" }] }]);
+  stops.push(() => hsm.close());
+  const now = () => new Date();
+  const { signer, ca } = await createSoftHsmCa(hsm, { token: "fleetd-ca", key: "ca", commonName: "fleetd lab CA", notBefore: new Date(Date.now() - 3600_000), lifetimeDays: 365 });
+  stops.push(() => signer.close());
+  const store = new CountingStore(join(dir, "attestation-state.db"));
+  stops.push(() => store.close());
+  const bootstrapTokens = new Map<string, string>();
+  const { app, outbox } = attestationServer({
+    store,
+    inventory,
+    netbox: f.client(f.handler.token),
+    issuer: bundleInMemoryIssuer({ signer, caPem: ca.pem, now }),
+    bootstrapTokens: { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) },
+    siteAuthoritiesDir: real.siteDir,
+    ekCaDir: real.tpm.caDir,
+    talosVersion: TALOS_VERSION,
+    log: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }),
+    metrics: createMetrics(),
+    now,
+    workflows: new TinkerbellWorkflowGate(new Objects(kubeFromConfig(env.kc), NS)),
+  });
+  stops.push(() => outbox.stop());
+  real.http.on("request", app);
+}
+
+/**
+ * `agent`: "scripted" (default) or "real" (see the file comment); `lldp` (real agent, default true): rack-1's switch
+ * port speaks LLDP to the machine's boot interface; false: no switch port (the server refuses provision at its
+ * switch-port gate).
+ */
+export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; lldp?: boolean } = {}): Promise<PlatformWorld> {
   const [f, env, bmc] = await Promise.all([startFleet(), startEnv(NS), startRedfishEmulator({ powerState: "On" })]);
   const notes: string[] = [];
   const decisions = new Decisions();
@@ -203,18 +306,20 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real" } =
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    if (opts.agent === "real") real = await startRealAgentLab(dir, bmc.mac.toLowerCase(), env.tb.grpcAddress, labStops);
+    if (opts.agent === "real") real = await startRealAgentLab(dir, bmc.mac.toLowerCase(), env.tb.grpcAddress, labStops, opts.lldp ?? true);
     else scripted = await TinkAgentClient.connect(env.tb.grpcAddress);
     await env.core.createNamespace({ body: { metadata: { name: "fleetd" } } });
     const adminCfg = f.configFile(f.nb.authorization.replace(/^Bearer /, ""));
     assert.equal(fleetd(["netbox", "setup", "--config", adminCfg]).code, 0);
     const nodesFile = join(f.dir, "platform-nodes.yaml");
-    writeFileSync(nodesFile, handlerNodesText() + nodeText(real?.disk.device));
+    // rack-1 approves the lab machine's real EKs (its swtpm's certificates) when the real agent runs it
+    writeFileSync(nodesFile, handlerNodesText() + nodeText(real?.disk.device, real ? [`      - { alg: rsa, sha256: ${real.ekBindings.rsa} }`, `      - { alg: ecc, sha256: ${real.ekBindings.ecc} }`].join("\n") : MADE_UP_EK));
     const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
     assert.equal(apply.code, 0, apply.stderr);
     // What a passing attestation records: the proven MAC of the boot interface (the emulated system's NIC).
     const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
     await inv.recordAttestation(await nodeRef(f.admin, NODE), { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
+    if (real) await attachAttestationServer(real, f, env, inv, dir, labStops);
 
     // The node's own BMC Secret, kept by the operator (fleetd only references it; credentials.ts).
     await env.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: `fleetd-bmc-${NODE}` }, stringData: { username: bmc.username, password: bmc.password } } });
@@ -233,6 +338,9 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real" } =
               talosImageUrl: real.osImage.url,
               workerDir: real.workerDir,
               tpm: { kind: "unix-socket", hostDir: dirname(real.tpm.socketPath), socket: basename(real.tpm.socketPath) },
+              labMachine: real.switchPort ? { root: real.machineRoot, bootInterface: real.switchPort.iface, lldp: "lldpd" } : { root: real.machineRoot, lldp: "off" },
+              // the action gives up on a pending machine after max(30, attest - 300) s
+              timeouts: { attest: 120 },
             }
           : {}),
       }),

@@ -3,15 +3,25 @@
  * progress): NetBox → netbox-script → the real tink-controller, Rufio (Redfish emulator) and tink-server → the
  * real tink-agent on podman's Docker API, pulling fleetd-tink-action and the lab's wipe/image2disk images from a
  * loopback registry by the digests the Templates pin. The install disk is a loop device over a scratch image.
+ * fleetd-attest attests against the real attestation server with the machine's swtpm (its real EKs approved on
+ * rack-1 in the nodes file; its claims and HookOS event log a sysfs directory mounted into the action; LLDP from
+ * rack-1's switch port on a veth).
  *
- * What holds today: desired_action provision → the Workflow's first action, fleetd-attest, runs as a container and
- * fails (this world has no attestation server yet, and the action reads the host's own claims and event log), so
- * the Workflow ends FAILED before wipe-disk: wipe-disk, install-talos and fleetd-write-meta never run, the install
- * disk's SHA-256 is unchanged and the OS image was never fetched.
+ *   1. provision: attest passes, wipe-disk wipes the loop device, install-talos writes the lab OS image,
+ *      fleetd-write-meta writes META 0x0b = the install code (read back with Talos's reader).
+ *   2. the machine's PCR 7 no longer matches its event log: the server refuses, the Workflow stops before
+ *      wipe-disk and the loop device's SHA-256 is unchanged.
  */
 import { strict as assert } from "node:assert";
+import { randomBytes } from "node:crypto";
+import { closeSync, existsSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { sha256File } from "../harness/loopDisk.js";
+import { pcrExtend, TpmClient, UnixTransport } from "@fleetd/platform/tpmclient";
+import { TPM_ALG } from "@fleetd/verify/tcg";
+import { labOsImage, sha256File } from "../harness/loopDisk.js";
+import { runProcess } from "../harness/process.js";
+import { advread } from "../talos/goTools.js";
 import { workflow } from "./fixtures.js";
 import { startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
 
@@ -27,26 +37,103 @@ after(async () => {
   if (w && w.notes.length > 0) process.stdout.write(w.notes.map((l) => `# ${l}\n`).join(""));
 });
 
-test("desired_action provision with the real tink-agent: fleetd-attest runs as a container from the loopback registry; its failure stops the Workflow before wipe-disk and the install disk is untouched", { timeout: 20 * 60_000 }, async () => {
-  const real = w.real;
-  assert.ok(real);
+interface ActionResult {
+  mode?: string;
+  verdict?: string;
+  step?: string;
+  error?: string;
+  reasons?: { check: string; detail: string }[];
+  installCode?: boolean;
+}
+
+function lab() {
+  assert.ok(w.real, "a real-agent world");
+  return w.real;
+}
+
+/** The action's result.json on the Workflow's shared volume (workerDir/fleetd). */
+function actionResult(): ActionResult {
+  const file = join(lab().actionOut, "result.json");
+  assert.ok(existsSync(file), `the action wrote ${file}\n${lab().agent.log().slice(-3000)}`);
+  return JSON.parse(readFileSync(file, "utf8")) as ActionResult;
+}
+
+/** Each action container's output so far (the last lines), as the agent logged it. */
+function printOutputs(): Map<string, string> {
+  const outputs = lab().agent.actionOutput();
+  for (const [name, text] of outputs) process.stdout.write(`# ${name}:\n${text.trim().split("\n").slice(-8).map((l) => `#   ${l}`).join("\n")}\n`);
+  return outputs;
+}
+
+const head = (path: string, n: number): Buffer => {
+  const fd = openSync(path, "r");
+  try {
+    const b = Buffer.alloc(n);
+    readSync(fd, b, 0, n, 0);
+    return b;
+  } finally {
+    closeSync(fd);
+  }
+};
+
+test("provision with the real tink-agent: fleetd-attest passes against the real server with the swtpm, the loop device is wiped, the lab OS image written and META 0x0b holds the install code", { timeout: 20 * 60_000 }, async () => {
+  const real = lab();
   const t0 = Date.now();
   const wf = await w.ranToEnd("provision");
   const s = await workflow(w.env, wf);
   process.stdout.write(`# ${wf} ended ${s.status?.state} in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+  printOutputs();
   const actions = s.status?.tasks?.[0]?.actions ?? [];
   assert.deepEqual(actions.map((a) => a.name), ["fleetd-attest", "wipe-disk", "install-talos", "fleetd-write-meta"]);
   assert.deepEqual(actions.map((a) => a.image), [real.images.action, real.images.wipe, real.images.image2disk, real.images.action], "the Templates pin the digests the loopback registry holds");
+  const result = actionResult();
+  process.stdout.write(`# fleetd-attest result: ${JSON.stringify(result)}\n`);
+  assert.equal(s.status?.state, "SUCCESS", `${JSON.stringify(actions.map((a) => [a.name, a.state, a.message]))}`);
+  assert.equal(result.verdict, "pass");
+  assert.equal(result.installCode, true);
+  assert.equal(real.osImage.gets(), 1, "install-talos fetched the OS image once");
+
+  const code = readFileSync(join(real.actionOut, "install-code"), "utf8").trim();
+  assert.match(code, /^[0-9a-f]{64}$/);
+  // advread sizes a file with stat (a block device's is 0): read the device's bytes into a file for it.
+  const readBack = join(real.workerDir, "..", "read-back.img");
+  const dd = await runProcess("dd", [`if=${real.disk.device}`, `of=${readBack}`, "bs=1M", "status=none"], { timeoutMs: 120_000 });
+  assert.equal(dd.code, 0, dd.stderr.toString());
+  try {
+    const meta = advread(readBack);
+    assert.equal(meta.tags["0x0b"]?.text, code, "META key 0x0b holds the install code (Talos's reader on the loop device's bytes)");
+    assert.ok(meta.copies.every((c) => c.valid));
+    const os = await labOsImage();
+    assert.ok(head(readBack, 1 << 20).equals(head(os.raw, 1 << 20)), "the lab OS image's GPT is on the disk (install-talos wrote it)");
+  } finally {
+    rmSync(readBack, { force: true });
+  }
+  assert.notEqual(await sha256File(real.disk.device), real.diskSha256, "the disk changed");
+});
+
+test("a boot that no longer matches its event log: the real server refuses fleetd-attest, the Workflow stops before wipe-disk, the loop device's SHA-256 is unchanged", { timeout: 20 * 60_000 }, async () => {
+  const real = lab();
+  const before = await sha256File(real.disk.device);
+  const fetches = real.osImage.gets();
+  // PCR 7 moves (something booted that the event log does not record); swtpm serves one connection at a time
+  const tc = new TpmClient(new UnixTransport(real.tpm.socketPath));
+  try {
+    await pcrExtend(tc, 7, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(randomBytes(32)) }, { hashAlg: TPM_ALG.SHA1, digest: new Uint8Array(randomBytes(20)) }]);
+  } finally {
+    await tc.close();
+  }
+  const t0 = Date.now();
+  const wf = await w.ranToEnd("provision");
+  const s = await workflow(w.env, wf);
+  process.stdout.write(`# ${wf} ended ${s.status?.state} in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+  printOutputs();
+  const actions = s.status?.tasks?.[0]?.actions ?? [];
+  const result = actionResult();
+  process.stdout.write(`# fleetd-attest result: ${JSON.stringify(result)}\n`);
   assert.equal(s.status?.state, "FAILED", JSON.stringify(s.status));
   assert.deepEqual(actions.map((a) => a.state), ["FAILED", "PENDING", "PENDING", "PENDING"], "nothing after fleetd-attest ran");
-
-  // The agent really ran the action as a container (its output is in the agent's log).
-  const outputs = real.agent.actionOutput();
-  const attest = [...outputs].find(([name]) => name.includes("fleetd-attest"));
-  assert.ok(attest, `the agent ran fleetd-attest as a container: ${[...outputs.keys()].join(", ")}\n${real.agent.log().slice(-3000)}`);
-  process.stdout.write(`# fleetd-attest's output:\n${attest[1].split("\n").slice(-15).map((l) => `#   ${l}`).join("\n")}\n`);
-  assert.ok(![...outputs.keys()].some((n) => /wipe-disk|install-talos|write-meta/.test(n)), "no later action ran");
-
-  assert.equal(await sha256File(real.disk.device), real.diskSha256, "the install disk is unchanged");
-  assert.equal(real.osImage.gets(), 0, "the OS image was never fetched");
+  assert.equal(result.verdict, "fail", "the attestation server refused");
+  assert.equal(result.installCode, undefined);
+  assert.equal(await sha256File(real.disk.device), before, "the install disk is unchanged");
+  assert.equal(real.osImage.gets(), fetches, "the OS image was not fetched again");
 });
