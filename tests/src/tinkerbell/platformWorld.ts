@@ -217,16 +217,18 @@ async function startRealAgentLab(dir: string, agentId: string, grpcServer: strin
     return ekBindingFromCertificate(readCertificate(new Uint8Array(readFileSync(out))).cert);
   };
   const ekBindings = { rsa: await bindingOf(tpm.ek.rsa.certIndex), ecc: await bindingOf(tpm.ek.ecc.certIndex) };
+  const switchPort = lldp ? await timed("lldp switch port", () => startLldpSwitchPort({ device: "tor-a1", port: "ethernet1/1/5" })) : undefined;
+  if (switchPort) stops.push(() => switchPort.stop());
+
+  // its boot NIC, named as the host end of the veth its LLDP arrives on (the claim's bootMac is then this MAC)
+  const nic = switchPort?.iface ?? "eno1";
   const machineRoot = writeFakeRoot(join(dir, "machine-root"), {
     serial: MACHINE.serial,
     uuid: MACHINE.uuid.toUpperCase(),
-    nics: [{ name: "eno1", mac: agentId }],
-    defaultRoute: "eno1",
+    nics: [{ name: nic, mac: agentId }],
+    defaultRoute: nic,
     eventLog: boot.bytes(),
   });
-
-  const switchPort = lldp ? await timed("lldp switch port", () => startLldpSwitchPort({ device: "tor-a1", port: "ethernet1/1/5" })) : undefined;
-  if (switchPort) stops.push(() => switchPort.stop());
 
   // The attestation server's socket listens from here (its URL goes into the Templates); its app is attached once
   // NetBox holds the nodes (attachAttestationServer).
