@@ -27,7 +27,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { podman, type Podman } from "../harness/podman.js";
 import { runProcess } from "../harness/process.js";
-import { builtImagesFile, builtLabImagesFile, imagesDir, LAB_IMAGE_NAMES, PART_NAMES, type BuiltImage, type BuiltImages, type BuiltLabImage, type BuiltLabImages, type LabImageName } from "./built.js";
+import { builtImagesFile, builtLabImagesFile, imagesDir, LAB_IMAGE_NAMES, PART_NAMES, type BuiltImage, type BuiltImages, type BuiltLabImage, type BuiltLabImages, type LabImageName, type PartName } from "./built.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 
