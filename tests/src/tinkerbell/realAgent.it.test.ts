@@ -14,7 +14,8 @@
  */
 import { strict as assert } from "node:assert";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { pcrExtend, TpmClient, UnixTransport } from "@fleetd/platform/tpmclient";
@@ -58,11 +59,39 @@ function actionResult(): ActionResult {
   return JSON.parse(readFileSync(file, "utf8")) as ActionResult;
 }
 
-/** Each action container's output so far (the last lines), as the agent logged it. */
+const printed = new Set<string>();
+/** Each action container's output not printed yet (the last lines), as the agent logged it. */
 function printOutputs(): Map<string, string> {
   const outputs = lab().agent.actionOutput();
-  for (const [name, text] of outputs) process.stdout.write(`# ${name}:\n${text.trim().split("\n").slice(-8).map((l) => `#   ${l}`).join("\n")}\n`);
+  for (const [name, text] of outputs) if (!printed.has(name) && printed.add(name)) process.stdout.write(`# ${name}:\n${text.trim().split("\n").slice(-8).map((l) => `#   ${l}`).join("\n")}\n`);
   return outputs;
+}
+
+/**
+ * The host's own disks (every block device but loop, ram and zram devices: other tests' loop devices may change
+ * meanwhile): SHA-256 of the first and last MiB of each, where a wipe or an image write would land first.
+ */
+function hostDisksFingerprint(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of readdirSync("/sys/block").filter((n) => !/^(loop|ram|zram)\d+$/.test(n)).sort()) {
+    const sectors = Number(readFileSync(`/sys/block/${name}/size`, "utf8").trim());
+    if (!(sectors > 0)) continue;
+    const size = sectors * 512;
+    const mib = Math.min(1 << 20, size);
+    const fd = openSync(`/dev/${name}`, "r");
+    try {
+      const h = createHash("sha256");
+      for (const at of [0, size - mib]) {
+        const b = Buffer.alloc(mib);
+        readSync(fd, b, 0, mib, at);
+        h.update(b);
+      }
+      out[name] = h.digest("hex");
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return out;
 }
 
 const head = (path: string, n: number): Buffer => {
@@ -78,6 +107,8 @@ const head = (path: string, n: number): Buffer => {
 
 test("provision with the real tink-agent: fleetd-attest passes against the real server with the swtpm, the loop device is wiped, the lab OS image written and META 0x0b holds the install code", { timeout: 20 * 60_000 }, async () => {
   const real = lab();
+  const hostDisks = hostDisksFingerprint();
+  assert.ok(Object.keys(hostDisks).length > 0, "the host has a disk to watch");
   const t0 = Date.now();
   const wf = await w.ranToEnd("provision");
   const s = await workflow(w.env, wf);
@@ -109,6 +140,7 @@ test("provision with the real tink-agent: fleetd-attest passes against the real 
     rmSync(readBack, { force: true });
   }
   assert.notEqual(await sha256File(real.disk.device), real.diskSha256, "the disk changed");
+  assert.deepEqual(hostDisksFingerprint(), hostDisks, `the host's own disks (${Object.keys(hostDisks).join(", ")}) are untouched: only the lab's loop device was written`);
 });
 
 test("a boot that no longer matches its event log: the real server refuses fleetd-attest, the Workflow stops before wipe-disk, the loop device's SHA-256 is unchanged", { timeout: 20 * 60_000 }, async () => {
