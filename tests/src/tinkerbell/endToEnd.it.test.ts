@@ -6,6 +6,11 @@
  *   2. a re-provision deletes the finished Workflow first; the agent is served the new one.
  *   3. status decommissioning → the retirement steps with this platform: the wipe Workflow (netboot, served to
  *      the agent), a Rufio power-off Job the BMC obeys, NetBox offline, each step journalled.
+ *
+ * The agent here is still the scripted one (platformWorld "scripted": fleetd's TypeScript client of the agent
+ * protocol reports each action's outcome without running it; test 3 needs it to report a FAILED message of its
+ * choosing). The same provision with the real tink-agent, real containers, the real attestation server and a
+ * loop device is realAgent.it.test.ts (issue 13: the retirement and re-provision move there next).
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
