@@ -14,8 +14,9 @@
  *     fleetd-attest attests against the real attestation server (talos-config-server's app, attachAttestationServer)
  *     with the swtpm, whose EKs the nodes file approves on rack-1; the machine's claims and HookOS event log are a
  *     sysfs directory (labMachine), its boot interface one end of a veth whose other end is rack-1's switch port
- *     speaking LLDP (tests/src/harness/lldp.ts). WIP (issue 13): the Hardware still comes from a recorded passing
- *     attestation (below), and admission is the attestation server's no-op.
+ *     speaking LLDP (tests/src/harness/lldp.ts). tink-server enrolls the machine (auto-enrollment, fleetd's intake
+ *     rule set) once `real.startAgent()` powers it on; the intake's confirm runs talos-config-server's admission
+ *     (TinkerbellAdmission), which creates the Hardware and the provision Workflow. Nothing is recorded for it.
  *   - "scripted" (default, the tests that need a Workflow to SUCCEED until the real attestation passes): fleetd's
  *     TypeScript client of the agent protocol (tests/src/harness/tinkAgentClient.ts), which reports each action's
  *     outcome without running anything.
@@ -25,6 +26,7 @@
  * operator would (at most 3 times), and says so in `notes`.
  */
 import { nodeRef } from "../harness/nodeRef.js";
+import { pollValue } from "../harness/ports.js";
 import { strict as assert } from "node:assert";
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -55,7 +57,9 @@ import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.j
 import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgentClient.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
-import { Objects, TinkerbellWorkflowGate, WorkflowObject, bootFailure } from "@fleetd/platform/tinkerbell";
+import { TinkerbellAdmission, TinkerbellWorkflowGate, WorkflowObject, bootFailure, tinkerbellEffectsFromConfig } from "@fleetd/platform/tinkerbell";
+import { netboxPlatformFieldCheck } from "@fleetd/platform/netbox";
+import type { SiteConfig } from "@fleetd/platform/fleet";
 import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";
@@ -81,7 +85,20 @@ ${ek}
 
 /** The real agent's lab (agent "real"). */
 export interface RealAgentLab {
+  /** The machine's tink-agent in its current boot, once `startAgent` ran (it then asks tink-server for work). */
   agent: TinkAgent;
+  /** Every boot's agent, the current one last. */
+  agents: TinkAgent[];
+  /**
+   * Boot the machine into HookOS: its tink-agent starts and asks tink-server for work. With no Hardware naming it,
+   * tink-server's auto-enrollment creates its intake Workflow from fleetd's rule set. From then on the machine
+   * follows its BMC: powered off (the Redfish emulator's state, as Rufio's Jobs set it), its agent stops; powered
+   * on again, it boots HookOS again with a new agent (a netboot Job's power cycle). The swtpm keeps its state
+   * across such a reboot: the PCRs hold what the same HookOS boot would measure again.
+   */
+  startAgent(): Promise<TinkAgent>;
+  /** The machine's boots (power cycles its BMC made), each as "off→on at <ISO time>". */
+  boots: string[];
   /** The machine's install disk: a loop device over a scratch image (the Hardware's disk 0). */
   disk: LoopDisk;
   /** SHA-256 of the whole install disk as the world made it (before any Workflow). */
@@ -142,6 +159,11 @@ export interface PlatformWorld {
    * again (at most 3 times) when Tinkerbell fails the boot Job by itself. Returns the Workflow's name.
    */
   ranToEnd(action: string, timeoutMs?: number): Promise<string>;
+  /**
+   * Real agent: wait for `wf` (one fleetd started itself, e.g. admission's) to end SUCCESS, FAILED or TIMEOUT; a boot
+   * Job Tinkerbell failed by itself is left to fleetd, which starts the Workflow again (bootRetries). Returns the state.
+   */
+  endOf(wf: string, timeoutMs?: number): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -162,7 +184,8 @@ async function scratchDisk(path: string, size: number): Promise<void> {
   });
 }
 
-async function startRealAgentLab(dir: string, agentId: string, grpcServer: string, stops: (() => Promise<void> | void)[], lldp: boolean): Promise<RealAgentLab> {
+async function startRealAgentLab(dir: string, bmc: RedfishEmulator, grpcServer: string, stops: (() => Promise<void> | void)[], lldp: boolean): Promise<RealAgentLab> {
+  const agentId = bmc.mac.toLowerCase();
   const timings: Record<string, number> = {};
   const timed = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
     const t0 = Date.now();
@@ -240,20 +263,66 @@ async function startRealAgentLab(dir: string, agentId: string, grpcServer: strin
   }));
   const serverUrl = `http://127.0.0.1:${(http.address() as { port: number }).port}`;
 
-  const agent = await timed("tink-agent start", () => startTinkAgent({ id: agentId, grpcServer, runtime: { kind: "docker", socket: service.socketPath } }));
+  const agents: TinkAgent[] = [];
+  const boots: string[] = [];
+  let running: TinkAgent | undefined;
+  const bootHookOs = async (): Promise<TinkAgent> => {
+    const a = await timed(`tink-agent start ${agents.length + 1}`, () => startTinkAgent({ id: agentId, grpcServer, runtime: { kind: "docker", socket: service.socketPath } }));
+    agents.push(a);
+    running = a;
+    return a;
+  };
+  // The machine follows its BMC's power state (polled; Rufio's Jobs wait for each power task, so an off lasts
+  // seconds): off stops its agent, on again boots HookOS again.
+  let watching = false;
+  let watcher: Promise<void> | undefined;
+  const watch = async (): Promise<void> => {
+    let wasOn = true;
+    while (watching) {
+      const on = await bmc.powerState().then((p) => p !== "Off", () => wasOn);
+      if (!on && running) {
+        await running.stop();
+        running = undefined;
+      } else if (on && !wasOn && !running) {
+        boots.push(`off→on at ${new Date().toISOString()}`);
+        await bootHookOs();
+      }
+      wasOn = on;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  };
   stops.push(async () => {
-    await agent.stop();
+    watching = false;
+    await watcher;
+    for (const a of agents) await a.stop();
   });
-  return { agent, disk, diskSha256, images, osImage, tpm, workerDir, machineRoot, switchPort, ekBindings, serverUrl, actionOut: join(workerDir, "fleetd"), http, siteDir, timings };
+  const startAgent = async (): Promise<TinkAgent> => {
+    if (agents.length > 0) return agents[agents.length - 1]!;
+    const a = await bootHookOs();
+    watching = true;
+    watcher = watch();
+    return a;
+  };
+  return {
+    get agent(): TinkAgent {
+      const a = agents[agents.length - 1];
+      if (!a) throw new Error("the machine's tink-agent has not started (startAgent)");
+      return a;
+    },
+    agents,
+    boots,
+    startAgent,
+    disk, diskSha256, images, osImage, tpm, workerDir, machineRoot, switchPort, ekBindings, serverUrl, actionOut: join(workerDir, "fleetd"), http, siteDir, timings };
 }
 
 /**
  * talos-config-server's app (tests/src/attestation/world.ts `attestationServer`: the attestation service with the
  * test settings, SQLite state, the outbox to NetBox) over this world's NetBox, a CA key on a SoftHSM token, the swtpm's
  * manufacturer CA as the EK roots and the real Workflow gate over the management cluster's tinkerbell namespace.
- * Admission is still the no-op of attestationServer (issue 13: confirm → admission is not yet real here).
+ * Admission is talos-config-server's: TinkerbellAdmission over the Tinkerbell effects the site configuration makes
+ * (server.ts), so an intake confirm creates the node's Hardware and provision Workflow.
  */
-async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, inventory: NetBoxInventory, dir: string, stops: (() => Promise<void> | void)[]): Promise<void> {
+async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, site: SiteConfig, inventory: NetBoxInventory, dir: string, stops: (() => Promise<void> | void)[]): Promise<void> {
   const hsm = await startSoftHsm([{ label: "fleetd-ca", pin: "123456", soPin: "12345678", keys: [{ label: "ca", id: "01", type: "ec-p256" }] }]);
   stops.push(() => hsm.close());
   const now = () => new Date();
@@ -262,6 +331,9 @@ async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, i
   const store = new CountingStore(join(dir, "attestation-state.db"));
   stops.push(() => store.close());
   const bootstrapTokens = new Map<string, string>();
+  const log = pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" });
+  const fx = tinkerbellEffectsFromConfig(site, { kube: kubeFromConfig(env.kc) });
+  assert.ok(fx.effects, `the site configuration makes Tinkerbell effects: ${fx.reason ?? ""}`);
   const { app, outbox } = attestationServer({
     store,
     inventory,
@@ -271,10 +343,11 @@ async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, i
     siteAuthoritiesDir: real.siteDir,
     ekCaDir: real.tpm.caDir,
     talosVersion: TALOS_VERSION,
-    log: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }),
+    log,
     metrics: createMetrics(),
     now,
-    workflows: new TinkerbellWorkflowGate(new Objects(kubeFromConfig(env.kc), NS)),
+    workflows: new TinkerbellWorkflowGate(fx.effects.objects),
+    admission: new TinkerbellAdmission(fx.effects, inventory, netboxPlatformFieldCheck(f.client(f.handler.token), f.apply.username), log),
   });
   stops.push(() => outbox.stop());
   real.http.on("request", app);
@@ -286,7 +359,7 @@ async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, i
  * switch-port gate).
  */
 export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; lldp?: boolean } = {}): Promise<PlatformWorld> {
-  const [f, env, bmc] = await Promise.all([startFleet(), startEnv(NS), startRedfishEmulator({ powerState: "On" })]);
+  const [f, env, bmc] = await Promise.all([startFleet(), startEnv(NS, { autoEnrollment: opts.agent === "real" }), startRedfishEmulator({ powerState: "On" })]);
   const notes: string[] = [];
   const decisions = new Decisions();
   let handler: Handler | undefined;
@@ -308,7 +381,7 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    if (opts.agent === "real") real = await startRealAgentLab(dir, bmc.mac.toLowerCase(), env.tb.grpcAddress, labStops, opts.lldp ?? true);
+    if (opts.agent === "real") real = await startRealAgentLab(dir, bmc, env.tb.grpcAddress, labStops, opts.lldp ?? true);
     else scripted = await TinkAgentClient.connect(env.tb.grpcAddress);
     await env.core.createNamespace({ body: { metadata: { name: "fleetd" } } });
     const adminCfg = f.configFile(f.nb.authorization.replace(/^Bearer /, ""));
@@ -318,16 +391,16 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
     writeFileSync(nodesFile, handlerNodesText() + nodeText(real?.disk.device, real ? [`      - { alg: rsa, sha256: ${real.ekBindings.rsa} }`, `      - { alg: ecc, sha256: ${real.ekBindings.ecc} }`].join("\n") : MADE_UP_EK));
     const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
     assert.equal(apply.code, 0, apply.stderr);
-    // What a passing attestation records: the proven MAC of the boot interface (the emulated system's NIC).
     const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
-    await inv.recordAttestation(await nodeRef(f.admin, NODE), { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
-    if (real) await attachAttestationServer(real, f, env, inv, dir, labStops);
+    // The scripted agent attests nothing: what a passing attestation records (the proven MAC of the boot interface,
+    // the emulated system's NIC) is recorded for it. The real machine proves its MAC itself (intake).
+    if (!real) await inv.recordAttestation(await nodeRef(f.admin, NODE), { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
 
     // The node's own BMC Secret, kept by the operator (fleetd only references it; credentials.ts).
     await env.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: `fleetd-bmc-${NODE}` }, stringData: { username: bmc.username, password: bmc.password } } });
     const caFile = join(f.dir, "platform-server-ca.pem");
     writeFileSync(caFile, env.cp.caPem);
-    const cfg = toHandlerConfig(f.config(f.handler.token, {
+    const site = f.config(f.handler.token, {
       handler: { listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir: join(f.dir, "platform-state"), nodesFile, reconcileIntervalSeconds: 3600 },
       // the same cluster stands in as the workload cluster (no Node of the machine exists there)
       kubernetes: kubernetesSection(env.cp.kubeconfig, NS, caFile, {
@@ -343,11 +416,14 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
               labMachine: real.switchPort ? { root: real.machineRoot, bootInterface: real.switchPort.iface, lldp: "lldpd" } : { root: real.machineRoot, lldp: "off" },
               // the action gives up on a pending machine after max(30, attest - 300) s
               timeouts: { attest: 120 },
+              // an agent no Hardware names is enrolled into fleetd's intake Template (tink-server's auto-enrollment)
+              intake: { enabled: true },
             }
           : {}),
       }),
-    } as never));
-    handler = await startHandler(cfg, { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e) });
+    } as never);
+    if (real) await attachAttestationServer(real, f, env, site, inv, dir, labStops);
+    handler = await startHandler(toHandlerConfig(site), { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e) });
   } catch (e) {
     await stop();
     throw e;
@@ -473,5 +549,28 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
     }
   };
 
-  return { f, env, bmc, agent, real, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, ranToEnd, retire, stop };
+  const endOf = async (wf: string, timeoutMs = 600_000): Promise<string> => {
+    if (!real) throw new Error("endOf needs the real agent");
+    const seen = new Set<string>();
+    const lab = real;
+    let lastStatus = "";
+    return pollValue(`${wf} to end`, async () => {
+      const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
+      if (!live.success) return undefined;
+      const boot = bootFailure(live.data);
+      if (boot !== undefined) {
+        if (!seen.has(boot) && seen.add(boot)) notes.push(`${wf} failed at its boot Job by itself (fleetd starts it again): ${boot}`);
+        return undefined;
+      }
+      const status = (await workflow(env, wf)).status;
+      lastStatus = JSON.stringify(status);
+      const st = status?.state;
+      return st === "SUCCESS" || st === "FAILED" || st === "TIMEOUT" ? st : undefined;
+    }, {
+      timeoutMs,
+      context: () => `workflow: ${lastStatus}\n--- tink-agent\n${lab.agent.log().slice(-5000)}\n${env.logs().slice(-3000)}`,
+    });
+  };
+
+  return { f, env, bmc, agent, real, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, ranToEnd, endOf, retire, stop };
 }

@@ -7,9 +7,13 @@
  * rack-1 in the nodes file; its claims and HookOS event log a sysfs directory mounted into the action; LLDP from
  * rack-1's switch port on a veth).
  *
- *   1. provision: attest passes, wipe-disk wipes the loop device, install-talos writes the lab OS image,
- *      fleetd-write-meta writes META 0x0b = the install code (read back with Talos's reader).
- *   2. the machine's PCR 7 no longer matches its event log: the server refuses, the Workflow stops before
+ *   1. intake → admission → provision: the machine powers on into HookOS (its agent starts); no Hardware names it,
+ *      so tink-server enrolls it into fleetd's intake Workflow (auto-enrollment, fleetd's rule set); fleetd-attest
+ *      proves its EKs and boot, the server records its MAC and issues its LDevID; the confirm runs admission, which
+ *      creates the Hardware and the provision Workflow; the real agent runs that Workflow: attest passes again,
+ *      wipe-disk wipes the loop device, install-talos writes the lab OS image, fleetd-write-meta writes META 0x0b =
+ *      the install code (read back with Talos's reader).
+ *   2. NetBox desired_action: provision, and the machine's PCR 7 no longer matches its event log: the server refuses, the Workflow stops before
  *      wipe-disk and the loop device's SHA-256 is unchanged.
  */
 import { strict as assert } from "node:assert";
@@ -23,7 +27,11 @@ import { TPM_ALG } from "@fleetd/verify/tcg";
 import { labOsImage, sha256File } from "../harness/loopDisk.js";
 import { runProcess } from "../harness/process.js";
 import { advread } from "../talos/goTools.js";
-import { workflow } from "./fixtures.js";
+import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
+import { readJournal } from "@fleetd/platform/netbox";
+import { device } from "../netbox/handlerFixture.js";
+import { get, list, poll, workflow } from "./fixtures.js";
+import { NODE } from "./platformWorld.js";
 import { startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
 
 let w: PlatformWorld;
@@ -62,7 +70,7 @@ function actionResult(): ActionResult {
 const printed = new Set<string>();
 /** Each action container's output not printed yet (the last lines), as the agent logged it. */
 function printOutputs(): Map<string, string> {
-  const outputs = lab().agent.actionOutput();
+  const outputs = new Map(lab().agents.flatMap((a) => [...a.actionOutput()]));
   for (const [name, text] of outputs) if (!printed.has(name) && printed.add(name)) process.stdout.write(`# ${name}:\n${text.trim().split("\n").slice(-8).map((l) => `#   ${l}`).join("\n")}\n`);
   return outputs;
 }
@@ -112,13 +120,44 @@ const head = (path: string, n: number): Buffer => {
   }
 };
 
-test("provision with the real tink-agent: fleetd-attest passes against the real server with the swtpm, the loop device is wiped, the lab OS image written and META 0x0b holds the install code", { timeout: 20 * 60_000 }, async () => {
+test("intake → admission → provision with the real tink-agent: tink-server enrolls the unknown machine, fleetd-attest passes against the real server with the swtpm, the confirm creates the Hardware and provision Workflow, and that Workflow wipes the loop device, writes the lab OS image and META 0x0b holds the install code", { timeout: 20 * 60_000 }, async () => {
   const real = lab();
   const hostDisks = hostDisksFingerprint();
   assert.ok(Object.keys(hostDisks).length > 0, "the host has a disk to watch");
+  const d = await device(w.f, NODE);
+  assert.equal(d.status, "planned");
+  assert.equal((await list(w.env, "hardware")).length, 0, "no Hardware names the machine before it boots");
   const t0 = Date.now();
-  const wf = await w.ranToEnd("provision");
+  await real.startAgent();
+  // tink-server's auto-enrollment: the intake Workflow for the agent, from fleetd's rule set and intake Template
+  const intake = enrollmentWorkflowName(w.bmc.mac.toLowerCase());
+  const enrolled = await poll(w.env, `${intake} (auto-enrollment)`, async () => (await get(w.env, "workflows", intake).catch(() => undefined)) as { spec: { templateRef: string; hardwareMap: Record<string, string> } } | undefined, 120_000);
+  assert.equal(enrolled.spec.templateRef, "fleetd-intake");
+  assert.equal(enrolled.spec.hardwareMap["device_1"], w.bmc.mac.toLowerCase());
+  // the intake's confirm ran admission: journalled, with the Hardware and the provision Workflow it created
+  const admitted = await poll(w.env, "admission journalled", async () => (await readJournal(w.f.admin, d.id)).find((e) => e.comments.includes("admission")), 300_000);
+  process.stdout.write(`# ${((Date.now() - t0) / 1000).toFixed(1)} s to admission: ${admitted.comments}\n`);
+  assert.equal(admitted.kind, "success", admitted.comments);
+  // the server's own journal lines go through its outbox (delivered after the answer)
+  await poll(w.env, "intake confirmed by the LDevID the server issued (journal)", async () => ((await readJournal(w.f.admin, d.id)).some((e) => e.comments.includes("intake confirmed by the new LDevID")) ? true : undefined), 60_000);
+  await poll(w.env, "intake's verdict and proven MAC in NetBox", async () => {
+    const now = await device(w.f, NODE);
+    return now.cf["attestation_verdict"] === "pass" && now.cf["boot_mac"] === w.bmc.mac.toLowerCase() ? true : undefined;
+  }, 60_000);
+  const hardware = (await list(w.env, "hardware")) as { metadata: { name: string }; spec: { interfaces?: { dhcp?: { mac?: string } }[] } }[];
+  assert.deepEqual(hardware.map((h) => [h.metadata.name, h.spec.interfaces?.[0]?.dhcp?.mac]), [[NODE, w.bmc.mac.toLowerCase()]], "admission's Hardware: the node, its proven boot MAC");
+  const provisions = ((await list(w.env, "workflows")) as { metadata: { name: string; labels?: Record<string, string> }; spec: { templateRef: string } }[])
+    .filter((x) => x.metadata.labels?.["fleetd.io/node"] === NODE && x.spec.templateRef === "fleetd-provision");
+  assert.equal(provisions.length, 1, "admission created one provision Workflow");
+  const wf = provisions[0]!.metadata.name;
+  assert.ok(admitted.comments.includes(wf), `the journal names ${wf}`);
+  assert.equal(await get(w.env, "workflows", intake).catch(() => undefined), undefined, "the intake Workflow was superseded");
+  // the provision Workflow's netboot Job power-cycles the machine through its BMC: HookOS boots again, a new agent
+  const state = await w.endOf(wf, Number(process.env["FLEETD_E2E_END_MS"] ?? 600_000));
   const s = await workflow(w.env, wf);
+  assert.equal(state, s.status?.state);
+  process.stdout.write(`# boots by the BMC: ${JSON.stringify(real.boots)}\n`);
+  assert.ok(real.boots.length >= 1, "the netboot Job rebooted the machine into HookOS (its agent started again)");
   process.stdout.write(`# ${wf} ended ${s.status?.state} in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
   printOutputs();
   const actions = s.status?.tasks?.[0]?.actions ?? [];
@@ -154,7 +193,7 @@ test("provision with the real tink-agent: fleetd-attest passes against the real 
   assert.deepEqual(hostDisksFingerprint(), hostDisks, `the host's own disks (${Object.keys(hostDisks).join(", ")}) are untouched: only the lab's loop device was written`);
 });
 
-test("a boot that no longer matches its event log: the real server refuses fleetd-attest, the Workflow stops before wipe-disk, the loop device's SHA-256 is unchanged", { timeout: 20 * 60_000 }, async () => {
+test("NetBox desired_action: provision, and a boot that no longer matches its event log: the real server refuses fleetd-attest, the Workflow stops before wipe-disk, the loop device's SHA-256 is unchanged", { timeout: 20 * 60_000 }, async () => {
   const real = lab();
   const before = await sha256File(real.disk.device);
   const fetches = real.osImage.gets();
@@ -179,4 +218,9 @@ test("a boot that no longer matches its event log: the real server refuses fleet
   assert.equal(result.installCode, undefined);
   assert.equal(await sha256File(real.disk.device), before, "the install disk is unchanged");
   assert.equal(real.osImage.gets(), fetches, "the OS image was not fetched again");
+  // the admitted machine asked tink-server for work after each Workflow: its Hardware (agentID = the boot MAC) keeps
+  // it from being enrolled again
+  const intakes = [...new Map(real.agents.flatMap((a) => [...a.actionOutput()])).values()].filter((t) => t.includes('"mode":"intake"'));
+  assert.equal(intakes.length, 1, "one intake in the machine's life (tink-server did not enroll the admitted machine again)");
+  assert.deepEqual(((await list(w.env, "workflows")) as { metadata: { name: string } }[]).map((x) => x.metadata.name).filter((n) => n.startsWith("enrollment-")), []);
 });
