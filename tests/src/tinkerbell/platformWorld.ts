@@ -27,6 +27,8 @@
  */
 import { nodeRef } from "../harness/nodeRef.js";
 import { pollValue } from "../harness/ports.js";
+import { TPM_ALG } from "@fleetd/verify/tcg";
+import { runProcess } from "../harness/process.js";
 import { strict as assert } from "node:assert";
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -93,12 +95,17 @@ export interface RealAgentLab {
    * Boot the machine into HookOS: its tink-agent starts and asks tink-server for work. With no Hardware naming it,
    * tink-server's auto-enrollment creates its intake Workflow from fleetd's rule set. From then on the machine
    * follows its BMC: powered off (the Redfish emulator's state, as Rufio's Jobs set it), its agent stops; powered
-   * on again, it boots HookOS again with a new agent (a netboot Job's power cycle). The swtpm keeps its state
-   * across such a reboot: the PCRs hold what the same HookOS boot would measure again.
+   * on again, it boots HookOS again with a new agent (a netboot Job's power cycle): the swtpm is reset (TPM_Init,
+   * TPM2_Startup(CLEAR)) and the boot measured again; its persistent keys stay.
    */
   startAgent(): Promise<TinkAgent>;
   /** The machine's boots (power cycles its BMC made), each as "off→on at <ISO time>". */
   boots: string[];
+  /**
+   * From the machine's next boot on (a power cycle by its BMC), its firmware also extends PCR 7 with something its
+   * event log does not record (on) — or boots cleanly again (off).
+   */
+  unloggedMeasurement(on: boolean): void;
   /** The machine's install disk: a loop device over a scratch image (the Hardware's disk 0). */
   disk: LoopDisk;
   /** SHA-256 of the whole install disk as the world made it (before any Workflow). */
@@ -228,12 +235,31 @@ async function startRealAgentLab(dir: string, bmc: RedfishEmulator, grpcServer: 
   const keys = await makeLabKeys();
   const siteDir = writeSiteAuthorities(join(dir, "site"), keys);
   const boot = bootScenario("hookos", keys, {});
-  const tc = new TpmClient(new UnixTransport(tpm.socketPath));
-  try {
-    for (const e of boot.extends()) await pcrExtend(tc, e.pcr, [...e.digests].map(([hashAlg, digest]) => ({ hashAlg, digest })));
-  } finally {
-    await tc.close();
-  }
+  // What the firmware measures at each boot: the scenario's events, plus (unloggedMeasurement) a PCR 7 extend its
+  // event log does not record — something booted that the log hides.
+  let unlogged = false;
+  const measureBoot = async (): Promise<void> => {
+    const tc = new TpmClient(new UnixTransport(tpm.socketPath));
+    try {
+      for (const e of boot.extends()) await pcrExtend(tc, e.pcr, [...e.digests].map(([hashAlg, digest]) => ({ hashAlg, digest })));
+      if (unlogged) await pcrExtend(tc, 7, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(randomBytes(32)) }, { hashAlg: TPM_ALG.SHA1, digest: new Uint8Array(randomBytes(20)) }]);
+    } finally {
+      await tc.close();
+    }
+  };
+  await measureBoot();
+  /**
+   * A reboot as the TPM sees it: TPM2_Shutdown(CLEAR) (orderly: a TPM reset without it counts as a dictionary-attack
+   * failure, and the swtpm locked its EK out after the third), TPM_Init (the platform reset), TPM2_Startup(CLEAR), then
+   * the boot measured again.
+   */
+  const resetTpm = async (): Promise<void> => {
+    await tpm.tpm2("shutdown", ["-c"]);
+    const init = await runProcess("swtpm_ioctl", ["--unix", tpm.ctrlSocketPath, "-i"], { timeoutMs: 30_000 });
+    if (init.code !== 0) throw new Error(`swtpm_ioctl -i: ${init.stderr.toString()}`);
+    await tpm.tpm2("startup", ["-c"]);
+    await measureBoot();
+  };
   const bindingOf = async (index: number) => {
     const out = join(dir, `ek-${index.toString(16)}.crt`);
     await tpm.tpm2("nvread", [`0x${index.toString(16)}`, "-C", "o", "-o", out]);
@@ -284,7 +310,8 @@ async function startRealAgentLab(dir: string, bmc: RedfishEmulator, grpcServer: 
         await running.stop();
         running = undefined;
       } else if (on && !wasOn && !running) {
-        boots.push(`off→on at ${new Date().toISOString()}`);
+        boots.push(`off→on at ${new Date().toISOString()}${unlogged ? " (an unlogged PCR 7 measurement)" : ""}`);
+        await resetTpm();
         await bootHookOs();
       }
       wasOn = on;
@@ -312,6 +339,9 @@ async function startRealAgentLab(dir: string, bmc: RedfishEmulator, grpcServer: 
     agents,
     boots,
     startAgent,
+    unloggedMeasurement: (on: boolean) => {
+      unlogged = on;
+    },
     disk, diskSha256, images, osImage, tpm, workerDir, machineRoot, switchPort, ekBindings, serverUrl, actionOut: join(workerDir, "fleetd"), http, siteDir, timings };
 }
 
@@ -519,7 +549,16 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
       return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
     }, 120_000);
     // If Tinkerbell fails the boot Job by itself, the retirement platform starts the same Workflow again.
-    const actions = await runToSuccess(wipe, await servedAfterRestarts(wipe));
+    let actions: string[];
+    if (real) {
+      // the real agent runs it (after the netboot Job's power cycle): attest in wipe mode, the whole disk, the TPM
+      const end = await endOf(wipe);
+      const st = (await workflow(env, wipe)).status;
+      assert.equal(end, "SUCCESS", JSON.stringify(st?.tasks?.[0]?.actions?.map((a) => [a.name, a.state, a.message])));
+      actions = (st?.tasks?.[0]?.actions ?? []).map((a) => a.name);
+    } else {
+      actions = await runToSuccess(wipe, await servedAfterRestarts(wipe));
+    }
     await poll(env, "the BMC to be powered off", async () => ((await bmc.powerState()) === "Off" ? true : undefined), 180_000);
     await poll(env, "NetBox offline", async () => ((await device(f, NODE)).status === "offline" ? true : undefined), 120_000);
     // The status changes before the step's own journal line is written: wait for that line, not only the status.

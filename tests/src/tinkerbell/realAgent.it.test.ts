@@ -1,29 +1,32 @@
 /**
- * The Tinkerbell end-to-end world with the REAL tink-agent (platformWorld.ts, agent "real"; issue 13, work in
- * progress): NetBox → netbox-script → the real tink-controller, Rufio (Redfish emulator) and tink-server → the
- * real tink-agent on podman's Docker API, pulling fleetd-tink-action and the lab's wipe/image2disk images from a
+ * fleetd's Tinkerbell side end to end with every platform real and the REAL tink-agent (platformWorld.ts, agent
+ * "real"): NetBox → netbox-script → the real tink-controller, Rufio (Redfish emulator) and tink-server → the real
+ * tink-agent on podman's Docker API, pulling fleetd-tink-action and the lab's wipe/image2disk images from a
  * loopback registry by the digests the Templates pin. The install disk is a loop device over a scratch image.
  * fleetd-attest attests against the real attestation server with the machine's swtpm (its real EKs approved on
  * rack-1 in the nodes file; its claims and HookOS event log a sysfs directory mounted into the action; LLDP from
- * rack-1's switch port on a veth).
+ * rack-1's switch port on a veth). Nothing is recorded or reported for the machine: it proves everything itself.
  *
  *   1. intake → admission → provision: the machine powers on into HookOS (its agent starts); no Hardware names it,
  *      so tink-server enrolls it into fleetd's intake Workflow (auto-enrollment, fleetd's rule set); fleetd-attest
  *      proves its EKs and boot, the server records its MAC and issues its LDevID; the confirm runs admission, which
- *      creates the Hardware and the provision Workflow; the real agent runs that Workflow: attest passes again,
- *      wipe-disk wipes the loop device, install-talos writes the lab OS image, fleetd-write-meta writes META 0x0b =
- *      the install code (read back with Talos's reader).
- *   2. NetBox desired_action: provision, and the machine's PCR 7 no longer matches its event log: the server refuses, the Workflow stops before
- *      wipe-disk and the loop device's SHA-256 is unchanged.
+ *      creates the Hardware and the provision Workflow; its netboot Job power-cycles the machine (a new agent); the
+ *      real agent runs it: attest passes again, wipe-disk wipes the loop device, install-talos writes the lab OS
+ *      image, fleetd-write-meta writes META 0x0b = the install code (read back with Talos's reader); the SUCCESS is
+ *      journalled once.
+ *   2. NetBox desired_action: provision (the finished Workflow deleted first), and the machine's PCR 7 no longer
+ *      matches its event log: the server refuses, the Workflow stops before wipe-disk, the loop device's SHA-256 is
+ *      unchanged, the FAILED action journalled with the server's reason; the admitted machine is never enrolled again.
+ *   3. decommissioning: the wipe Workflow (attest in wipe mode, the whole disk, the TPM), Rufio's power-off, NetBox
+ *      offline, each retirement step journalled.
+ * (The scripted agent client, tests/src/harness/tinkAgentClient.ts, is left only in workflow.it and rufio.it, which
+ * probe what tink-server itself does with an agent's calls.)
  */
 import { strict as assert } from "node:assert";
-import { randomBytes } from "node:crypto";
 import { createHash } from "node:crypto";
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { pcrExtend, TpmClient, UnixTransport } from "@fleetd/platform/tpmclient";
-import { TPM_ALG } from "@fleetd/verify/tcg";
 import { labOsImage, sha256File } from "../harness/loopDisk.js";
 import { runProcess } from "../harness/process.js";
 import { advread } from "../talos/goTools.js";
@@ -31,8 +34,7 @@ import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
 import { readJournal } from "@fleetd/platform/netbox";
 import { device } from "../netbox/handlerFixture.js";
 import { get, list, poll, workflow } from "./fixtures.js";
-import { NODE } from "./platformWorld.js";
-import { startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
+import { NODE, startPlatformWorld, type PlatformWorld } from "./platformWorld.js";
 
 let w: PlatformWorld;
 
@@ -190,6 +192,11 @@ test("intake → admission → provision with the real tink-agent: tink-server e
     rmSync(readBack, { force: true });
   }
   assert.notEqual(await sha256File(real.disk.device), real.diskSha256, "the disk changed");
+  // how it ended is journalled by the handler's outcome loop (admission's Workflow is fleetd's like any other)
+  await w.handler.followWorkflows();
+  const ended = (await readJournal(w.f.admin, d.id)).filter((e) => e.comments.includes(`provision Workflow ${wf} succeeded: fleetd-attest → wipe-disk → install-talos → fleetd-write-meta`));
+  assert.equal(ended.length, 1, "the SUCCESS journalled once");
+  assert.equal(ended[0]?.kind, "success");
   assert.deepEqual(hostDisksFingerprint(), hostDisks, `the host's own disks (${Object.keys(hostDisks).join(", ")}) are untouched: only the lab's loop device was written`);
 });
 
@@ -197,13 +204,9 @@ test("NetBox desired_action: provision, and a boot that no longer matches its ev
   const real = lab();
   const before = await sha256File(real.disk.device);
   const fetches = real.osImage.gets();
-  // PCR 7 moves (something booted that the event log does not record); swtpm serves one connection at a time
-  const tc = new TpmClient(new UnixTransport(real.tpm.socketPath));
-  try {
-    await pcrExtend(tc, 7, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(randomBytes(32)) }, { hashAlg: TPM_ALG.SHA1, digest: new Uint8Array(randomBytes(20)) }]);
-  } finally {
-    await tc.close();
-  }
+  // from its next boot on, the machine's firmware extends PCR 7 with something its event log does not record
+  real.unloggedMeasurement(true);
+  const boots = real.boots.length;
   const t0 = Date.now();
   const wf = await w.ranToEnd("provision");
   const s = await workflow(w.env, wf);
@@ -213,9 +216,22 @@ test("NetBox desired_action: provision, and a boot that no longer matches its ev
   const result = actionResult();
   process.stdout.write(`# fleetd-attest result: ${JSON.stringify(result)}\n`);
   assert.equal(s.status?.state, "FAILED", JSON.stringify(s.status));
+  assert.ok(real.boots.length > boots, "the netboot Job rebooted the machine (the unlogged measurement is in this boot)");
   assert.deepEqual(actions.map((a) => a.state), ["FAILED", "PENDING", "PENDING", "PENDING"], "nothing after fleetd-attest ran");
   assert.equal(result.verdict, "fail", "the attestation server refused");
   assert.equal(result.installCode, undefined);
+  // the request deleted the finished provision Workflow (admission's) first: Tinkerbell serves one per agent
+  const d = await device(w.f, NODE);
+  const intent = (await w.handler.intents.all()).filter((i) => i.deviceId === d.id && i.effect?.effect === "workflow").at(-1);
+  assert.ok(intent?.effect?.effect === "workflow" && intent.effect.deleted.some((x) => x.includes(`(SUCCESS, finished)`)), `the finished Workflow was deleted first: ${JSON.stringify(intent?.effect)}`);
+  // the FAILED action and tink-server's record of its message, journalled once by the outcome loop
+  await w.handler.followWorkflows();
+  const journal = await readJournal(w.f.admin, d.id);
+  const failed = journal.filter((j) => j.comments.includes(`provision Workflow ${wf} failed at action fleetd-attest`));
+  assert.equal(failed.length, 1, JSON.stringify(journal.map((j) => j.comments)));
+  assert.equal(failed[0]?.kind, "danger");
+  // tink-agent reports a failed action as "action completed": the reason is the server's own journal of the refusal
+  assert.ok(journal.some((j) => j.kind === "danger" && j.comments.includes("policy.pcr-replay")), `the server journalled its refusal with the failed check: ${JSON.stringify(journal.map((j) => j.comments))}`);
   assert.equal(await sha256File(real.disk.device), before, "the install disk is unchanged");
   assert.equal(real.osImage.gets(), fetches, "the OS image was not fetched again");
   // the admitted machine asked tink-server for work after each Workflow: its Hardware (agentID = the boot MAC) keeps
@@ -223,4 +239,30 @@ test("NetBox desired_action: provision, and a boot that no longer matches its ev
   const intakes = [...new Map(real.agents.flatMap((a) => [...a.actionOutput()])).values()].filter((t) => t.includes('"mode":"intake"'));
   assert.equal(intakes.length, 1, "one intake in the machine's life (tink-server did not enroll the admitted machine again)");
   assert.deepEqual(((await list(w.env, "workflows")) as { metadata: { name: string } }[]).map((x) => x.metadata.name).filter((n) => n.startsWith("enrollment-")), []);
+});
+
+test("decommissioning with the real agent: the wipe Workflow attests (wipe mode), wipes the whole loop device and clears the TPM; Rufio powers the machine off; NetBox ends offline, each step journalled", { timeout: 20 * 60_000 }, async () => {
+  const real = lab();
+  real.unloggedMeasurement(false); // the wipe Workflow's netboot boots the machine cleanly again
+  const { wipe, actions, journal } = await w.retire("test: retire").finally(() => printOutputs());
+  assert.deepEqual(actions, ["fleetd-attest", "wipe-disk", "fleetd-clear-tpm"], "attest (wipe mode), the whole disk, the TPM owner hierarchy");
+  const s = await workflow(w.env, wipe);
+  assert.deepEqual(s.status?.tasks?.[0]?.actions?.map((a) => a.state), ["SUCCESS", "SUCCESS", "SUCCESS"]);
+  const size = Number(readFileSync(`/sys/block/${real.disk.device.replace("/dev/", "")}/size`, "utf8").trim()) * 512;
+  const zero = Buffer.alloc(1 << 20);
+  for (const at of [0, size - (1 << 20)]) {
+    const fd = openSync(real.disk.device, "r");
+    try {
+      const b = Buffer.alloc(1 << 20);
+      readSync(fd, b, 0, b.length, at);
+      assert.ok(b.equals(zero), `the install disk reads zero at ${at} (the lab OS image and META are gone)`);
+    } finally {
+      closeSync(fd);
+    }
+  }
+  assert.equal(await w.bmc.powerState(), "Off");
+  assert.ok(real.agents.at(-1)?.hasExited(), "powered off: the machine's agent stopped");
+  for (const step of ["cordon", "evict", "netboot", "delete-node", "delete-cluster-records", "wipe", "power-off", "spire", "netbox-offline"]) {
+    assert.ok(journal.some((j) => j.comments.includes(step)), `journal names step ${step}: ${JSON.stringify(journal.map((j) => j.comments))}`);
+  }
 });
