@@ -13,7 +13,7 @@ import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { loadCaStore, defaultPolicyDir, loadProfile, ProfileCache } from "@fleetd/platform/trust";
 import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
-import { attestationAccount, ConfigError, type Admission, type Issuer, type BootstrapTokens } from "@fleetd/platform/fleet";
+import { attestationAccount, ConfigError, JournalOnlyAdmission, type Admission, type Issuer, type BootstrapTokens } from "@fleetd/platform/fleet";
 import { createNetBox, netboxReachable, NetBoxInventory, netboxPlatformFieldCheck, NetBoxOutboxDelivery } from "@fleetd/platform/netbox";
 import {
   currentCa, type BundleState, parseIssuedCertificate, openPkcs11Signer, type Pkcs11Signer, SerialQueue,
@@ -224,12 +224,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
   // names the management cluster; otherwise a journal line asks the operator to request provision in NetBox.
   const admission: Admission = fx.effects
     ? new TinkerbellAdmission(fx.effects, inventory, netboxPlatformFieldCheck(nb, cfg.site.accounts.apply), log)
-    : {
-        async admit(node) {
-          log.warn({ node: node.name, reason: fx.reason }, "intake confirmed; admission is not wired to Tinkerbell: set desired_action provision in NetBox");
-          await inventory.record(node.name, { kind: "info", summary: `admission is not automated by this server (${fx.reason}): set desired_action to provision to install Talos` });
-        },
-      };
+    : new JournalOnlyAdmission(inventory, fx.reason, log);
   if (!fx.effects) log.warn({ reason: fx.reason }, "no Tinkerbell effects: intake admission only journals");
   // The Workflow gate needs only the management cluster (Tinkerbell's objects), not the Template settings.
   const mgmt = cfg.site.kubernetes?.management;

@@ -33,7 +33,7 @@ import { ProfileCache } from "@fleetd/platform/trust";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { DEFAULT_RUNTIME_PROFILES } from "@fleetd/platform/fleet";
 import { execFileSync } from "node:child_process";
-import type { BootstrapTokens, Issuer } from "@fleetd/platform/fleet";
+import { JournalOnlyAdmission, type Admission, type BootstrapTokens, type Issuer } from "@fleetd/platform/fleet";
 import type { AttestationStore, SqliteAttestationStore } from "@fleetd/platform/state";
 import { bootScenario, makeLabKeys, writeSiteAuthorities, type LabKeys, type ScenarioOptions, type ScenarioProfile } from "@fleetd/testkit/bootScenarios";
 import { siteConfigFixture } from "@fleetd/testkit/talosConfig";
@@ -226,6 +226,12 @@ export interface AttestationServerParts extends TestLimits {
   now: () => Date;
   /** The Workflow gate (the world's Tinkerbell objects). */
   workflows: TinkerbellWorkflowGate;
+  /**
+   * Intake confirmed → admission. The Tinkerbell world (tinkerbell/platformWorld.ts) passes talos-config-server's
+   * real TinkerbellAdmission; absent, talos-config-server's JournalOnlyAdmission (what it does without
+   * Tinkerbell effects): the world plays the handler's part and creates each mode's Workflow itself.
+   */
+  admission?: Admission;
   /** Renewal with runtime attestation (absent: the renewal endpoints refuse). */
   renewal?: RenewalSettings;
   /** The workload cluster whose Nodes quarantine cordons (absent: cordons are dropped). */
@@ -260,7 +266,8 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
       measuredBoot: new PolicyMeasuredBoot(parts.siteAuthoritiesDir),
       issuer: parts.issuer,
       bootstrapTokens: parts.bootstrapTokens,
-      admission: { admit: async () => undefined },
+      // without one, what talos-config-server does without Tinkerbell effects: the operator is asked to provision
+      admission: parts.admission ?? new JournalOnlyAdmission(inventory, "the attestation world has no Tinkerbell effects"),
       workflows: parts.workflows,
       ekRoots: loadCaStore(parts.ekCaDir),
       outbox,

@@ -56,6 +56,12 @@ export interface TinkerbellOptions {
   /** Global log level (0 = info; 1 adds tink-server's per-request journals). Default 0. */
   logLevel?: number;
   /**
+   * tink-server's auto-enrollment (`--tink-server-auto-enrollment-enabled`): an agent no Workflow or Hardware
+   * names is matched against the namespace's WorkflowRuleSets (fleetd's intake rule set), which creates its
+   * `enrollment-<agent ID>` Workflow. Default off.
+   */
+  autoEnrollment?: boolean;
+  /**
    * How often Rufio re-reads every Machine's power state. Upstream's default is 30 min; the default here,
    * 5 s, lets a test see Machine.status follow the BMC.
    */
@@ -103,6 +109,7 @@ async function startOnce(bin: string, cp: ControlPlane, opts: TinkerbellOptions)
     "--tink-server-bind-addr=127.0.0.1", `--tink-server-bind-port=${grpcPort}`,
     `--rufio-power-check-interval=${opts.rufioPowerCheckInterval ?? "5s"}`,
     `--log-level=${opts.logLevel ?? 0}`,
+    ...(opts.autoEnrollment ? ["--tink-server-auto-enrollment-enabled=true"] : []),
   ];
   const d: Daemon = startDaemon("tinkerbell", bin, args, { env: cleanEnv() });
   const died = () => (d.hasExited() ? `tinkerbell exited:\n${d.output().slice(-3000)}` : undefined);

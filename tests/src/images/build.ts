@@ -8,6 +8,9 @@
  *                                                    write $FLEETD_CACHE/images/images.json (tests/src/images/built.ts)
  *   node tests/dist/images/build.js --refresh-bases  make the Debian bases again (Debian's security updates: the
  *                                                    cache keys a base by its package list, not by package versions)
+ *   node tests/dist/images/build.js --lab-only       only the lab's stand-ins for the Templates' non-fleetd actions
+ *                                                    (tests/images/: wipe, image2disk) → lab-images.json; the parts
+ *                                                    and images.json are left alone (every build also makes these)
  *   node tests/dist/images/build.js --context-only DIR   stage the four build contexts under DIR and stop (a site
  *                                                    building with its own engine and base; README "Image")
  *
@@ -24,7 +27,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { podman, type Podman } from "../harness/podman.js";
 import { runProcess } from "../harness/process.js";
-import { builtImagesFile, imagesDir, PART_NAMES, type BuiltImage, type BuiltImages, type PartName } from "./built.js";
+import { builtImagesFile, builtLabImagesFile, imagesDir, LAB_IMAGE_NAMES, PART_NAMES, type BuiltImage, type BuiltImages, type BuiltLabImage, type BuiltLabImages, type LabImageName, type PartName } from "./built.js";
 
 const repo = resolve(fileURLToPath(import.meta.url), "../../../..");
 
@@ -287,6 +290,82 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
   return { part: part.name, name, tag, ref, id: record.id, digest: record.digest, sizeBytes: Number(size), version, revision: meta.revision, source: meta.source, base, user: user || "0:0" };
 }
 
+/**
+ * The lab's stand-ins for the Templates' non-fleetd actions (tests/images/README.md), on the server base: `wipe`
+ * (its shell and util-linux) and `image2disk` (fleetd's equivalent of tinkerbell/actions image2disk on the pinned
+ * Node.js). No revision label: cached by content only, so a new commit does not rebuild them.
+ */
+interface LabSpec {
+  name: LabImageName;
+  /** Files of tests/images/<name>/ copied into the context (beside the Containerfile). */
+  files: readonly string[];
+  node: boolean;
+}
+const LAB_IMAGES: readonly LabSpec[] = [
+  { name: "wipe", files: [], node: false },
+  { name: "image2disk", files: ["image2disk.mjs"], node: true },
+];
+const LAB_VERSION = "lab-1";
+
+async function buildLab(p: Podman, spec: LabSpec, base: string, node: string): Promise<BuiltLabImage> {
+  const src = join(repo, "tests/images", spec.name);
+  const ctx = join(imagesDir(), "context", `lab-${spec.name}`);
+  rmSync(ctx, { recursive: true, force: true });
+  mkdirSync(ctx, { recursive: true });
+  if (spec.node) {
+    try {
+      linkSync(node, join(ctx, "node"));
+    } catch {
+      copyFileSync(node, join(ctx, "node"));
+    }
+    chmodSync(join(ctx, "node"), 0o755);
+  }
+  for (const f of spec.files) copyFileSync(join(src, f), join(ctx, f));
+  const containerfile = join(src, "Containerfile");
+  const args = { BASE: base, VERSION: LAB_VERSION };
+  const baseId = (await p.must(["image", "inspect", "--format", "{{.Id}}", base])).trim();
+  const key = sha256(JSON.stringify({ containerfile: readFileSync(containerfile, "utf8"), args, baseId, context: contextHash(ctx) })).slice(0, 16);
+  const ref = `localhost/fleetd-lab-${spec.name}:${LAB_VERSION}-${key}`;
+  const recordFile = join(imagesDir(), "digests", `lab-${spec.name}-${LAB_VERSION}-${key}.json`);
+  let record: DigestRecord;
+  if ((await p.run(["image", "exists", ref])).code === 0 && existsSync(recordFile)) {
+    record = JSON.parse(readFileSync(recordFile, "utf8")) as DigestRecord;
+    log(`lab ${spec.name}: ${ref} is built (inputs unchanged)`);
+  } else {
+    const t0 = Date.now();
+    await p.must(
+      ["build", "--quiet", "--pull=never", "--no-cache", "--timestamp", "0", "--no-hosts", "--file", containerfile, ...Object.entries(args).flatMap(([k, v]) => ["--build-arg", `${k}=${v}`]), "--tag", ref, ctx],
+      { timeoutMs: 15 * 60_000 },
+    );
+    const oci = join(imagesDir(), "tmp", `oci-lab-${spec.name}-${process.pid}`);
+    const digestFile = `${oci}.digest`;
+    try {
+      await p.must(["push", "--quiet", "--digestfile", digestFile, ref, `oci:${oci}:lab`], { timeoutMs: 15 * 60_000 });
+      const id = `sha256:${(await p.must(["image", "inspect", "--format", "{{.Id}}", ref])).trim()}`;
+      record = { id, digest: readFileSync(digestFile, "utf8").trim() };
+    } finally {
+      rmSync(oci, { recursive: true, force: true });
+      rmSync(digestFile, { force: true });
+    }
+    mkdirSync(dirname(recordFile), { recursive: true });
+    writeFileSync(recordFile, `${JSON.stringify(record)}\n`);
+    log(`lab ${spec.name}: built ${ref} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }
+  const size = (await p.must(["image", "inspect", "--format", "{{.Size}}", ref])).trim();
+  return { name: spec.name, ref, id: record.id, digest: record.digest, sizeBytes: Number(size), base };
+}
+
+async function buildLabImages(p: Podman, base: string, node: string): Promise<void> {
+  const images: BuiltLabImage[] = [];
+  for (const name of LAB_IMAGE_NAMES) images.push(await buildLab(p, LAB_IMAGES.find((l) => l.name === name) as LabSpec, base, node));
+  const out: BuiltLabImages = { schema: 1, images };
+  const file = builtLabImagesFile();
+  mkdirSync(imagesDir(), { recursive: true });
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(out, null, 2)}\n`);
+  renameSync(`${file}.tmp`, file);
+  for (const i of images) console.log(`${i.ref}  ${i.digest}  ${(i.sizeBytes / 1e6).toFixed(1)} MB  (lab)`);
+}
+
 /** Earlier builds are kept this long after their last build or use (other checkouts may share the cache). */
 const KEEP_EARLIER_MS = 24 * 3600_000;
 
@@ -319,8 +398,8 @@ async function pruneOld(p: Podman, keep: ReadonlySet<string>): Promise<void> {
 
 async function main(argv: string[]): Promise<void> {
   const contextOnly = argv.includes("--context-only") ? argv[argv.indexOf("--context-only") + 1] : undefined;
-  const unknown = argv.filter((a, i) => a !== "--refresh-bases" && a !== "--context-only" && argv[i - 1] !== "--context-only");
-  if ((argv.includes("--context-only") && !contextOnly) || unknown.length > 0) throw new Error("usage: build.js [--refresh-bases] [--context-only DIR]");
+  const unknown = argv.filter((a, i) => a !== "--refresh-bases" && a !== "--lab-only" && a !== "--context-only" && argv[i - 1] !== "--context-only");
+  if ((argv.includes("--context-only") && !contextOnly) || unknown.length > 0) throw new Error("usage: build.js [--refresh-bases] [--lab-only] [--context-only DIR]");
   const t0 = Date.now();
   const node = strippedNode();
   if (contextOnly) {
@@ -331,6 +410,11 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const p = podman();
+  if (argv.includes("--lab-only")) {
+    await buildLabImages(p, await ensureBase(p, SERVER_BASE, argv.includes("--refresh-bases")), node.path);
+    log(`${builtLabImagesFile()} written (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    return;
+  }
   const bases = new Map<string, string>();
   for (const b of [SERVER_BASE, SIGNER_BASE, ACTION_BASE]) bases.set(b.name, await ensureBase(p, b, argv.includes("--refresh-bases")));
   const meta = { revision: gitRevision(), source: sourceUrl() };
@@ -339,6 +423,7 @@ async function main(argv: string[]): Promise<void> {
     const part = PARTS.find((x) => x.name === name) as Part;
     images.push(await buildPart(p, part, bases.get(part.base.name) as string, node.path, meta));
   }
+  await buildLabImages(p, bases.get(SERVER_BASE.name) as string, node.path);
   await pruneOld(p, new Set([...bases.values(), ...images.map((i) => i.ref)]));
   const out: BuiltImages = { schema: 1, images };
   mkdirSync(imagesDir(), { recursive: true });

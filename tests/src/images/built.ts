@@ -65,6 +65,48 @@ export function builtImagesFile(): string {
   return join(imagesDir(), "images.json");
 }
 
+/**
+ * The lab's stand-ins for the Templates' non-fleetd actions (tests/images/README.md): `wipe` (images.wipe) and
+ * `image2disk` (images.image2disk, a fleetd-built equivalent of tinkerbell/actions image2disk). Written by the
+ * same build to `lab-images.json` beside images.json (which lists the deployable parts only).
+ */
+export const LAB_IMAGE_NAMES = ["wipe", "image2disk"] as const;
+export type LabImageName = (typeof LAB_IMAGE_NAMES)[number];
+export const BuiltLabImage = z.strictObject({
+  name: z.enum(LAB_IMAGE_NAMES),
+  ref: z.string().min(1),
+  id: Digest,
+  digest: Digest,
+  sizeBytes: z.number().int().positive(),
+  base: z.string().min(1),
+});
+export type BuiltLabImage = z.infer<typeof BuiltLabImage>;
+export const BuiltLabImages = z
+  .strictObject({ schema: z.literal(1), images: z.array(BuiltLabImage) })
+  .refine((b) => b.images.length === LAB_IMAGE_NAMES.length && LAB_IMAGE_NAMES.every((n, i) => b.images[i]?.name === n), `images: one per lab image, in the order ${LAB_IMAGE_NAMES.join(", ")}`);
+export type BuiltLabImages = z.infer<typeof BuiltLabImages>;
+
+export function builtLabImagesFile(): string {
+  return join(imagesDir(), "lab-images.json");
+}
+
+/** lab-images.json, validated; missing: run `pnpm -s images`. */
+export function readBuiltLabImages(file = builtLabImagesFile()): BuiltLabImages {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (e) {
+    throw new Error(`${file}: ${(e as NodeJS.ErrnoException).code ?? "unreadable"}: run \`pnpm -s images\` (.ci/setup does) first`);
+  }
+  const r = BuiltLabImages.safeParse(JSON.parse(text));
+  if (!r.success) throw new Error(`${file}: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}: run \`pnpm -s images\` again`);
+  return r.data;
+}
+
+export function builtLabImage(b: BuiltLabImages, name: LabImageName): BuiltLabImage {
+  return b.images.find((i) => i.name === name) as BuiltLabImage;
+}
+
 /** images.json, validated; a missing or stale-shaped file says to run `pnpm -s images` (never built here). */
 export function readBuiltImages(file = builtImagesFile()): BuiltImages {
   let text: string;

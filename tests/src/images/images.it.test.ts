@@ -6,6 +6,9 @@
  *    minimal valid configuration, answer /healthz and /readyz; a bad configuration is refused (exit 2) naming the
  *    field. talos-config-server gets SoftHSM2's module and token bind-mounted (a YubiKey's module at a site);
  *    both talk to the real NetBox 4.7 (set up by `fleetd netbox setup`, with the services' own accounts);
+ *  - the lab's stand-ins for the Templates' non-fleetd actions (lab-images.json, tests/images/README.md): the wipe
+ *    image has the shell and tools wipe-disk runs; the image2disk equivalent streams a .gz image onto a loop device
+ *    (IMG_URL, DEST_DISK, COMPRESSED) and refuses a DEST_DISK that is not a block device;
  *  - every image's size is printed; one image is pushed to a local registry (Debian's docker-registry on loopback),
  *    its digest is the one images.json recorded, and it is pulled back by that digest.
  */
@@ -25,7 +28,10 @@ import { startLldpSwitchPort } from "../harness/lldp.js";
 import { startSwtpm } from "../harness/swtpm.js";
 import { runProcess } from "../harness/process.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
-import { builtImage, readBuiltImages, PART_NAMES, type BuiltImage, type PartName } from "./built.js";
+import { builtImage, builtLabImage, readBuiltImages, readBuiltLabImages, PART_NAMES, type BuiltImage, type PartName } from "./built.js";
+import { gzipSync } from "node:zlib";
+import { randomBytes } from "node:crypto";
+import { serveFile } from "../harness/loopDisk.js";
 
 const built = readBuiltImages();
 const img = (p: PartName): BuiltImage => builtImage(built, p);
@@ -339,5 +345,42 @@ test("push to a local registry on loopback: the registry's digest is the one ima
     await fresh.run(["rmi", "--all", "--force"]);
   } finally {
     await reg.stop();
+  }
+});
+
+test("lab images: wipe has /bin/sh, wipefs, blkdiscard, dd, shred; the image2disk equivalent writes a .gz image onto a loop device and refuses a non-block DEST_DISK", async () => {
+  const lab = readBuiltLabImages();
+  for (const i of lab.images) console.log(`${i.ref}  ${i.digest}  ${(i.sizeBytes / 1e6).toFixed(1)} MB  (lab)`);
+  const wipe = await runContainer(p, builtLabImage(lab, "wipe").ref, ["/bin/sh", "-c", "for t in wipefs blkdiscard dd shred; do command -v \"$t\" || exit 1; done"], { network: "none" });
+  assert.equal(wipe.code, 0, wipe.stderr.toString());
+  assert.equal(wipe.stdout.toString().trim().split("\n").length, 4, wipe.stdout.toString());
+
+  const payload = randomBytes(3 << 20);
+  const gz = join(dir, "payload.raw.gz");
+  writeFileSync(gz, gzipSync(payload));
+  const served = await serveFile(gz);
+  const image = join(dir, "image2disk.img");
+  writeFileSync(image, Buffer.alloc(0));
+  truncateSync(image, 8 << 20);
+  const lo = await runProcess("losetup", ["--find", "--show", image]);
+  assert.equal(lo.code, 0, lo.stderr.toString());
+  const dev = lo.stdout.toString().trim();
+  const ref = builtLabImage(lab, "image2disk").ref;
+  try {
+    const r = await runContainer(p, ref, [], { env: { IMG_URL: served.url, DEST_DISK: dev, COMPRESSED: "true" }, devices: [dev], capDrop: ["ALL"] });
+    assert.equal(r.code, 0, r.stdout.toString() + r.stderr.toString());
+    assert.match(r.stdout.toString(), new RegExp(`wrote ${payload.length} bytes to ${dev}`));
+    const back = await runProcess("dd", [`if=${dev}`, "bs=1M", `count=${payload.length >> 20}`, "status=none"], { timeoutMs: 60_000 });
+    assert.ok(back.stdout.equals(payload), "the device holds the decompressed image");
+    const notBlock = await runContainer(p, ref, [], { env: { IMG_URL: served.url, DEST_DISK: "/dev/null", COMPRESSED: "true" }, network: "none" });
+    assert.equal(notBlock.code, 1);
+    assert.match(notBlock.stderr.toString(), /DEST_DISK \/dev\/null is not a block device/);
+    const xz = await runContainer(p, ref, [], { env: { IMG_URL: "http://127.0.0.1:1/x.raw.xz", DEST_DISK: dev, COMPRESSED: "true" }, devices: [dev], network: "none" });
+    assert.equal(xz.code, 1);
+    assert.match(xz.stderr.toString(), /cannot tell the compression/);
+    assert.equal(served.gets(), 1);
+  } finally {
+    await runProcess("losetup", ["-d", dev]);
+    await served.close();
   }
 });

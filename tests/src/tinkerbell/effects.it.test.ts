@@ -141,6 +141,7 @@ test("provision creates Hardware, Templates, Machine and Workflow that the real 
   assert.deepEqual(hw.spec["disks"], [{ device: "/dev/nvme0n1" }]);
   assert.deepEqual(hw.spec["bmcRef"], { apiGroup: "bmc.tinkerbell.org", kind: "Machine", name: "node-a" });
   assert.equal(at(hw, "spec.auto.enrollmentEnabled"), false);
+  assert.equal(at(hw, "spec.agentID"), at(hw, "spec.interfaces.0.dhcp.mac"), "agentID: the boot MAC (tink-server never enrolls it again)");
 
   const templates = await list(tink("templates"), "fleetd.io/owner=fleetd");
   assert.deepEqual(templates.map((t) => t.metadata.name).sort(), ["fleetd-attest", "fleetd-intake", "fleetd-provision", "fleetd-wipe"]);

@@ -23,7 +23,7 @@ export interface Env {
   stop(): Promise<void>;
 }
 
-export async function startEnv(namespace: string): Promise<Env> {
+export async function startEnv(namespace: string, opts: { autoEnrollment?: boolean } = {}): Promise<Env> {
   const cp = await startControlPlane();
   try {
     const crds = await installTinkerbellCrds(cp);
@@ -31,7 +31,7 @@ export async function startEnv(namespace: string): Promise<Env> {
     kc.loadFromFile(cp.kubeconfig);
     const core = kc.makeApiClient(k8s.CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: namespace } } });
-    const tb = await startTinkerbell(cp, { namespace, logLevel: 1 });
+    const tb = await startTinkerbell(cp, { namespace, logLevel: 1, ...(opts.autoEnrollment ? { autoEnrollment: true } : {}) });
     return {
       cp, tb, kc, core, custom: kc.makeApiClient(k8s.CustomObjectsApi), namespace, crds,
       logs: () => `--- tinkerbell\n${tb.logs()}\n${cp.logs().slice(-3000)}`,
@@ -55,6 +55,12 @@ export async function create(env: Env, kind: Kind, body: object): Promise<unknow
 
 export async function get(env: Env, kind: Kind, name: string): Promise<unknown> {
   return env.custom.getNamespacedCustomObject({ group: groupOf(kind), version: "v1alpha1", namespace: env.namespace, plural: kind, name });
+}
+
+/** Every object of `kind` in the namespace. */
+export async function list(env: Env, kind: Kind): Promise<unknown[]> {
+  const r = (await env.custom.listNamespacedCustomObject({ group: groupOf(kind), version: "v1alpha1", namespace: env.namespace, plural: kind })) as { items?: unknown[] };
+  return r.items ?? [];
 }
 
 export async function remove(env: Env, kind: Kind, name: string): Promise<void> {

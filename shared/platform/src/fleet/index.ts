@@ -13,6 +13,7 @@ export * from "./modes.js";
 export * from "./node.js";
 export * from "./nodesFile.js";
 export * from "./ports.js";
+export * from "./journalOnlyAdmission.js";
 export * from "./siteConfig.js";
 export * from "./tinkerbellSiteConfig.js";
 export * from "./ownership.js";

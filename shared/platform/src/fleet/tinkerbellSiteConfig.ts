@@ -58,6 +58,21 @@ export const TinkerbellSiteConfig = z
       ])
       .default({ kind: "device", path: "/dev/tpmrm0" }),
     /**
+     * Lab only (server.lab): the machine the attest action describes is a lab machine whose sysfs/procfs (DMI
+     * serial and UUID, NICs, default route, the TCG event log at sys/kernel/security/tpm0/…) is a directory on the
+     * host, not the container's own view of the host (the lab's agents share one host). The Template mounts
+     * `root` read-only into fleetd-attest at /run/fleetd-machine (FLEETD_ROOT); `bootInterface`
+     * (FLEETD_BOOT_INTERFACE) is the host interface its LLDP is read on (the lab's switch port, a veth), `lldp`
+     * off when the lab has no switch port (then the server's switch-port gate refuses unless the node waives it).
+     */
+    labMachine: z
+      .strictObject({
+        root: HostPath,
+        bootInterface: z.string().regex(/^[A-Za-z0-9_.:@-]{1,15}$/, "must be a network interface name").optional(),
+        lldp: z.enum(["lldpd", "off"]).default("lldpd"),
+      })
+      .optional(),
+    /**
      * Rufio Machine `connection.insecureTLS` (required by the CRD). Rufio v0.25.0 does not read it and bmclib's
      * default HTTP client does not verify BMC certificates, so `false` protects nothing with that release; it is
      * written as the site says.
@@ -126,5 +141,6 @@ export const TinkerbellSiteConfig = z
     if (!https && !c.server.lab) ctx.addIssue({ code: "custom", path: ["server", "url"], message: "plain http:// only with server.lab: true (the install code crosses the network in clear)" });
     if (c.talosImageUrl.startsWith("http://") && !c.server.lab) ctx.addIssue({ code: "custom", path: ["talosImageUrl"], message: "plain http:// only with server.lab: true (the OS image must come over TLS)" });
     if (c.tpm.kind === "unix-socket" && !c.server.lab) ctx.addIssue({ code: "custom", path: ["tpm", "kind"], message: "unix-socket (a swtpm) only with server.lab: true" });
+    if (c.labMachine && !c.server.lab) ctx.addIssue({ code: "custom", path: ["labMachine"], message: "only with server.lab: true (a production machine's claims are its own sysfs)" });
   });
 export type TinkerbellSiteConfig = z.infer<typeof TinkerbellSiteConfig>;

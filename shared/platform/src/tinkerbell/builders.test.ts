@@ -145,6 +145,17 @@ test("the real agent's lab: Templates from the site's workerDir, TPM transport a
   for (const bad of ["worker", "/a:/b", "/a,b", "/a/../etc", "/a b"]) assert.throws(() => site({ workerDir: bad }), /absolute path|'\.\.'/, bad);
   assert.throws(() => site({ server: { url: "http://x", lab: true }, tpm: { kind: "unix-socket", hostDir: "/t", socket: "../s" } }), /a file name/);
   assert.throws(() => site({ server: { url: "http://x", lab: true }, tpm: { kind: "unix-socket", hostDir: "/t", socket: ".." } }), /a file name/);
+
+  // A lab machine's sysfs/procfs: mounted read-only into fleetd-attest only, FLEETD_ROOT, LLDP settings.
+  const withMachine = buildTemplateData("provision", { site: { ...labSite, labMachine: { root: "/tmp/fleetd-lab/m1/root", bootInterface: "veth-m1", lldp: "lldpd" } } }).tasks[0]!.actions;
+  assert.deepEqual(withMachine[0]?.volumes, ["/tmp/fleetd-lab/m1/tpm:/run/fleetd-tpm", "/tmp/fleetd-lab/m1/root:/run/fleetd-machine:ro"]);
+  assert.equal(withMachine[0]?.environment?.["FLEETD_ROOT"], "/run/fleetd-machine");
+  assert.equal(withMachine[0]?.environment?.["FLEETD_BOOT_INTERFACE"], "veth-m1");
+  assert.equal(withMachine[0]?.environment?.["FLEETD_LLDP"], "lldpd");
+  assert.deepEqual(withMachine.map((a) => a.volumes?.length ?? 0), [2, 0, 0, 0], "the machine's root reaches fleetd-attest only");
+  assert.equal(la[0]?.environment?.["FLEETD_ROOT"], undefined, "no labMachine: the action reads its own root");
+  assert.throws(() => site({ labMachine: { root: "/tmp/m1" } }), /labMachine.*only with server.lab: true|only with server.lab: true/);
+  assert.throws(() => site({ server: { url: "http://x", lab: true }, labMachine: { root: "/tmp/m1", bootInterface: "a/b" } }), /network interface name/);
 });
 
 test("Machines per BMC type and Job states from conditions", () => {

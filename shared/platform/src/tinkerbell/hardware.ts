@@ -1,8 +1,10 @@
 /**
  * A node's Hardware (tinkerbell.org/v1alpha1): one interface per proven MAC (the boot MAC first, with the
  * static address Tootles keys on), UEFI x86_64, netboot allowed, the install disk, and bmcRef when the node has
- * a BMC (the controller then runs the netboot Job itself). Auto-enrollment stays off, so an admitted machine is
- * never enrolled again. Pure.
+ * a BMC (the controller then runs the netboot Job itself). `agentID` is the boot MAC (the ID HookOS's agent
+ * uses, Smee's worker_id) and auto-enrollment stays off: tink-server enrolls an agent only when no Hardware has its
+ * agentID (or that Hardware allows it), so an admitted machine is never enrolled again. Found by the real agent:
+ * without agentID, a provisioned machine whose agent asked again got a second intake Workflow. Pure.
  */
 import { apiVersionOf, BMC_MACHINE, HARDWARE, ownedLabels } from "./api.js";
 import { hardwareName, machineName } from "./names.js";
@@ -20,6 +22,7 @@ export interface HardwareObject {
     disks?: { device: string }[];
     bmcRef?: { apiGroup: string; kind: "Machine"; name: string };
     metadata: { instance: { id: string; hostname: string } };
+    agentID: string;
     auto: { enrollmentEnabled: false };
   };
 }
@@ -41,6 +44,7 @@ export function buildHardware(n: CheckedNode, namespace: string): HardwareObject
       ...(n.installDisk ? { disks: [{ device: n.installDisk }] } : {}),
       ...(n.bmc ? { bmcRef: { apiGroup: BMC_MACHINE.group, kind: "Machine" as const, name: machineName(n.name) } } : {}),
       metadata: { instance: { id: n.macs[0] as string, hostname: n.name } },
+      agentID: n.macs[0] as string,
       auto: { enrollmentEnabled: false },
     },
   };

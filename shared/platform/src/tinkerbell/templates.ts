@@ -72,6 +72,9 @@ const volumesOf = (i: TemplateInputs): string[] => ["/dev:/dev", "/dev/console:/
 /** Where a lab swtpm's socket directory appears inside the TPM actions. */
 export const TPM_SOCKET_DIR = "/run/fleetd-tpm";
 
+/** Where a lab machine's sysfs/procfs directory appears inside fleetd-attest (FLEETD_ROOT). */
+export const LAB_MACHINE_DIR = "/run/fleetd-machine";
+
 /** FLEETD_TPM for the TPM actions, and the volume that brings a lab swtpm's socket into them (none for a device). */
 function tpmOf(i: TemplateInputs): { env: string; volumes?: string[] } {
   const t = i.site.tpm;
@@ -99,6 +102,14 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
   // A TPM 1.2 machine attests in intake and wipe only (the action detects the TPM family); it needs the owner secret.
   if ((mode === "intake" || mode === "wipe") && i.site.tpm12OwnerAuth) env["FLEETD_TPM12_OWNER_AUTH"] = i.site.tpm12OwnerAuth;
   if (i.site.server.url.startsWith("http://")) env["FLEETD_ALLOW_HTTP"] = "lab";
+  const volumes = [...(tpmOf(i).volumes ?? [])];
+  const lab = i.site.labMachine;
+  if (lab) {
+    env["FLEETD_ROOT"] = LAB_MACHINE_DIR;
+    env["FLEETD_LLDP"] = lab.lldp;
+    if (lab.bootInterface) env["FLEETD_BOOT_INTERFACE"] = lab.bootInterface;
+    volumes.push(`${lab.root}:${LAB_MACHINE_DIR}:ro`);
+  }
   return {
     name: "fleetd-attest",
     image: i.site.images.action,
@@ -106,7 +117,7 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
     command: ["attest", "--mode", mode],
     namespaces: { network: "host" },
     environment: env,
-    ...(tpmOf(i).volumes ? { volumes: tpmOf(i).volumes } : {}),
+    ...(volumes.length > 0 ? { volumes } : {}),
   };
 }
 
