@@ -13,6 +13,8 @@ import { spawn } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startNetBoxZygote, type NetBoxZygote } from "./harness/netbox.js";
+import { ZYGOTE_ENV } from "./harness/netboxZygote.js";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
 const packages = ["shared/verify", "shared/platform", "shared/cli", "shared/testkit", "policy", "netbox-script", "tink-action", "spire-plugin", "talos-config-server", "tests"];
@@ -98,6 +100,20 @@ if (selected.length === 0) {
   process.exit(1);
 }
 console.log(`running ${selected.length} test files:\n  ${selected.map((f) => relative(root, f)).join("\n  ")}`);
+// One NetBox import for the whole run (tests/scripts/netbox/zygote.py): each test file's NetBox web server and worker
+// are forked from it. FLEETD_NETBOX_ZYGOTE=off spawns them instead.
+let zygote: NetBoxZygote | undefined;
+if (process.env[ZYGOTE_ENV] !== "off" && selected.some((f) => f.includes(".it.test."))) {
+  try {
+    zygote = await startNetBoxZygote();
+    process.env[ZYGOTE_ENV] = zygote.socketPath;
+    console.log(`[run-tests] NetBox zygote ready in ${(zygote.readyMs / 1000).toFixed(1)} s (${zygote.socketPath})`);
+  } catch (e) {
+    console.error(`[run-tests] no NetBox zygote (each NetBox is spawned): ${(e as Error).message.split("\n")[0]}`);
+  }
+} else if (process.env[ZYGOTE_ENV] === "off") {
+  delete process.env[ZYGOTE_ENV];
+}
 const started = Date.now();
 const runner = spawn(process.execPath, [join(root, "tests/dist/runFiles.js"), String(testTimeoutMs), String(concurrency), ...selected], {
   stdio: "inherit",
@@ -171,5 +187,5 @@ runner.on("exit", (code, signal) => {
   const slowest = [...spans].map(([f, s]) => ({ f, ms: s.to - s.from })).sort((a, b) => b.ms - a.ms).slice(0, 15);
   console.error(`[run-tests] the slowest files (sampled every 15 s):\n${slowest.map((x) => `  ${mins(x.ms).padStart(9)}  ${x.f}`).join("\n")}`);
   console.error(`[run-tests] done in ${mins(Date.now() - started)}`);
-  process.exit(code ?? (signal ? 1 : 0));
+  void (zygote?.stop() ?? Promise.resolve()).finally(() => process.exit(code ?? (signal ? 1 : 0)));
 });

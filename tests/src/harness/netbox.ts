@@ -13,6 +13,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ManagedProcess } from "./managedProcess.js";
+import { ZYGOTE_ENV, zygoteFork, type NetBoxProcess } from "./netboxZygote.js";
 import { freePort, portOpen, waitFor } from "./ports.js";
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../..");
@@ -91,7 +92,7 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
   const secrets = Secrets.parse(JSON.parse(readFileSync(join(cache, "template/secrets.json"), "utf8")));
   const runDir = mkdtempSync("/tmp/fleetd-netbox-");
   chmodSync(runDir, 0o755);
-  const procs: ManagedProcess[] = [];
+  const procs: NetBoxProcess[] = [];
   try {
     // PostgreSQL from a copy of the migrated template (cp -a keeps the postgres owner).
     execFileSync("cp", ["-a", join(cache, "template/pgdata"), join(runDir, "pgdata")]);
@@ -121,39 +122,34 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
     const root = join(runDir, "root");
     for (const d of ["media", "reports", "scripts", "static"]) mkdirSync(join(root, d), { recursive: true });
     const venvBin = join(cache, "venv/bin");
-    const env: NodeJS.ProcessEnv = {
-      PATH: `${venvBin}:${process.env["PATH"] ?? "/usr/bin:/bin"}`,
-      HOME: process.env["HOME"] ?? runDir,
-      LANG: "C.UTF-8",
-      NETBOX_ROOT: root,
-      NETBOX_CONFIGURATION: "fleetd_configuration",
-      PYTHONPATH: NETBOX_SCRIPTS,
-      PYTHONUNBUFFERED: "1",
-      FLEETD_NB_DB_PORT: String(pgPort),
-      FLEETD_NB_DB_PASSWORD: secrets.dbPassword,
-      FLEETD_NB_REDIS_PORT: String(redisPort),
-      FLEETD_NB_REDIS_PASSWORD: redisPassword,
-      FLEETD_NB_SECRET_KEY: secrets.secretKey,
-      FLEETD_NB_PEPPER: secrets.pepper,
-      FLEETD_NB_LOG_LEVEL: opts.logLevel ?? "WARNING",
-    };
+    const env = netboxEnv(cache, secrets, { root, dbPort: pgPort, redisPort, logLevel: opts.logLevel ?? "WARNING" });
     const netboxBin = join(venvBin, "netbox");
-    const newWeb = (): ManagedProcess => {
-      const p = new ManagedProcess("netbox", join(runDir, "netbox.log"), netboxBin,
-        ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"], { env, cwd: runDir });
+    // `netbox <args>`: forked by the suite's NetBox zygote when there is one (netboxZygote.ts), else spawned
+    const zygote = process.env[ZYGOTE_ENV];
+    const command = async (name: string, log: string, args: string[]): Promise<NetBoxProcess> => {
+      if (zygote) {
+        try {
+          return await zygoteFork(zygote, name, log, args, env, runDir);
+        } catch (e) {
+          process.stderr.write(`# NetBox zygote: ${(e as Error).message}; spawning ${name}\n`);
+        }
+      }
+      return new ManagedProcess(name, log, netboxBin, args, { env, cwd: runDir });
+    };
+    const newWeb = async (): Promise<NetBoxProcess> => {
+      const p = await command("netbox", join(runDir, "netbox.log"), ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"]);
       procs.push(p);
       return p;
     };
-    let web = newWeb();
-    let worker: ManagedProcess | undefined;
+    let web = await newWeb();
+    let worker: NetBoxProcess | undefined;
     const startWorker = async (): Promise<void> => {
       if (worker && !worker.exit) return;
       // rq's SimpleWorker runs each job in the worker process itself instead of forking a work horse per job:
       // webhooks are delivered the same way, one job at a time, with the same timeout, for about a third of
       // the CPU (measured: 30 object changes, 1.1 s of worker CPU forking, 0.33 s not), which on this 2-core
       // machine is time every other test file gets back.
-      worker = new ManagedProcess("rqworker", join(runDir, "rqworker.log"), netboxBin,
-        ["rqworker", "high", "default", "low", "--worker-class", "rq.worker.SimpleWorker"], { env, cwd: runDir });
+      worker = await command("rqworker", join(runDir, "rqworker.log"), ["rqworker", "high", "default", "low", "--worker-class", "rq.worker.SimpleWorker"]);
       procs.push(worker);
     };
     await startWorker();
@@ -184,7 +180,7 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
       },
       async startWeb() {
         if (!web.exit) return;
-        web = newWeb();
+        web = await newWeb();
         await webUp();
       },
       manage(args: string[]): string {
@@ -205,7 +201,7 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
   }
 }
 
-async function stopAll(procs: ManagedProcess[]): Promise<void> {
+async function stopAll(procs: NetBoxProcess[]): Promise<void> {
   // Reverse order: worker and web first, then Redis, then PostgreSQL (SIGINT = fast shutdown). The run
   // directory is deleted next, so nothing needs the worker's warm shutdown, which waits out its ~5 s
   // dequeue poll: it is killed.
@@ -268,4 +264,61 @@ export async function startPostgres(): Promise<Postgres> {
     },
     stop,
   };
+}
+
+/** The environment NetBox's configuration (fleetd_configuration.py) reads, for one instance. */
+function netboxEnv(cache: string, secrets: z.infer<typeof Secrets>, o: { root: string; dbPort: number; redisPort: number; logLevel: string }): NodeJS.ProcessEnv {
+  const venvBin = join(cache, "venv/bin");
+  return {
+    PATH: `${venvBin}:${process.env["PATH"] ?? "/usr/bin:/bin"}`,
+    HOME: process.env["HOME"] ?? o.root,
+    LANG: "C.UTF-8",
+    NETBOX_ROOT: o.root,
+    NETBOX_CONFIGURATION: "fleetd_configuration",
+    PYTHONPATH: NETBOX_SCRIPTS,
+    PYTHONUNBUFFERED: "1",
+    FLEETD_NB_DB_PORT: String(o.dbPort),
+    FLEETD_NB_DB_PASSWORD: secrets.dbPassword,
+    FLEETD_NB_REDIS_PORT: String(o.redisPort),
+    FLEETD_NB_REDIS_PASSWORD: secrets.dbPassword.split("").reverse().join(""),
+    FLEETD_NB_SECRET_KEY: secrets.secretKey,
+    FLEETD_NB_PEPPER: secrets.pepper,
+    FLEETD_NB_LOG_LEVEL: o.logLevel,
+  };
+}
+
+export interface NetBoxZygote {
+  /** The socket to name in FLEETD_NETBOX_ZYGOTE. */
+  socketPath: string;
+  /** Wall time from the call until it was ready to fork (its one import of NetBox). */
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * The suite's NetBox fork server (tests/scripts/netbox/zygote.py), ready once it has imported NetBox. Its
+ * per-instance settings are placeholders: each fork points them at its own instance.
+ */
+export async function startNetBoxZygote(): Promise<NetBoxZygote> {
+  const t0 = Date.now();
+  const cache = installNetBox();
+  const secrets = Secrets.parse(JSON.parse(readFileSync(join(cache, "template/secrets.json"), "utf8")));
+  const dir = mkdtempSync("/tmp/fleetd-netbox-zygote-");
+  const root = join(dir, "root");
+  for (const d of ["media", "reports", "scripts", "static"]) mkdirSync(join(root, d), { recursive: true });
+  const socketPath = join(dir, "zygote.sock");
+  // placeholder ports: nothing connects before a fork points the settings at its instance
+  const env = netboxEnv(cache, secrets, { root, dbPort: 1, redisPort: 1, logLevel: "WARNING" });
+  const p = new ManagedProcess("netbox-zygote", join(dir, "zygote.log"), join(cache, "venv/bin/python3"), [join(NETBOX_SCRIPTS, "zygote.py"), socketPath], { env, cwd: dir });
+  const stop = async () => {
+    await p.stop("SIGTERM", 5000);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor("the NetBox zygote", 120_000, async () => p.tail(5).includes("netbox zygote ready"), () => p.deadReason());
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { socketPath, readyMs: Date.now() - t0, stop };
 }
