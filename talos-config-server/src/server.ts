@@ -282,11 +282,12 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
       log.warn({ class: cls, profile, err: (e as Error).message }, "runtime profile does not load: nodes of this class cannot renew");
     }
   }
-  const selectionProfiles = new ProfileCache(policyDir); // read again only when a profile file changes
+  // one cache of the profiles (read again only when a profile file changes) for the measured-boot judge and renewal
+  const profileCache = new ProfileCache(policyDir);
   const renewal: RenewalSettings = {
     caBundle: () => certificatesFromPem(bundlePem(bundle, now()), "CA bundle"),
     profiles: runtimeProfiles,
-    selection: (profile) => profileSelection(selectionProfiles.load(profile)),
+    selection: (profile) => profileSelection(profileCache.load(profile)),
     onVerdict: (verdict, profile) => metrics.runtimeVerdicts.inc({ verdict, profile }),
     onQuarantine: (node, profile, reasons) => {
       metrics.quarantines.inc({ profile });
@@ -304,7 +305,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     store,
     inventory,
     journal: inventory,
-    measuredBoot: new PolicyMeasuredBoot(s.siteAuthoritiesDir, policyDir),
+    measuredBoot: new PolicyMeasuredBoot(s.siteAuthoritiesDir, profileCache),
     issuer,
     renderer: new TalosRenderer(cfg.talos, s.talos.bootstrapTokenTtlSeconds * 1000, now),
     bootstrapTokens,

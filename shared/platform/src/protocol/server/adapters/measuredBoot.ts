@@ -11,8 +11,9 @@ export class PolicyMeasuredBoot implements MeasuredBoot {
   /** Profiles and authority sets are read once and again when their files change (not per evaluation). */
   private readonly profiles: ProfileCache;
   private readonly authorities: AuthorityCache;
-  constructor(siteAuthoritiesDir: string | undefined, policyDir: string = defaultPolicyDir()) {
-    this.profiles = new ProfileCache(policyDir);
+  /** `profiles`: the policy folder, or a ProfileCache the caller shares (one read of each profile per change). */
+  constructor(siteAuthoritiesDir: string | undefined, profiles: ProfileCache | string = defaultPolicyDir()) {
+    this.profiles = typeof profiles === "string" ? new ProfileCache(profiles) : profiles;
     this.authorities = new AuthorityCache(siteAuthoritiesDir);
   }
 
