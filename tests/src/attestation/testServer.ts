@@ -34,6 +34,8 @@ export interface TestLimits {
    * checks every refusal's entry; the limit itself is tested on a second server with the production window).
    */
   unauthenticatedJournalWindowMs?: number;
+  /** A latched worker's cordon is queued again at most once per this window (default 1 ms: renew.it re-cordons). */
+  cordonReassertWindowMs?: number;
   /** A session claim older than this is a dead request's (default 60 s). */
   claimStaleMs?: number;
   /** Attestation requests per address per minute (default: effectively unlimited, for the suites). */
@@ -58,6 +60,7 @@ export function testAttestationService(
       maxPendingEks: limits.maxPendingEks ?? 1000,
       renewBeforeMs: 7 * 86_400_000,
       unauthenticatedJournalWindowMs: limits.unauthenticatedJournalWindowMs ?? 1,
+      cordonReassertWindowMs: limits.cordonReassertWindowMs ?? 1,
       claimStaleMs: limits.claimStaleMs ?? 60_000,
     },
     random: (n) => new Uint8Array(randomBytes(n)),

@@ -27,7 +27,14 @@ export interface ServerSettings {
   unauthenticatedJournalWindowMs: number;
   /** A session claim older than this belongs to a request whose process died (default 60 s). */
   claimStaleMs?: number;
+  /**
+   * A latched (quarantined) worker's cordon is queued again at most once per this window per device when its agent
+   * asks (renew.ts reassertCordon; asking is unauthenticated); default 10 minutes.
+   */
+  cordonReassertWindowMs?: number;
 }
+
+export const DEFAULT_CORDON_REASSERT_WINDOW_MS = 10 * 60_000;
 
 export interface ServerContext {
   store: AttestationStore;

@@ -35,7 +35,7 @@ import { renewalDue } from "../../pki/renewal.js";
 import { ldevidCommonName } from "../../pki/names.js";
 import { randomSerial } from "../../pki/serial.js";
 import { PkiError } from "../../pki/errors.js";
-import { Refused, type ServerContext } from "./context.js";
+import { DEFAULT_CORDON_REASSERT_WINDOW_MS, Refused, type ServerContext } from "./context.js";
 import { confirmMoved } from "./confirm.js";
 import { BANKS, pcrValuesOf } from "./evidence.js";
 import { type ClaimedStep, withClaim } from "./step.js";
@@ -201,7 +201,7 @@ export async function renewChallenge(ctx: ServerContext, req: RenewChallengeRequ
  */
 async function reassertCordon(ctx: ServerContext, ref: NodeRef, why: string): Promise<void> {
   const now = ctx.now().getTime();
-  const charge = await ctx.store.chargeLimit(`cordon:${ref.deviceId}`, now, ctx.settings.unauthenticatedJournalWindowMs, 1);
+  const charge = await ctx.store.chargeLimit(`cordon:${ref.deviceId}`, now, ctx.settings.cordonReassertWindowMs ?? DEFAULT_CORDON_REASSERT_WINDOW_MS, 1);
   if (!charge.allowed) return;
   const effects = new StepEffects(`cordon:${randomUUID()}`);
   effects.quarantine(ref, "cordon", why);
