@@ -1,31 +1,51 @@
 /**
- * The lab's platform part: the same machine's Tinkerbell side with real platforms (tests/src/tinkerbell/
- * platformWorld.ts): NetBox asks, netbox-script creates the objects, the real tink-controller renders fleetd's
- * Templates and runs the netboot Job through Rufio against a Redfish BMC (sushy-tools), the real tink-server
- * serves the actions to the agent; then retirement: wipe Workflow, power-off Job, NetBox offline.
+ * The lab's platform part: the same machine's Tinkerbell side with real platforms and the real tink-agent
+ * (tests/src/tinkerbell/platformWorld.ts): the machine boots HookOS, tink-server enrolls it into
+ * fleetd's intake Workflow, fleetd-attest attests with its swtpm against the real attestation server, the confirm's
+ * admission creates its Hardware and provision Workflow, the netboot Job power-cycles it through its Redfish BMC and
+ * the agent runs the Workflow's containers on podman (wipe, the lab OS image, META on a loop device); then
+ * retirement: the wipe Workflow, Rufio's power-off, NetBox offline.
  */
 import { readJournal } from "@fleetd/platform/netbox";
 import { device } from "../netbox/handlerFixture.js";
-import { workflow } from "../tinkerbell/fixtures.js";
+import { list, workflow } from "../tinkerbell/fixtures.js";
 import { NODE, startPlatformWorld, type PlatformWorld } from "../tinkerbell/platformWorld.js";
 import type { Report } from "./report.js";
 
 export async function platforms(report: Report): Promise<void> {
   let w: PlatformWorld | undefined;
   try {
-    await report.step("start NetBox, a Kubernetes control plane with Tinkerbell's CRDs, tink-server + tink-controller + Rufio (v0.25.0), a Redfish BMC, netbox-script", async () => {
+    await report.step("start NetBox, a Kubernetes control plane with Tinkerbell's CRDs, tink-server (auto-enrollment) + tink-controller + Rufio (v0.25.0), a Redfish BMC, netbox-script, the attestation server; the machine: a swtpm, a loop disk, podman for its agent", async () => {
       w = await startPlatformWorld();
-      return `Kubernetes ${w.env.cp.version}; tink-server gRPC ${w.env.tb.grpcAddress}; BMC ${w.bmc.url} (system ${w.bmc.systemId}, NIC ${w.bmc.mac})`;
+      return `Kubernetes ${w.env.cp.version}; tink-server gRPC ${w.env.tb.grpcAddress}; BMC ${w.bmc.url} (system ${w.bmc.systemId}, NIC ${w.bmc.mac}); install disk ${w.real?.disk.device}; images ${JSON.stringify(w.real?.images)}`;
     });
-    if (!w) return;
+    if (!w?.real) return;
     const world = w;
+    const real = w.real;
     let wf = "";
-    await report.step(`desired_action provision on ${NODE}: Hardware, BMC Machine, Templates and the Workflow; the controller's netboot Job runs on the BMC; the agent is served fleetd's actions`, async () => {
-      const s = await world.served("provision");
-      wf = s.wf;
+    await report.step(`${NODE} boots HookOS: tink-server enrolls it (intake), fleetd-attest passes with its swtpm, the confirm's admission creates its Hardware and provision Workflow`, async () => {
+      await real.startAgent();
+      const d = await device(world.f, NODE);
+      const deadline = Date.now() + 300_000;
+      for (;;) {
+        const line = (await readJournal(world.f.admin, d.id)).find((e) => e.comments.includes("admission"));
+        if (line) {
+          const wfs = ((await list(world.env, "workflows")) as { metadata: { name: string; labels?: Record<string, string> }; spec: { templateRef: string } }[])
+            .filter((x) => x.metadata.labels?.["fleetd.io/node"] === NODE && x.spec.templateRef === "fleetd-provision");
+          wf = wfs[0]?.metadata.name ?? "";
+          if (line.kind !== "success" || !wf) throw new Error(`admission: ${line.comments}`);
+          return line.comments;
+        }
+        if (Date.now() > deadline) throw new Error(`no admission within 300 s\n${real.agent.log().slice(-3000)}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    });
+    await report.step("the netboot Job power-cycles the machine; its agent runs the provision Workflow's containers: attest, wipe-disk, install-talos (the lab OS image), fleetd-write-meta", async () => {
+      const state = await world.endOf(wf);
       const st = await workflow(world.env, wf);
-      const names = await world.runToSuccess(wf, s.first);
-      return `Workflow ${wf}: template ${st.status?.templateRendering}, netboot Job complete ${String(st.status?.bootOptions?.jobs?.[`netboot-${wf}`]?.complete)}, BMC ${await world.bmc.powerState()} booting ${(await world.bmc.bootSource()).target}; actions served: ${names.join(" → ")}; ${(await workflow(world.env, wf)).status?.state}`;
+      const actions = (st.status?.tasks?.[0]?.actions ?? []).map((a) => `${a.name} ${a.state}`);
+      if (state !== "SUCCESS") throw new Error(`Workflow ${wf} ended ${state}: ${actions.join(", ")}`);
+      return `Workflow ${wf}: ${actions.join(" → ")}; boots by the BMC: ${real.boots.join(", ")}`;
     });
     await report.step("netbox-script's reconcile pass journals how the Workflow ended, once", async () => {
       const first = await world.handler.followWorkflows();
@@ -35,7 +55,7 @@ export async function platforms(report: Report): Promise<void> {
       if (!line || !first?.journalled.includes(wf) || (again?.journalled.length ?? 0) > 0) throw new Error(`journalled ${JSON.stringify(first)}, then ${JSON.stringify(again)}; line ${line}`);
       return `${line}\n(the next pass journals nothing: the Workflow carries fleetd.io/outcome-journalled)`;
     });
-    await report.step("status decommissioning: retirement runs its steps — wipe Workflow served, Rufio powers the BMC off, NetBox offline", async () => {
+    await report.step("status decommissioning: retirement runs its steps — the wipe Workflow's containers (attest, whole disk, TPM), Rufio powers the machine off, NetBox offline", async () => {
       const { wipe, actions: names, journal } = await world.retire("lab: retire");
       const steps = journal.map((j) => j.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
       return `wipe Workflow ${wipe}: ${names.join(" → ")}; BMC ${await world.bmc.powerState()}; NetBox ${(await device(world.f, NODE)).status}\n${steps.join("\n")}`;

@@ -5,27 +5,22 @@
  * (sushy-tools over HTTPS) for the netboot Job the controller creates, and the real tink-server serves the
  * actions over gRPC to an agent. The same cluster stands in as the workload cluster (no Node of the machine exists).
  *
- * The agent, by `startPlatformWorld({ agent })`:
- *   - "real": the real tink-agent (tests/src/harness/tinkAgent.ts) on podman's Docker API, pulling fleetd-tink-action
- *     and the lab's wipe and image2disk images (tests/images/README.md) from a loopback registry, the Templates
- *     pinned to the digests that registry holds. The install disk is a loop device over a scratch image, the OS
- *     image is the lab OS image (lab-os.raw.gz) served on loopback, the machine's TPM is a swtpm on a Unix socket
- *     (tpm: unix-socket), /worker a per-world directory. The Workflows' actions run for real.
- *     fleetd-attest attests against the real attestation server (talos-config-server's app, attachAttestationServer)
- *     with the swtpm, whose EKs the nodes file approves on rack-1; the machine's claims and HookOS event log are a
- *     sysfs directory (labMachine), its boot interface one end of a veth whose other end is rack-1's switch port
- *     speaking LLDP (tests/src/harness/lldp.ts). tink-server enrolls the machine (auto-enrollment, fleetd's intake
- *     rule set) once `real.startAgent()` powers it on; the intake's confirm runs talos-config-server's admission
- *     (TinkerbellAdmission), which creates the Hardware and the provision Workflow. Nothing is recorded for it.
- *   - "scripted" (default, the tests that need a Workflow to SUCCEED until the real attestation passes): fleetd's
- *     TypeScript client of the agent protocol (tests/src/harness/tinkAgentClient.ts), which reports each action's
- *     outcome without running anything.
+ * The agent is the real tink-agent (tests/src/harness/tinkAgent.ts) on podman's Docker API, pulling fleetd-tink-action
+ * and the lab's wipe and image2disk images (tests/images/README.md) from a loopback registry, the Templates
+ * pinned to the digests that registry holds. The install disk is a loop device over a scratch image, the OS
+ * image is the lab OS image (lab-os.raw.gz) served on loopback, the machine's TPM is a swtpm on a Unix socket
+ * (tpm: unix-socket), /worker a per-world directory. The Workflows' actions run for real.
+ * fleetd-attest attests against the real attestation server (talos-config-server's app, attachAttestationServer)
+ * with the swtpm, whose EKs the nodes file approves on rack-1; the machine's claims and HookOS event log are a
+ * sysfs directory (labMachine), its boot interface one end of a veth whose other end is rack-1's switch port
+ * speaking LLDP (tests/src/harness/lldp.ts). tink-server enrolls the machine (auto-enrollment, fleetd's intake
+ * rule set) once `real.startAgent()` powers it on; the intake's confirm runs talos-config-server's admission
+ * (TinkerbellAdmission), which creates the Hardware and the provision Workflow. Nothing is recorded for it.
  *
  * Rufio v0.25.0 sometimes fails a BMC Job by itself (its Job controller re-creates a Task it has just created:
- * "already exists"); tink-controller then fails the Workflow (BootJobFailed). `served` asks again, as an
- * operator would (at most 3 times), and says so in `notes`.
+ * "already exists"); tink-controller then fails the Workflow (BootJobFailed). `ranToEnd` asks again, as an
+ * operator would (at most 3 times); `endOf` waits for fleetd to start the Workflow again; both say so in `notes`.
  */
-import { nodeRef } from "../harness/nodeRef.js";
 import { pollValue } from "../harness/ports.js";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { runProcess } from "../harness/process.js";
@@ -56,7 +51,6 @@ import { pino } from "pino";
 import { startHandler, toHandlerConfig, type Handler } from "@fleetd/netbox-script";
 import { NetBoxInventory, patchDevice, readJournal, type JournalRecord } from "@fleetd/platform/netbox";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
-import { AgentRpcError, TinkAgentClient, type AgentAction } from "../harness/tinkAgentClient.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions, device, handlerNodesText, requestAction } from "../netbox/handlerFixture.js";
 import { TinkerbellAdmission, TinkerbellWorkflowGate, WorkflowObject, bootFailure, tinkerbellEffectsFromConfig } from "@fleetd/platform/tinkerbell";
@@ -69,8 +63,7 @@ export const NODE = "rack-1";
 /** What the real agent's lab machine claims (its sysfs): rack-1's serial. */
 const MACHINE = { serial: "RACK-0001", uuid: "4c4c4544-0058-4b10-8032-b7c04f4d3351" };
 
-const MADE_UP_EK = `      - { alg: rsa, sha256: ${"e2".repeat(32)} }`;
-const nodeText = (installDisk = "/dev/nvme0n1", ek = MADE_UP_EK) => `
+const nodeText = (installDisk: string, ek: string) => `
   ${NODE}:
     serial: RACK-0001
     model: nuc13
@@ -85,7 +78,7 @@ const nodeText = (installDisk = "/dev/nvme0n1", ek = MADE_UP_EK) => `
 ${ek}
 `;
 
-/** The real agent's lab (agent "real"). */
+/** The machine of the platform world: its real agent, disk, TPM, and the attestation server it attests to. */
 export interface RealAgentLab {
   /** The machine's tink-agent in its current boot, once `startAgent` ran (it then asks tink-server for work). */
   agent: TinkAgent;
@@ -137,30 +130,20 @@ export interface PlatformWorld {
   f: Fleet;
   env: Env;
   bmc: RedfishEmulator;
-  /** The scripted agent (agent "scripted"); throws in a real-agent world. */
-  agent: TinkAgentClient;
-  /** The real agent's lab (agent "real"); undefined in a scripted world. */
-  real: RealAgentLab | undefined;
+  /** The machine: its agent, disk, TPM, images and the attestation server. */
+  real: RealAgentLab;
   handler: Handler;
   decisions: Decisions;
   /** What happened that a reader should know (Rufio's own failures, retries). */
   notes: string[];
   /** Set desired_action in NetBox and wait for the handler's dispatch; returns the Workflow it created. */
   ask(action: string): Promise<string>;
-  /** The first action of `wf` as tink-server serves it (the netboot Job runs first); undefined if its boot Job failed. */
-  firstAction(wf: string): Promise<AgentAction | undefined>;
-  /** Ask for `action` until its Workflow's first action is served (at most 3 times). */
-  served(action: string): Promise<{ wf: string; first: AgentAction }>;
-  /** The first action of `wf`, waiting for fleetd to start it again after boot failures (at most 4 tries). */
-  servedAfterRestarts(wf: string): Promise<AgentAction>;
   /**
    * Set the device `decommissioning` (as alice) and play the retirement through: the wipe Workflow served and run,
    * the BMC powered off, NetBox offline with the last step journalled. Returns the wipe Workflow, its actions and
    * the device's journal.
    */
   retire(reason: string): Promise<{ wipe: string; actions: string[]; journal: JournalRecord[] }>;
-  /** Play the agent through every action of `wf`, each SUCCESS; returns the action names served. */
-  runToSuccess(wf: string, first: AgentAction): Promise<string[]>;
   /**
    * Real agent: ask for `action` and wait for its Workflow to end (SUCCESS or FAILED after an action ran), asking
    * again (at most 3 times) when Tinkerbell fails the boot Job by itself. Returns the Workflow's name.
@@ -384,22 +367,20 @@ async function attachAttestationServer(real: RealAgentLab, f: Fleet, env: Env, s
 }
 
 /**
- * `agent`: "scripted" (default) or "real" (see the file comment); `lldp` (real agent, default true): rack-1's switch
+ * `lldp` (default true): rack-1's switch
  * port speaks LLDP to the machine's boot interface; false: no switch port (the server refuses provision at its
  * switch-port gate).
  */
-export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; lldp?: boolean } = {}): Promise<PlatformWorld> {
-  const [f, env, bmc] = await Promise.all([startFleet(), startEnv(NS, { autoEnrollment: opts.agent === "real" }), startRedfishEmulator({ powerState: "On" })]);
+export async function startPlatformWorld(opts: { lldp?: boolean } = {}): Promise<PlatformWorld> {
+  const [f, env, bmc] = await Promise.all([startFleet(), startEnv(NS, { autoEnrollment: true }), startRedfishEmulator({ powerState: "On" })]);
   const notes: string[] = [];
   const decisions = new Decisions();
   let handler: Handler | undefined;
   const dir = mkdtempSync(join(tmpdir(), "fleetd-platform-"));
   const labStops: (() => Promise<void> | void)[] = [];
-  let scripted: TinkAgentClient | undefined;
   let real: RealAgentLab | undefined;
   const stop = async () => {
     await handler?.stop();
-    scripted?.close();
     for (const s of labStops.reverse()) {
       try {
         await s();
@@ -411,20 +392,16 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    if (opts.agent === "real") real = await startRealAgentLab(dir, bmc, env.tb.grpcAddress, labStops, opts.lldp ?? true);
-    else scripted = await TinkAgentClient.connect(env.tb.grpcAddress);
+    real = await startRealAgentLab(dir, bmc, env.tb.grpcAddress, labStops, opts.lldp ?? true);
     await env.core.createNamespace({ body: { metadata: { name: "fleetd" } } });
     const adminCfg = f.configFile(f.nb.authorization.replace(/^Bearer /, ""));
     assert.equal(fleetd(["netbox", "setup", "--config", adminCfg]).code, 0);
     const nodesFile = join(f.dir, "platform-nodes.yaml");
     // rack-1 approves the lab machine's real EKs (its swtpm's certificates) when the real agent runs it
-    writeFileSync(nodesFile, handlerNodesText() + nodeText(real?.disk.device, real ? [`      - { alg: rsa, sha256: ${real.ekBindings.rsa} }`, `      - { alg: ecc, sha256: ${real.ekBindings.ecc} }`].join("\n") : MADE_UP_EK));
+    writeFileSync(nodesFile, handlerNodesText() + nodeText(real.disk.device, [`      - { alg: rsa, sha256: ${real.ekBindings.rsa} }`, `      - { alg: ecc, sha256: ${real.ekBindings.ecc} }`].join("\n")));
     const apply = fleetd(["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]);
     assert.equal(apply.code, 0, apply.stderr);
     const inv = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
-    // The scripted agent attests nothing: what a passing attestation records (the proven MAC of the boot interface,
-    // the emulated system's NIC) is recorded for it. The real machine proves its MAC itself (intake).
-    if (!real) await inv.recordAttestation(await nodeRef(f.admin, NODE), { verdict: "pass", at: new Date(), macs: [bmc.mac.toUpperCase()] });
 
     // The node's own BMC Secret, kept by the operator (fleetd only references it; credentials.ts).
     await env.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: `fleetd-bmc-${NODE}` }, stringData: { username: bmc.username, password: bmc.password } } });
@@ -452,21 +429,14 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
           : {}),
       }),
     } as never);
-    if (real) await attachAttestationServer(real, f, env, site, inv, dir, labStops);
+    await attachAttestationServer(real, f, env, site, inv, dir, labStops);
     handler = await startHandler(toHandlerConfig(site), { logger: pino({ level: process.env["FLEETD_TEST_LOG"] ?? "silent" }), onDecision: (e) => decisions.push(e) });
   } catch (e) {
     await stop();
     throw e;
   }
   const h = handler;
-  const agent = new Proxy({} as TinkAgentClient, {
-    get(_t, prop) {
-      if (!scripted) throw new Error(`the scripted agent (.${String(prop)}) is not in a real-agent world`);
-      const v = (scripted as unknown as Record<string | symbol, unknown>)[prop];
-      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(scripted) : v;
-    },
-  });
-
+  const lab = real;
   const ask = async (action: string): Promise<string> => {
     const d = await device(f, NODE);
     const mark = decisions.events.length;
@@ -478,69 +448,6 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
     return intent.effect.effect === "workflow" ? intent.effect.workflow : "";
   };
 
-  const firstAction = async (wf: string): Promise<AgentAction | undefined> => {
-    const deadline = Date.now() + 300_000;
-    for (;;) {
-      try {
-        return await agent.getAction(bmc.mac);
-      } catch (e) {
-        const w = await workflow(env, wf);
-        // Tinkerbell v0.25.0 fails boot Jobs by itself now and then (Rufio's Task race, tink-controller's Job
-        // race): judged with fleetd's own bootFailure, which decides the restarts
-        const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
-        const boot = live.success ? bootFailure(live.data) : undefined;
-        if (boot !== undefined) {
-          const job = BmcJob.safeParse(await get(env, "jobs", `netboot-${wf}`).catch(() => undefined));
-          const jobFailure = job.success ? condition(job.data.status?.conditions, "Failed")?.message : undefined;
-          notes.push(`${wf} failed at its boot Job by itself: ${boot}${jobFailure ? ` (Job: ${jobFailure})` : ""}`);
-          return undefined;
-        }
-        if (e instanceof AgentRpcError && e.codeName === "FAILED_PRECONDITION" && Date.now() < deadline) continue;
-        throw new Error(`GetAction for ${wf}: ${(e as Error).message}\nworkflow: ${JSON.stringify(w.status)}\n${env.logs().slice(-4000)}`);
-      }
-    }
-  };
-
-  const served = async (action: string): Promise<{ wf: string; first: AgentAction }> => {
-    for (let attempt = 1; ; attempt++) {
-      const wf = await ask(action);
-      const first = await firstAction(wf);
-      if (first) return { wf, first };
-      assert.ok(attempt < 3, "Rufio failed the netboot Job three times");
-      notes.push(`asked for ${action} again (attempt ${attempt + 1})`);
-    }
-  };
-
-  /** The first action of a Workflow fleetd starts again after a boot failure (retirement's wipe, the outcome loop). */
-  const servedAfterRestarts = async (wf: string): Promise<AgentAction> => {
-    for (let attempt = 1; attempt <= 4; attempt++) {
-      const a = await firstAction(wf);
-      if (a) return a;
-      await poll(env, `${wf} started again`, async () => {
-        const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
-        return live.success && bootFailure(live.data) === undefined ? true : undefined;
-      }, 180_000);
-      notes.push(`${wf} was started again by fleetd (attempt ${attempt + 1})`);
-    }
-    throw new Error(`${wf} was never served`);
-  };
-
-  const runToSuccess = async (wf: string, first: AgentAction): Promise<string[]> => {
-    const names: string[] = [];
-    let a: AgentAction | undefined = first;
-    while (a) {
-      assert.equal(a.workflowId, `${NS}/${wf}`);
-      names.push(a.name);
-      await agent.perform(a, async () => "SUCCESS");
-      const s = await poll(env, `${wf} to move on`, async () => {
-        const st = (await workflow(env, wf)).status?.state;
-        return st === "RUNNING" || st === "SUCCESS" ? st : undefined;
-      });
-      a = s === "SUCCESS" ? undefined : await agent.getAction(bmc.mac);
-    }
-    return names;
-  };
-
   const retire = async (reason: string): Promise<{ wipe: string; actions: string[]; journal: JournalRecord[] }> => {
     const d = await device(f, NODE);
     await patchDevice(f.client(f.alice.token), d.id, { status: "decommissioning" }, null, reason);
@@ -548,17 +455,12 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
       const items = ((await env.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "workflows", labelSelector: `fleetd.io/node=${NODE}` })) as { items: { metadata: { name: string }; spec: { templateRef: string } }[] }).items;
       return items.find((i) => /wipe/.test(i.spec.templateRef))?.metadata.name;
     }, 120_000);
-    // If Tinkerbell fails the boot Job by itself, the retirement platform starts the same Workflow again.
-    let actions: string[];
-    if (real) {
-      // the real agent runs it (after the netboot Job's power cycle): attest in wipe mode, the whole disk, the TPM
-      const end = await endOf(wipe);
-      const st = (await workflow(env, wipe)).status;
-      assert.equal(end, "SUCCESS", JSON.stringify(st?.tasks?.[0]?.actions?.map((a) => [a.name, a.state, a.message])));
-      actions = (st?.tasks?.[0]?.actions ?? []).map((a) => a.name);
-    } else {
-      actions = await runToSuccess(wipe, await servedAfterRestarts(wipe));
-    }
+    // The agent runs it after the netboot Job's power cycle: attest in wipe mode, the whole disk, the TPM. If
+    // Tinkerbell fails the boot Job by itself, the retirement platform starts the same Workflow again (endOf waits).
+    const end = await endOf(wipe);
+    const st = (await workflow(env, wipe)).status;
+    assert.equal(end, "SUCCESS", JSON.stringify(st?.tasks?.[0]?.actions?.map((a) => [a.name, a.state, a.message])));
+    const actions = (st?.tasks?.[0]?.actions ?? []).map((a) => a.name);
     await poll(env, "the BMC to be powered off", async () => ((await bmc.powerState()) === "Off" ? true : undefined), 180_000);
     await poll(env, "NetBox offline", async () => ((await device(f, NODE)).status === "offline" ? true : undefined), 120_000);
     // The status changes before the step's own journal line is written: wait for that line, not only the status.
@@ -570,7 +472,6 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
   };
 
   const ranToEnd = async (action: string, timeoutMs = 600_000): Promise<string> => {
-    if (!real) throw new Error("ranToEnd needs the real agent");
     for (let attempt = 1; ; attempt++) {
       const wf = await ask(action);
       const end = await poll(env, `${wf} to end`, async () => {
@@ -589,7 +490,6 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
   };
 
   const endOf = async (wf: string, timeoutMs = 600_000): Promise<string> => {
-    if (!real) throw new Error("endOf needs the real agent");
     const seen = new Set<string>();
     const lab = real;
     let lastStatus = "";
@@ -611,5 +511,5 @@ export async function startPlatformWorld(opts: { agent?: "scripted" | "real"; ll
     });
   };
 
-  return { f, env, bmc, agent, real, handler: h, decisions, notes, ask, firstAction, served, servedAfterRestarts, runToSuccess, ranToEnd, endOf, retire, stop };
+  return { f, env, bmc, real: lab, handler: h, decisions, notes, ask, ranToEnd, endOf, retire, stop };
 }

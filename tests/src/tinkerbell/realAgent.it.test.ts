@@ -39,7 +39,7 @@ import { NODE, startPlatformWorld, type PlatformWorld } from "./platformWorld.js
 let w: PlatformWorld;
 
 before(async () => {
-  w = await startPlatformWorld({ agent: "real" });
+  w = await startPlatformWorld();
 }, { timeout: 60 * 60_000 });
 
 after(async () => {
