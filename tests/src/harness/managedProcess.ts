@@ -61,11 +61,7 @@ export class ManagedProcess {
   }
 
   tail(lines = 30): string {
-    try {
-      return readFileSync(this.logFile, "utf8").split("\n").slice(-lines).join("\n");
-    } catch {
-      return "";
-    }
+    return tailOf(this.logFile, lines);
   }
 
   private signalGroup(sig: NodeJS.Signals): void {
@@ -91,5 +87,14 @@ export class ManagedProcess {
       this.signalGroup("SIGKILL");
       await this.exited;
     }
+  }
+}
+
+/** The last `lines` lines of a log file ("" when it cannot be read). */
+export function tailOf(file: string, lines = 30): string {
+  try {
+    return readFileSync(file, "utf8").split("\n").slice(-lines).join("\n");
+  } catch {
+    return "";
   }
 }

@@ -11,6 +11,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { connect } from "node:net";
+import { tailOf } from "./managedProcess.js";
 import { sleep } from "./ports.js";
 
 /** What netbox.ts needs of a NetBox process, spawned (ManagedProcess) or forked (ZygoteProcess). */
@@ -60,11 +61,7 @@ export class ZygoteProcess implements NetBoxProcess {
   }
 
   tail(lines = 30): string {
-    try {
-      return readFileSync(this.logFile, "utf8").split("\n").slice(-lines).join("\n");
-    } catch {
-      return "";
-    }
+    return tailOf(this.logFile, lines);
   }
 
   private signalGroup(sig: NodeJS.Signals): void {

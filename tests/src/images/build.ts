@@ -272,18 +272,7 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
       { timeoutMs: 15 * 60_000 },
     );
     // The digest a registry will hold: push to an OCI layout (gzip layers, as `podman push` sends them) and read it.
-    const oci = join(imagesDir(), "tmp", `oci-${part.name}-${process.pid}`);
-    const digestFile = `${oci}.digest`;
-    try {
-      await p.must(["push", "--quiet", "--digestfile", digestFile, ref, `oci:${oci}:${tag}`], { timeoutMs: 15 * 60_000 });
-      const id = `sha256:${(await p.must(["image", "inspect", "--format", "{{.Id}}", ref])).trim()}`;
-      record = { id, digest: readFileSync(digestFile, "utf8").trim() };
-    } finally {
-      rmSync(oci, { recursive: true, force: true });
-      rmSync(digestFile, { force: true });
-    }
-    mkdirSync(dirname(recordFile), { recursive: true });
-    writeFileSync(recordFile, `${JSON.stringify(record)}\n`);
+    record = await recordBuilt(p, ref, `${part.name}-${tag}`, tag, recordFile);
     log(`${part.name}: built ${ref} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
   const [size = "", user = ""] = (await p.must(["image", "inspect", "--format", "{{.Size}}\t{{.Config.User}}", ref])).trim().split("\t");
@@ -337,18 +326,7 @@ async function buildLab(p: Podman, spec: LabSpec, base: string, node: string): P
       ["build", "--quiet", "--pull=never", "--no-cache", "--timestamp", "0", "--no-hosts", "--file", containerfile, ...Object.entries(args).flatMap(([k, v]) => ["--build-arg", `${k}=${v}`]), "--tag", ref, ctx],
       { timeoutMs: 15 * 60_000 },
     );
-    const oci = join(imagesDir(), "tmp", `oci-lab-${spec.name}-${process.pid}`);
-    const digestFile = `${oci}.digest`;
-    try {
-      await p.must(["push", "--quiet", "--digestfile", digestFile, ref, `oci:${oci}:lab`], { timeoutMs: 15 * 60_000 });
-      const id = `sha256:${(await p.must(["image", "inspect", "--format", "{{.Id}}", ref])).trim()}`;
-      record = { id, digest: readFileSync(digestFile, "utf8").trim() };
-    } finally {
-      rmSync(oci, { recursive: true, force: true });
-      rmSync(digestFile, { force: true });
-    }
-    mkdirSync(dirname(recordFile), { recursive: true });
-    writeFileSync(recordFile, `${JSON.stringify(record)}\n`);
+    record = await recordBuilt(p, ref, `lab-${spec.name}`, "lab", recordFile);
     log(`lab ${spec.name}: built ${ref} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
   const size = (await p.must(["image", "inspect", "--format", "{{.Size}}", ref])).trim();
@@ -450,4 +428,25 @@ if (process.env["FLEETD_IMAGES_LOCKED"] !== "1") {
     process.stderr.write(`[images] ${message}\n`);
     process.exit(message.startsWith("usage:") ? 2 : 1); // fleetd's exit table: 2 usage
   });
+}
+
+/**
+ * The image's ID and its manifest digest (what a registry serves it by: pushing it to a scratch OCI layout gives the
+ * digest podman computes for it), written to `recordFile`.
+ */
+async function recordBuilt(p: Podman, ref: string, scratch: string, tag: string, recordFile: string): Promise<{ id: string; digest: string }> {
+  const oci = join(imagesDir(), "tmp", `oci-${scratch}-${process.pid}`);
+  const digestFile = `${oci}.digest`;
+  let record: { id: string; digest: string };
+  try {
+    await p.must(["push", "--quiet", "--digestfile", digestFile, ref, `oci:${oci}:${tag}`], { timeoutMs: 15 * 60_000 });
+    const id = `sha256:${(await p.must(["image", "inspect", "--format", "{{.Id}}", ref])).trim()}`;
+    record = { id, digest: readFileSync(digestFile, "utf8").trim() };
+  } finally {
+    rmSync(oci, { recursive: true, force: true });
+    rmSync(digestFile, { force: true });
+  }
+  mkdirSync(dirname(recordFile), { recursive: true });
+  writeFileSync(recordFile, `${JSON.stringify(record)}\n`);
+  return record;
 }
