@@ -493,17 +493,32 @@ export async function startPlatformWorld(opts: { lldp?: boolean } = {}): Promise
     const seen = new Set<string>();
     const lab = real;
     let lastStatus = "";
+    let lastPass = 0;
+    // netbox-script's reconcile pass (hourly in this world) is what starts a Workflow again after Tinkerbell failed its
+    // boot Job: run it, at most every 3 s, while the Workflow is in that state
+    const reconcile = async (): Promise<void> => {
+      if (Date.now() - lastPass < 3000) return;
+      lastPass = Date.now();
+      await h.followWorkflows();
+    };
     return pollValue(`${wf} to end`, async () => {
       const live = WorkflowObject.safeParse(await get(env, "workflows", wf).catch(() => undefined));
       if (!live.success) return undefined;
       const boot = bootFailure(live.data);
       if (boot !== undefined) {
         if (!seen.has(boot) && seen.add(boot)) notes.push(`${wf} failed at its boot Job by itself (fleetd starts it again): ${boot}`);
+        await reconcile();
         return undefined;
       }
       const status = (await workflow(env, wf)).status;
       lastStatus = JSON.stringify(status);
       const st = status?.state;
+      // FAILED before any action ran is a boot Job failure whose condition tink-controller has not written yet
+      const noneRan = (status?.tasks?.[0]?.actions ?? []).every((a) => a.state === "PENDING");
+      if (st === "FAILED" && noneRan) {
+        await reconcile();
+        return undefined;
+      }
       return st === "SUCCESS" || st === "FAILED" || st === "TIMEOUT" ? st : undefined;
     }, {
       timeoutMs,
