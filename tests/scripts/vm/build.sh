@@ -46,7 +46,7 @@ for t in qemu-system-x86_64 sbsign sbattach objcopy objdump mkfs.vfat mmd mcopy 
 done
 [ -f "$STUB" ] || die "$STUB is missing (systemd-boot-efi; run .ci/setup)"
 [ -f "$OVMF_VARS" ] || die "$OVMF_VARS is missing (ovmf; run .ci/setup)"
-[ -x /bin/busybox ] && /bin/busybox --list | grep -qx udhcpc || die "busybox-static is missing (run .ci/setup)"
+[ -x /bin/busybox ] && /bin/busybox --list | grep -x udhcpc >/dev/null || die "busybox-static is missing (run .ci/setup)"  # not grep -q: it would stop reading, busybox die of SIGPIPE and pipefail fail the check
 
 # The kernel package: the one Debian's linux-image-amd64 currently depends on.
 kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }

@@ -109,7 +109,10 @@ async function startOnce(bin: string, cp: ControlPlane, opts: TinkerbellOptions)
     "--tink-server-bind-addr=127.0.0.1", `--tink-server-bind-port=${grpcPort}`,
     `--rufio-power-check-interval=${opts.rufioPowerCheckInterval ?? "5s"}`,
     `--log-level=${opts.logLevel ?? 0}`,
-    ...(opts.autoEnrollment ? ["--tink-server-auto-enrollment-enabled=true"] : []),
+    // tink-server looks up an agent's Hardware (spec.agentID) only in the auto-discovery namespace, even with
+    // discovery off: unless that is the namespace holding fleetd's Hardware, every agent without a current Workflow
+    // is enrolled again, admitted machines too
+    ...(opts.autoEnrollment ? ["--tink-server-auto-enrollment-enabled=true", `--tink-server-auto-discovery-namespace=${opts.namespace}`] : []),
   ];
   const d: Daemon = startDaemon("tinkerbell", bin, args, { env: cleanEnv() });
   const died = () => (d.hasExited() ? `tinkerbell exited:\n${d.output().slice(-3000)}` : undefined);
