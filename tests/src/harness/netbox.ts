@@ -107,7 +107,7 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
       "-c", "full_page_writes=off", "-c", "max_connections=50",
     ], { ...(pgIds ?? {}), cwd: runDir });
     procs.push(pg);
-    const redisPassword = secrets.dbPassword.split("").reverse().join("");
+    const redisPassword = redisPasswordOf(secrets);
     const redis = new ManagedProcess("redis", join(runDir, "redis.log"), "redis-server", [
       "--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
       "--dir", runDir, "--requirepass", redisPassword,
@@ -266,6 +266,11 @@ export async function startPostgres(): Promise<Postgres> {
   };
 }
 
+/** Redis's password for every test instance: derived from the template's database password (loopback only). */
+function redisPasswordOf(secrets: z.infer<typeof Secrets>): string {
+  return secrets.dbPassword.split("").reverse().join("");
+}
+
 /** The environment NetBox's configuration (fleetd_configuration.py) reads, for one instance. */
 function netboxEnv(cache: string, secrets: z.infer<typeof Secrets>, o: { root: string; dbPort: number; redisPort: number; logLevel: string }): NodeJS.ProcessEnv {
   const venvBin = join(cache, "venv/bin");
@@ -280,7 +285,7 @@ function netboxEnv(cache: string, secrets: z.infer<typeof Secrets>, o: { root: s
     FLEETD_NB_DB_PORT: String(o.dbPort),
     FLEETD_NB_DB_PASSWORD: secrets.dbPassword,
     FLEETD_NB_REDIS_PORT: String(o.redisPort),
-    FLEETD_NB_REDIS_PASSWORD: secrets.dbPassword.split("").reverse().join(""),
+    FLEETD_NB_REDIS_PASSWORD: redisPasswordOf(secrets),
     FLEETD_NB_SECRET_KEY: secrets.secretKey,
     FLEETD_NB_PEPPER: secrets.pepper,
     FLEETD_NB_LOG_LEVEL: o.logLevel,

@@ -8,7 +8,7 @@
  */
 import { readJournal } from "@fleetd/platform/netbox";
 import { device } from "../netbox/handlerFixture.js";
-import { list, workflow } from "../tinkerbell/fixtures.js";
+import { workflow } from "../tinkerbell/fixtures.js";
 import { NODE, startPlatformWorld, type PlatformWorld } from "../tinkerbell/platformWorld.js";
 import type { Report } from "./report.js";
 
@@ -25,20 +25,10 @@ export async function platforms(report: Report): Promise<void> {
     let wf = "";
     await report.step(`${NODE} boots HookOS: tink-server enrolls it (intake), fleetd-attest passes with its swtpm, the confirm's admission creates its Hardware and provision Workflow`, async () => {
       await real.startAgent();
-      const d = await device(world.f, NODE);
-      const deadline = Date.now() + 300_000;
-      for (;;) {
-        const line = (await readJournal(world.f.admin, d.id)).find((e) => e.comments.includes("admission"));
-        if (line) {
-          const wfs = ((await list(world.env, "workflows")) as { metadata: { name: string; labels?: Record<string, string> }; spec: { templateRef: string } }[])
-            .filter((x) => x.metadata.labels?.["fleetd.io/node"] === NODE && x.spec.templateRef === "fleetd-provision");
-          wf = wfs[0]?.metadata.name ?? "";
-          if (line.kind !== "success" || !wf) throw new Error(`admission: ${line.comments}`);
-          return line.comments;
-        }
-        if (Date.now() > deadline) throw new Error(`no admission within 300 s\n${real.agent.log().slice(-3000)}`);
-        await new Promise((r) => setTimeout(r, 500));
-      }
+      const { line, provisions } = await world.admitted();
+      wf = provisions[0] ?? "";
+      if (line.kind !== "success" || provisions.length !== 1) throw new Error(`admission: ${line.comments}; provision Workflows ${JSON.stringify(provisions)}`);
+      return line.comments;
     });
     await report.step("the netboot Job power-cycles the machine; its agent runs the provision Workflow's containers: attest, wipe-disk, install-talos (the lab OS image), fleetd-write-meta", async () => {
       const state = await world.endOf(wf);

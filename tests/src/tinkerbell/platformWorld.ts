@@ -56,7 +56,7 @@ import { Decisions, device, handlerNodesText, requestAction } from "../netbox/ha
 import { TinkerbellAdmission, TinkerbellWorkflowGate, WorkflowObject, bootFailure, tinkerbellEffectsFromConfig } from "@fleetd/platform/tinkerbell";
 import { netboxPlatformFieldCheck } from "@fleetd/platform/netbox";
 import type { SiteConfig } from "@fleetd/platform/fleet";
-import { BmcJob, condition, get, kubernetesSection, poll, startEnv, workflow, type Env } from "./fixtures.js";
+import { BmcJob, condition, get, kubernetesSection, list, poll, startEnv, workflow, type Env } from "./fixtures.js";
 
 export const NS = "tinkerbell";
 export const NODE = "rack-1";
@@ -154,6 +154,11 @@ export interface PlatformWorld {
    * Job Tinkerbell failed by itself is left to fleetd, which starts the Workflow again (bootRetries). Returns the state.
    */
   endOf(wf: string, timeoutMs?: number): Promise<string>;
+  /**
+   * Wait for the admission an intake confirm runs: its journal line on the node, and the names of the node's
+   * provision Workflows (fleetd's, label fleetd.io/node) once it is there.
+   */
+  admitted(timeoutMs?: number): Promise<{ line: JournalRecord; provisions: string[] }>;
   stop(): Promise<void>;
 }
 
@@ -526,5 +531,13 @@ export async function startPlatformWorld(opts: { lldp?: boolean } = {}): Promise
     });
   };
 
-  return { f, env, bmc, real: lab, handler: h, decisions, notes, ask, ranToEnd, endOf, retire, stop };
+  const admitted = async (timeoutMs = 300_000): Promise<{ line: JournalRecord; provisions: string[] }> => {
+    const d = await device(f, NODE);
+    const line = await poll(env, "admission journalled", async () => (await readJournal(f.admin, d.id)).find((e) => e.comments.includes("admission")), timeoutMs);
+    const wfs = (await list(env, "workflows")) as { metadata: { name: string; labels?: Record<string, string> }; spec: { templateRef: string } }[];
+    const provisions = wfs.filter((x) => x.metadata.labels?.["fleetd.io/node"] === NODE && x.spec.templateRef === "fleetd-provision").map((x) => x.metadata.name);
+    return { line, provisions };
+  };
+
+  return { f, env, bmc, real: lab, handler: h, decisions, notes, ask, ranToEnd, endOf, admitted, retire, stop };
 }

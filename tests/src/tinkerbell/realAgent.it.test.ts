@@ -137,7 +137,7 @@ test("intake → admission → provision with the real tink-agent: tink-server e
   assert.equal(enrolled.spec.templateRef, "fleetd-intake");
   assert.equal(enrolled.spec.hardwareMap["device_1"], w.bmc.mac.toLowerCase());
   // the intake's confirm ran admission: journalled, with the Hardware and the provision Workflow it created
-  const admitted = await poll(w.env, "admission journalled", async () => (await readJournal(w.f.admin, d.id)).find((e) => e.comments.includes("admission")), 300_000);
+  const { line: admitted, provisions } = await w.admitted();
   process.stdout.write(`# ${((Date.now() - t0) / 1000).toFixed(1)} s to admission: ${admitted.comments}\n`);
   assert.equal(admitted.kind, "success", admitted.comments);
   // the server's own journal lines go through its outbox (delivered after the answer)
@@ -148,10 +148,8 @@ test("intake → admission → provision with the real tink-agent: tink-server e
   }, 60_000);
   const hardware = (await list(w.env, "hardware")) as { metadata: { name: string }; spec: { interfaces?: { dhcp?: { mac?: string } }[] } }[];
   assert.deepEqual(hardware.map((h) => [h.metadata.name, h.spec.interfaces?.[0]?.dhcp?.mac]), [[NODE, w.bmc.mac.toLowerCase()]], "admission's Hardware: the node, its proven boot MAC");
-  const provisions = ((await list(w.env, "workflows")) as { metadata: { name: string; labels?: Record<string, string> }; spec: { templateRef: string } }[])
-    .filter((x) => x.metadata.labels?.["fleetd.io/node"] === NODE && x.spec.templateRef === "fleetd-provision");
   assert.equal(provisions.length, 1, "admission created one provision Workflow");
-  const wf = provisions[0]!.metadata.name;
+  const wf = provisions[0]!;
   assert.ok(admitted.comments.includes(wf), `the journal names ${wf}`);
   assert.equal(await get(w.env, "workflows", intake).catch(() => undefined), undefined, "the intake Workflow was superseded");
   // the provision Workflow's netboot Job power-cycles the machine through its BMC: HookOS boots again, a new agent
