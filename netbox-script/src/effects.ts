@@ -8,7 +8,7 @@
  * (the same request names the same Workflow, so a retry never doubles one).
  */
 import { platformNodeFromEntry, type NodeEntry, type PlatformNode } from "@fleetd/platform/fleet";
-import type { Intent } from "@fleetd/platform/netbox";
+import type { DeviceRecord, Intent } from "@fleetd/platform/netbox";
 import { TinkerbellError, type TinkerbellEffects, type TinkerbellErrorCode, canonicalMac } from "@fleetd/platform/tinkerbell";
 
 export interface RetireRequest {
@@ -29,8 +29,11 @@ export type EffectOutcome =
 export interface EffectDeps {
   tinkerbell?: TinkerbellEffects;
   retire?: RetireFn;
-  /** The boot interface's MAC as NetBox holds it (bootMac.ts), any case. */
-  bootMac(deviceId: number): Promise<string | undefined>;
+  /**
+   * The boot MAC TPM evidence proved (bootMac.ts: the field, attributed to the attestation account by the change
+   * log), any case, of the device as the take confirmed it (the record its If-Match write matched).
+   */
+  bootMac(device: DeviceRecord): Promise<string | undefined>;
 }
 
 /** The node as the effects take it: its nodes-file entry and the boot MAC NetBox holds (canonicalised here; the effects check the rest once). */
@@ -38,7 +41,8 @@ export function platformNodeOf(name: string, entry: NodeEntry, mac: string | und
   return platformNodeFromEntry(name, entry, mac ? canonicalMac(mac) : undefined);
 }
 
-export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: string, entry: NodeEntry | undefined): Promise<EffectOutcome> {
+/** `device`: the record the request was taken at (its boot MAC is the one the Workflow targets). */
+export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: string, entry: NodeEntry | undefined, device: DeviceRecord): Promise<EffectOutcome> {
   if (intent.action === "decommission") {
     if (!d.retire) return { effect: "intent-only", why: "retirement is not wired into this handler" };
     await d.retire({ node: intent.node, deviceId: intent.deviceId, requestKey, requestedBy: intent.requestedBy });
@@ -47,7 +51,7 @@ export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: str
   if (!d.tinkerbell) return { effect: "intent-only", why: "no management cluster configured" };
   if (!entry) return { effect: "refused", code: "not-in-inventory", reason: `${intent.node} is not in the nodes file` };
   try {
-    const node = platformNodeOf(intent.node, entry, await d.bootMac(intent.deviceId));
+    const node = platformNodeOf(intent.node, entry, await d.bootMac(device));
     const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey });
     return { effect: "workflow", workflow: s.name, created: s.created, deleted: s.deleted.map((x) => `${x.name} (${x.state}, ${x.why})`) };
   } catch (e) {

@@ -7,7 +7,7 @@ import { hostname } from "node:os";
 import type { Logger } from "pino";
 import { parseNodesFile, type NodesFile, attestationAccount } from "@fleetd/platform/fleet";
 import { applyListenerLimits, listenerOptions } from "@fleetd/platform/http";
-import { createNetBox, type NetBox, netboxReachable, missingCustomFields, CUSTOM_FIELDS, provenBootMac, netboxJournal } from "@fleetd/platform/netbox";
+import { createNetBox, type NetBox, netboxReachable, missingCustomFields, CUSTOM_FIELDS, provenBootMac, provenBootMacOf, netboxJournal, type DeviceRecord } from "@fleetd/platform/netbox";
 import { backoffDelayMs, outageOf } from "@fleetd/platform/outage";
 import { type TinkerbellEffects, tinkerbellEffectsFromConfig, followWorkflows, type FollowReport } from "@fleetd/platform/tinkerbell";
 import { loadKube, LeaderElector, runWhileLeader, type LeaderLoop } from "@fleetd/platform/kube";
@@ -75,6 +75,11 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   // The boot MAC a Workflow targets: only the one TPM evidence proved (boot_mac written by the attestation account).
   const bootMac = async (id: number): Promise<string | undefined> => {
     const p = await provenBootMac(nb, id, attestationAccount(cfg.site));
+    return p.ok ? p.mac : undefined;
+  };
+  // The same for a record already read (the worker's: the device its take matched), without reading it again.
+  const bootMacOf = async (d: DeviceRecord): Promise<string | undefined> => {
+    const p = await provenBootMacOf(nb, d, attestationAccount(cfg.site));
     return p.ok ? p.mac : undefined;
   };
   // NetBox down at start is an outage, not a refusal: wait for it (nothing can be decided without it, and the
@@ -165,7 +170,7 @@ export async function startHandler(cfg: HandlerConfig, opts: HandlerOptions = {}
   const received = new Map<string, number>();
   const worker = new Worker({
     cfg, nb, nodes, queue, intents, log, metrics,
-    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(retire ? { retire } : {}), bootMac },
+    effects: { ...(tinkerbell ? { tinkerbell } : {}), ...(retire ? { retire } : {}), bootMac: bootMacOf },
     onDecision: (e) => {
       const t0 = received.get(e.job.id);
       if (t0 !== undefined) {

@@ -23,7 +23,23 @@ export interface DecisionEvent {
   job: Job;
   deviceId: number;
   decision: Decision;
+  /** When the job finished (the effect ran and the journal was written), ms since the epoch. */
   at: number;
+  /** When each step of the job ended (ms since the epoch), for the per-stage latency of the webhook path. */
+  marks: StageMarks;
+}
+
+/**
+ * The steps of one job, as `Date.now()` at its end: `started` (taken from the queue, run begins), `decided` (NetBox
+ * read, change log and groups read, decide() returned), `taken` (re-read, claimed, desired_action cleared with
+ * If-Match), `effect` (the platform effect returned: the Workflow exists in the kube-apiserver). A step that did not
+ * run (an ignore, a refusal, a resumed request) is absent; a 412 retry overwrites the earlier attempt's.
+ */
+export interface StageMarks {
+  started: number;
+  decided?: number;
+  taken?: number;
+  effect?: number;
 }
 
 export interface WorkerDeps {
@@ -130,11 +146,12 @@ export class Worker {
 
   private async run(job: Job): Promise<void> {
     if (this.stopped) return;
+    const marks: StageMarks = { started: Date.now() };
     try {
-      const decision = await this.process(job);
+      const decision = await this.process(job, marks);
       await this.d.queue.done(job);
       this.d.metrics.decisions.inc({ outcome: decision.outcome, action: decision.outcome === "dispatch" ? decision.intent.action : "-" });
-      this.d.onDecision?.({ job, deviceId: job.deviceId, decision, at: Date.now() });
+      this.d.onDecision?.({ job, deviceId: job.deviceId, decision, at: Date.now(), marks });
     } catch (e) {
       const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
       const delay = backoffDelayMs(job.attempts + 1, Math.random(), JOB_BACKOFF);
@@ -148,10 +165,10 @@ export class Worker {
   }
 
   /** One hint: re-read, decide, act, journal. Retries itself on 412 (the device changed under us). */
-  async process(job: Job): Promise<Decision> {
+  async process(job: Job, marks: StageMarks = { started: Date.now() }): Promise<Decision> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.processOnce(job);
+        return await this.processOnce(job, marks);
       } catch (e) {
         if (e instanceof NetBoxError && e.code === "netbox-conflict" && attempt < MAX_CONFLICT_RETRIES) {
           this.d.log.info({ device: job.deviceId }, "device changed while deciding (412); re-reading");
@@ -167,7 +184,7 @@ export class Worker {
     return { username: change.user.username, groups: await userGroups(this.d.nb, change.user.id) };
   }
 
-  private async processOnce(job: Job): Promise<Decision> {
+  private async processOnce(job: Job, marks: StageMarks): Promise<Decision> {
     const { nb, cfg, log } = this.d;
     const got = await readDeviceIfExists(nb, job.deviceId);
     if (!got) return this.ignore(job, "device no longer exists");
@@ -193,19 +210,26 @@ export class Worker {
       return this.ignore(job, "decommissioning already handled");
     }
     const node = device.name !== null ? nodeEntry(this.d.nodes, device.name) : undefined;
+    // Three independent reads of what was read above: together, not one after another (each is a NetBox round trip).
+    const [ekAttribution, bootMac, requester] = await Promise.all([
+      node && node.tpm !== "none" && trigger === "desired_action" ? checkEkAttribution(nb, device.id, device.cf["ek_bindings"] ?? null, cfg.site.accounts.apply) : undefined,
+      // A TPM 1.2 wipe targets only the boot MAC TPM evidence proved (decide.ts); TPM 2.0's effects check it themselves.
+      node?.tpm === "1.2" ? provenBootMacOf(nb, device, attestationAccount(cfg.site)) : undefined,
+      this.requesterOf(requestChange),
+    ]);
     const facts: Facts = {
       trigger,
       device,
       desiredAction,
       node,
-      ekAttribution: node && node.tpm !== "none" && trigger === "desired_action" ? await checkEkAttribution(nb, device.id, device.cf["ek_bindings"] ?? null, cfg.site.accounts.apply) : undefined,
-      // A TPM 1.2 wipe targets only the boot MAC TPM evidence proved (decide.ts); TPM 2.0's effects check it themselves.
-      bootMac: node?.tpm === "1.2" ? await provenBootMacOf(nb, device, attestationAccount(cfg.site)) : undefined,
-      requester: await this.requesterOf(requestChange),
+      ekAttribution,
+      bootMac,
+      requester,
       authorizedGroup: cfg.site.authorizedGroup,
       features: cfg.site.features,
     };
     const decision = decide(facts);
+    marks.decided = Date.now();
     const requestKey = `${trigger}:${device.id}:${requestChange?.id ?? "none"}`;
     const name = device.name ?? `#${device.id}`;
     if (decision.outcome === "ignore") return this.ignore(job, decision.reason);
@@ -222,42 +246,56 @@ export class Worker {
 
     // Dispatch. Right before the effect the device must still hold what was decided on, and the request is
     // taken in the same conditional step (If-Match at that state): a change in between means nothing runs.
-    const moved = await this.take(device, etag, trigger, desiredAction, requestKey, decision.intent);
-    if (moved !== undefined) return this.requestChanged(device, trigger, desiredAction, moved);
+    const taken = await this.take(device, etag, trigger, desiredAction, requestKey, decision.intent);
+    if ("moved" in taken) return this.requestChanged(device, trigger, desiredAction, taken.moved);
+    marks.taken = Date.now();
     failpoint("handler.afterTake"); // taken in NetBox, no effect yet: a restart resumes it (resume())
-    const done = await this.runEffect(device, decision.intent, requestKey, node, decision);
+    const done = await this.runEffect(taken.device, decision.intent, requestKey, node, decision, marks);
     if (trigger === "decommissioning" && requestChange) this.settle(device, requestChange);
     return done;
   }
 
   /**
-   * The conditional step before an effect. The device is read again: unchanged (same ETag), or changed only in
-   * fields the decision did not read, it goes ahead; otherwise the reason is returned and nothing runs. A
-   * desired_action request is then claimed (durably, in the intent log) and taken in NetBox: desired_action
-   * cleared with If-Match at the state just read — a 412 (changed meanwhile) reads and compares again. A
-   * decommissioning (fleetd writes nothing to such a device) is confirmed by the read alone.
+   * The conditional step before an effect. A desired_action request is claimed (durably, in the intent log) and
+   * taken in NetBox: desired_action cleared with If-Match at the ETag the decision read, so it goes ahead only if
+   * the device is exactly as decided on. On a 412 (changed meanwhile) the device is read again: changed only in
+   * fields the decision did not read, it is taken with If-Match at the state just read (a 412 again reads and
+   * compares again); otherwise the reason is returned and nothing runs. A decommissioning (fleetd writes nothing to
+   * such a device) is confirmed by a read alone. Returns the record the take matched (the effect's boot MAC is
+   * read from it).
    */
-  private async take(device: DeviceRecord, etag: string | null, trigger: Trigger, desiredAction: DesiredAction | null, key: string, intent: Intent): Promise<string | undefined> {
-    const { nb } = this.d;
+  private async take(device: DeviceRecord, etag: string | null, trigger: Trigger, desiredAction: DesiredAction | null, key: string, intent: Intent): Promise<{ device: DeviceRecord } | { moved: string }> {
+    if (trigger !== "desired_action" || desiredAction === null) return this.reread(device, etag);
+    // The first attempt writes at the decision's own read (no second read when nothing changed: the common case).
+    let at: { device: DeviceRecord; etag: string | null } | undefined = etag !== null ? { device, etag } : undefined;
     for (let attempt = 0; ; attempt++) {
-      const fresh = await readDeviceIfExists(nb, device.id);
-      if (!fresh) return "the device was deleted";
-      const moved = fresh.etag !== null && fresh.etag === etag ? undefined : await this.movedInputs(device, fresh.device);
-      if (moved !== undefined) return moved;
-      if (trigger !== "desired_action" || desiredAction === null) return undefined;
+      if (!at) {
+        const r = await this.reread(device, etag);
+        if ("moved" in r) return r;
+        at = r;
+      }
       // Without an ETag the write would not be conditional: fail closed (retried as an error).
-      if (fresh.etag === null) throw new NetBoxError("netbox-bad-response", `read device ${device.id}`, undefined, "no ETag: the request cannot be taken conditionally");
+      if (at.etag === null) throw new NetBoxError("netbox-bad-response", `read device ${device.id}`, undefined, "no ETag: the request cannot be taken conditionally");
       await this.d.intents.claim(key, intent);
       try {
-        await patchDevice(nb, device.id, { custom_fields: { desired_action: null } }, fresh.etag, takeMessage(desiredAction, key));
-        return undefined;
+        await patchDevice(this.d.nb, device.id, { custom_fields: { desired_action: null } }, at.etag, takeMessage(desiredAction, key));
+        return { device: at.device };
       } catch (e) {
         // Not taken: the claim goes (a 412 reads and compares again; anything else fails the job, retried).
         await this.d.intents.abandon(key, device.id);
+        at = undefined;
         if (e instanceof NetBoxError && e.code === "netbox-conflict" && attempt < MAX_CONFLICT_RETRIES) continue;
         throw e;
       }
     }
+  }
+
+  /** The device read again: as decided on (same ETag, or changed only in fields the decision did not read), or why not. */
+  private async reread(device: DeviceRecord, etag: string | null): Promise<{ device: DeviceRecord; etag: string | null } | { moved: string }> {
+    const fresh = await readDeviceIfExists(this.d.nb, device.id);
+    if (!fresh) return { moved: "the device was deleted" };
+    const moved = fresh.etag !== null && fresh.etag === etag ? undefined : await this.movedInputs(device, fresh.device);
+    return moved !== undefined ? { moved } : fresh;
   }
 
   /** Which of the decision's inputs differ between the device as decided on and as read now (with who changed it). */
@@ -314,14 +352,15 @@ export class Worker {
     return this.runEffect(device, claim, claim.key, node, { outcome: "dispatch", intent: claim, clearDesiredAction: false, journal: { kind: "info", text } });
   }
 
-  private async runEffect(device: DeviceRecord, intent: Intent, requestKey: string, node: NodeEntry | undefined, decision: Extract<Decision, { outcome: "dispatch" }>): Promise<Decision> {
+  private async runEffect(device: DeviceRecord, intent: Intent, requestKey: string, node: NodeEntry | undefined, decision: Extract<Decision, { outcome: "dispatch" }>, marks?: StageMarks): Promise<Decision> {
     const { nb, log } = this.d;
     const name = safeLine(intent.node);
     // A transient failure throws: the job is retried and resume() runs the taken request again (the same
     // request names the same Workflow, so nothing doubles).
     const effect: EffectOutcome = this.d.effects
-      ? await applyIntent(this.d.effects, intent, requestKey, node)
+      ? await applyIntent(this.d.effects, intent, requestKey, node, device)
       : { effect: "intent-only", why: "no platform effects configured" };
+    if (marks) marks.effect = Date.now();
     failpoint("handler.afterEffect"); // the Workflow exists, nothing recorded: a restart finds it (same name)
     const rec = await this.d.intents.record(requestKey, intent, effect);
     if (rec) log.info({ device: device.id, node: name, intent, effect }, "intent recorded");
