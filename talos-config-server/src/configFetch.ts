@@ -1,7 +1,8 @@
 /**
  * GET /talos/config?uuid=…&code=… — the one-time Talos config (attestation-protocol.md "Talos hand-off").
  * Looked up by SHA-256(code); claimed with a compare-and-swap before a byte is sent; deleted when the response
- * finished, the claim released if the connection closed first. Never 204 or an empty 200. The literal
+ * finished (handed whole to the kernel), the claim released if the connection closed first — while the config was
+ * being written, or before, while NetBox was asked. Never 204 or an empty 200. The literal
  * `${code}` (Talos did not substitute it: no META key) is a 4xx that counts against nothing. Wrong codes count
  * against the client address (StoreLimiter: charged before the lookup, shared by every replica). The device must
  * still be `staged` in NetBox: a node decommissioned after its confirm gets nothing, and its codes are void. The code never appears in a log line: at fetch time it is a bearer token.
@@ -89,6 +90,24 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
       await deps.store.releaseInstallCode(codeHash, claimer);
       return refuse(404, "unknown-code", "no config for this code (wrong, expired, or already fetched)");
     }
+    // From the claim on, a connection that closes before the config's response finished releases it — also while
+    // the server still waits for NetBox below: Talos's next try finds the code again at once, not after staleClaimMs.
+    // Only the config's own complete response ('finish') delivers it; an answer that is not the config releases or
+    // voids the claim itself first (`held` false).
+    let held = true;
+    let closed = false;
+    let finished = false;
+    const release = async (): Promise<void> => {
+      held = false;
+      await deps.store.releaseInstallCode(codeHash, claimer);
+    };
+    res.on("close", () => {
+      closed = true;
+      if (!held || finished) return;
+      held = false;
+      void deps.store.releaseInstallCode(codeHash, claimer).catch(() => undefined);
+      deps.log.warn({ node: record.node, address, sending: res.headersSent }, res.headersSent ? "talos config response aborted; claim released" : "talos config request closed before the config was sent; claim released");
+    });
     await deps.limiter.refundCode(address, now);
     let wanted: Awaited<ReturnType<ConfigFetchDeps["stillWanted"]>>;
     try {
@@ -98,10 +117,11 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
       wanted = await deps.stillWanted(record.node);
     } catch (e) {
       // NetBox down: the claim goes back, so Talos's next try (it retries for hours) finds the code again
-      await deps.store.releaseInstallCode(codeHash, claimer);
+      await release();
       throw e;
     }
     if (!wanted.ok) {
+      held = false;
       await deps.store.voidInstallCodes(record.node.deviceId);
       deps.log.warn({ node: record.node, address, reason: wanted.reason }, "talos config refused: the node no longer expects it; its install codes are void");
       res.status(410).type("application/json").send(JSON.stringify({ error: "gone", detail: "this config was withdrawn" } satisfies FetchError));
@@ -111,19 +131,23 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
     try {
       config = openConfig(codeBytes, record.config, { deviceId: record.node.deviceId, uuid: record.uuid });
     } catch (e) {
-      if (!(e instanceof SealError)) throw e;
-      await deps.store.releaseInstallCode(codeHash, claimer);
+      if (!(e instanceof SealError)) {
+        await release();
+        throw e;
+      }
+      await release();
       deps.log.error({ node: record.node, reason: e.message }, "stored config does not open with its code; refusing to serve it");
       res.status(500).type("application/json").send(JSON.stringify({ error: "sealed-config", detail: "the stored config does not open; provision the node again" } satisfies z.infer<typeof InternalError>));
       return;
     }
     if (config.length === 0) {
-      await deps.store.releaseInstallCode(codeHash, claimer);
+      await release();
       deps.log.error({ node: record.node }, "stored config is empty; refusing to serve it");
       res.status(500).type("application/json").send(JSON.stringify({ error: "empty-config" } satisfies z.infer<typeof InternalError>));
       return;
     }
-    let finished = false;
+    // The client went away while NetBox was asked: nothing to send (the close above released the claim).
+    if (closed) return;
     res.on("finish", () => {
       finished = true;
       void (async () => {
@@ -139,12 +163,6 @@ export function configFetchHandler(deps: ConfigFetchDeps) {
           deps.outbox?.kick();
         }
       })().catch((e: unknown) => deps.log.error({ err: e, node: record.node }, "after-delivery step failed"));
-    });
-    res.on("close", () => {
-      if (!finished) {
-        void deps.store.releaseInstallCode(codeHash, claimer).catch(() => undefined);
-        deps.log.warn({ node: record.node, address }, "talos config response aborted; claim released");
-      }
     });
     res.status(200).type("application/yaml").send(config);
   };
