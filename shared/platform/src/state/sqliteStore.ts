@@ -5,7 +5,9 @@
  * node's bootstrap token, TPM key blobs) until delivery. So the database and its `-wal`/`-shm` files are
  * created 0600 in a directory that must be 0700 (the store refuses to open on a path others can read), pages are
  * zeroed when rows go (`secure_delete`), and a delivered or voided config is blanked before its row is deleted
- * and the WAL is checkpointed (TRUNCATE), so no copy of it stays in the database file or the WAL.
+ * and the WAL is checkpointed (TRUNCATE), so no copy of it stays in the database file or the WAL. The checkpoint
+ * follows within SCRUB_CHECKPOINT_MS, one for every config gone in that time, and at close(): a checkpoint per
+ * delivery made 200 concurrent config fetches wait for each other's (measured: tests/src/bench/talosConfig.ts).
  */
 import type Database from "better-sqlite3";
 import { openStateDb, StateFileError } from "./sqliteFile.js";
@@ -18,6 +20,9 @@ import { applyRuntimeUpdate, type AttestationStore, type InstallCodeRecord, type
  * CREATE TABLE IF NOT EXISTS adds it at open.
  */
 const SCHEMA_VERSION = 4;
+
+/** The longest a blanked config's WAL frames wait for their checkpoint (the configs are sealed to their codes). */
+export const SCRUB_CHECKPOINT_MS = 100;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
@@ -162,6 +167,8 @@ const toIssued = (r: IssuedRow): IssuedRecord => ({
 
 export class SqliteAttestationStore implements AttestationStore {
   private readonly db: Database.Database;
+  /** The checkpoint after configs were blanked and deleted, when one is due (see the file's comment). */
+  private checkpointTimer: NodeJS.Timeout | undefined;
 
   /**
    * `path` is a file (created 0600 if missing) in a directory only its owner can read, or ":memory:". Throws
@@ -276,7 +283,7 @@ export class SqliteAttestationStore implements AttestationStore {
       if (e instanceof LostClaim) return false;
       throw e;
     }
-    if (ok && scrubbed) this.db.pragma("wal_checkpoint(TRUNCATE)");
+    if (ok && scrubbed) this.checkpointSoon();
     return ok;
   }
   async expireSessions(now: number): Promise<number> {
@@ -335,8 +342,21 @@ export class SqliteAttestationStore implements AttestationStore {
       return this.db.prepare(`DELETE FROM install_codes WHERE ${where}`).run(...args).changes;
     });
     const n = tx();
-    if (n > 0) this.db.pragma("wal_checkpoint(TRUNCATE)");
+    if (n > 0) this.checkpointSoon();
     return n;
+  }
+
+  /** The WAL into the database file and truncated, within SCRUB_CHECKPOINT_MS: one checkpoint for every scrub until then. */
+  private checkpointSoon(): void {
+    if (this.checkpointTimer) return;
+    this.checkpointTimer = setTimeout(() => this.checkpointNow(), SCRUB_CHECKPOINT_MS);
+    this.checkpointTimer.unref();
+  }
+
+  private checkpointNow(): void {
+    clearTimeout(this.checkpointTimer);
+    this.checkpointTimer = undefined;
+    this.db.pragma("wal_checkpoint(TRUNCATE)");
   }
 
   async putInstallCode(r: Omit<InstallCodeRecord, "claimedBy" | "claimedAt">): Promise<void> {
@@ -379,7 +399,7 @@ export class SqliteAttestationStore implements AttestationStore {
       return rows;
     });
     const rows = tx.immediate();
-    if (rows.length > 0) this.db.pragma("wal_checkpoint(TRUNCATE)");
+    if (rows.length > 0) this.checkpointSoon();
     return rows.map((r) => ({ ...r, config: "" }));
   }
 
@@ -517,6 +537,7 @@ export class SqliteAttestationStore implements AttestationStore {
   }
 
   async close(): Promise<void> {
+    if (this.checkpointTimer) this.checkpointNow();
     this.db.close();
   }
 }

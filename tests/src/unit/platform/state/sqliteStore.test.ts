@@ -1,5 +1,5 @@
 import { strict as assert } from "node:assert";
-import { chmodSync, mkdtempSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { handlerStoreContract, storeContract } from "@fleetd/testkit/stateContract";
@@ -43,4 +43,23 @@ test("a schema-2 state file is migrated in place (issued certificates can be voi
   one.close();
   chmodSync(v1, 0o600);
   assert.throws(() => new SqliteAttestationStore(v1), (e: unknown) => e instanceof StateFileError && /schema version 1, this fleetd needs 4/.test(e.message));
+});
+
+test("delivered, voided and replaced configs leave no copy in the database file or its WAL once the store is closed (the checkpoint after them is coalesced, not skipped)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "fleetd-store-"));
+  const file = join(dir, "state.db");
+  const s = new SqliteAttestationStore(file);
+  const marks = ["delivered", "voided", "replaced"].map((w) => `config-${w}-${"q".repeat(64)}`);
+  const put = (hash: string, deviceId: number, config: string) => s.putInstallCode({ codeHash: hash, node: { deviceId, name: `n${deviceId}` }, uuid: "u", sourceAddress: "a", config, expiresAt: Date.now() + 60_000 });
+  await put("d", 1, marks[0]!);
+  await put("v", 2, marks[1]!);
+  await put("r", 3, marks[2]!);
+  assert.ok(await s.claimInstallCode("d", "A", Date.now(), 60_000));
+  assert.equal(await s.commit({ delivered: { codeHash: "d", claimer: "A" } }, Date.now()), true);
+  assert.equal(await s.voidInstallCodes(2), 1);
+  await put("r2", 3, "the newer config");
+  await s.close();
+  const bytes = Buffer.concat([file, `${file}-wal`].filter((f) => existsSync(f)).map((f) => readFileSync(f)));
+  for (const m of marks) assert.equal(bytes.includes(m), false, `${m.slice(0, 16)}… is gone from the files`);
+  assert.ok(bytes.includes("the newer config"), "the live config is there (the search would find one)");
 });
