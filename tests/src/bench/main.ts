@@ -1,7 +1,10 @@
 /**
  * `pnpm bench` — every benchmark, each printed with a floor measured in the same run and the ratio to it.
  * FLEETD_BENCH_MS sets the time budget per measurement (default 1000 ms); FLEETD_BENCH_SPIRE_ENTRIES the entries of
- * the SPIRE floor (default 10,000); FLEETD_BENCH_SPIRE_SYNC_NODES the nodes of the entry-sync bench (default 10,000).
+ * the SPIRE floor (default 10,000); FLEETD_BENCH_SPIRE_SYNC_NODES the nodes of the entry-sync bench (default 10,000);
+ * FLEETD_BENCH_NETBOX_ITERATIONS the NetBox changes timed to their Workflow (default 20; FLEETD_BENCH_NETBOX_TRACE=1
+ * prints one's requests on a time line); FLEETD_BENCH_TALOS_CONFIG_BURSTS and FLEETD_BENCH_TALOS_CONFIG_FETCHES the
+ * config-fetch bursts and their size (default 5 of 200).
  */
 import { printRows } from "./measure.js";
 import { benchAttestation } from "./attestation.js";
@@ -10,12 +13,14 @@ import { benchNetbox } from "./netbox.js";
 import { benchRenewal } from "./renewal.js";
 import { benchSpire } from "./spire.js";
 import { benchSpireSync } from "./spireSync.js";
+import { benchTalosConfig } from "./talosConfig.js";
 import { benchTpm } from "./tpm.js";
 
 const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import("./measure.js").BenchRow[]][] = [
   ["TPM: quotes and credential activation (per core)", benchTpm],
   ["Event log and evidence verification (per core)", benchEventlog],
-  ["NetBox webhook to dispatch, real NetBox on loopback", benchNetbox],
+  ["NetBox change to Tinkerbell Workflow, per stage: real NetBox, netbox-script, a real kube-apiserver with Tinkerbell's CRDs", () => benchNetbox()],
+  ["Talos config fetch: 200 concurrent fetches of 200 sealed configs (SQLite store, loopback)", () => benchTalosConfig()],
   ["Attestation server (per core)", benchAttestation],
   ["Renewal with runtime attestation, server side (per core)", benchRenewal],
   ["SPIRE's own floor: spire-server v1.13.3, SQLite, admin socket on loopback", benchSpire],

@@ -41,6 +41,8 @@ export interface NetBoxInstance {
   adminPassword: string;
   version: string;
   runDir: string;
+  /** NetBox's Redis (its RQ queues), on 127.0.0.1: e.g. for a benchmark reading RQ's own job timestamps. */
+  redis: { port: number; password: string };
   /** Stop and start only the RQ worker (webhook delivery), e.g. to let deliveries pile up. */
   stopWorker(): Promise<void>;
   startWorker(): Promise<void>;
@@ -168,6 +170,7 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
     writeFileSync(join(runDir, "instance.json"), JSON.stringify({ url, authorization, pid: process.pid }, null, 2));
     let stopped = false;
     return {
+      redis: { port: redisPort, password: redisPassword },
       url, authorization, version, runDir,
       adminUser: secrets.adminUser,
       adminPassword: secrets.adminPassword,
