@@ -41,8 +41,11 @@ export function platformNodeOf(name: string, entry: NodeEntry, mac: string | und
   return platformNodeFromEntry(name, entry, mac ? canonicalMac(mac) : undefined);
 }
 
-/** `device`: the record the request was taken at (its boot MAC is the one the Workflow targets). */
-export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: string, entry: NodeEntry | undefined, device: DeviceRecord): Promise<EffectOutcome> {
+/**
+ * `bootMac`: the proven boot MAC of the record the request was taken at (EffectDeps.bootMac of it, or the same read
+ * made beside the take: see the worker), asked only when a Workflow is to be started.
+ */
+export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: string, entry: NodeEntry | undefined, bootMac: () => Promise<string | undefined>): Promise<EffectOutcome> {
   if (intent.action === "decommission") {
     if (!d.retire) return { effect: "intent-only", why: "retirement is not wired into this handler" };
     await d.retire({ node: intent.node, deviceId: intent.deviceId, requestKey, requestedBy: intent.requestedBy });
@@ -51,7 +54,7 @@ export async function applyIntent(d: EffectDeps, intent: Intent, requestKey: str
   if (!d.tinkerbell) return { effect: "intent-only", why: "no management cluster configured" };
   if (!entry) return { effect: "refused", code: "not-in-inventory", reason: `${intent.node} is not in the nodes file` };
   try {
-    const node = platformNodeOf(intent.node, entry, await d.bootMac(device));
+    const node = platformNodeOf(intent.node, entry, await bootMac());
     const s = await d.tinkerbell.start(node, { mode: intent.action, requestId: requestKey });
     return { effect: "workflow", workflow: s.name, created: s.created, deleted: s.deleted.map((x) => `${x.name} (${x.state}, ${x.why})`) };
   } catch (e) {

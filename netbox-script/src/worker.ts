@@ -246,11 +246,17 @@ export class Worker {
 
     // Dispatch. Right before the effect the device must still hold what was decided on, and the request is
     // taken in the same conditional step (If-Match at that state): a change in between means nothing runs.
+    // The effect's boot MAC proof (a change-log read) runs beside the take: a take at the decision's own ETag proves
+    // that the device, boot_mac included, did not change in between, so the proof of `device` is the proof at the
+    // take. Used only then (the take matched `device` itself); after a 412 the effect reads it for the record taken.
+    const effects = this.d.effects;
+    const early = effects?.tinkerbell && decision.intent.action !== "decommission" ? effects.bootMac(device) : undefined;
+    early?.catch(() => undefined); // a failure surfaces where it is awaited, if it is
     const taken = await this.take(device, etag, trigger, desiredAction, requestKey, decision.intent);
     if ("moved" in taken) return this.requestChanged(device, trigger, desiredAction, taken.moved);
     marks.taken = Date.now();
     failpoint("handler.afterTake"); // taken in NetBox, no effect yet: a restart resumes it (resume())
-    const done = await this.runEffect(taken.device, decision.intent, requestKey, node, decision, marks);
+    const done = await this.runEffect(taken.device, decision.intent, requestKey, node, decision, marks, taken.device === device ? early : undefined);
     if (trigger === "decommissioning" && requestChange) this.settle(device, requestChange);
     return done;
   }
@@ -352,13 +358,15 @@ export class Worker {
     return this.runEffect(device, claim, claim.key, node, { outcome: "dispatch", intent: claim, clearDesiredAction: false, journal: { kind: "info", text } });
   }
 
-  private async runEffect(device: DeviceRecord, intent: Intent, requestKey: string, node: NodeEntry | undefined, decision: Extract<Decision, { outcome: "dispatch" }>, marks?: StageMarks): Promise<Decision> {
+  /** `bootMac`: the boot MAC proof of `device` already under way (see processOnce), if any. */
+  private async runEffect(device: DeviceRecord, intent: Intent, requestKey: string, node: NodeEntry | undefined, decision: Extract<Decision, { outcome: "dispatch" }>, marks?: StageMarks, bootMac?: Promise<string | undefined>): Promise<Decision> {
     const { nb, log } = this.d;
     const name = safeLine(intent.node);
     // A transient failure throws: the job is retried and resume() runs the taken request again (the same
     // request names the same Workflow, so nothing doubles).
-    const effect: EffectOutcome = this.d.effects
-      ? await applyIntent(this.d.effects, intent, requestKey, node, device)
+    const effects = this.d.effects;
+    const effect: EffectOutcome = effects
+      ? await applyIntent(effects, intent, requestKey, node, () => bootMac ?? effects.bootMac(device))
       : { effect: "intent-only", why: "no platform effects configured" };
     if (marks) marks.effect = Date.now();
     failpoint("handler.afterEffect"); // the Workflow exists, nothing recorded: a restart finds it (same name)

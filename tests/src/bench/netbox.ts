@@ -9,9 +9,10 @@
  *    worker's pick-up), started → webhook received (render, sign, POST); and PATCH sent → webhook received;
  *  - webhook received → job started (durable enqueue, worker wake-up) → decision (device read, the request's change
  *    log, then the EK attribution and the requester's groups together, decide());
- *  - decision → taken (claim in the intent log, desired_action cleared with If-Match at the decision's ETag);
- *  - taken → Workflow created (the boot MAC's change log, then Hardware, BMC Machine and the Workflow in the
- *    kube-apiserver: its 201 — the handler's own mark, DecisionEvent.marks.effect);
+ *  - decision → taken (claim in the intent log, desired_action cleared with If-Match at the decision's ETag; the
+ *    boot MAC's change log is read beside it);
+ *  - taken → Workflow created (Hardware, BMC Machine and the Workflow in the kube-apiserver: its 201 — the
+ *    handler's own mark, DecisionEvent.marks.effect);
  *  - PATCH sent → Workflow created (end to end), and the fleetd share (webhook received → Workflow created);
  *  - Workflow created → job done (intent recorded, NetBox journal entry), after the Workflow exists.
  * The Workflow of the node is deleted between iterations (outside the timing), so each is a first provision.
@@ -219,7 +220,7 @@ function rowsOf(samples: Sample[], answer: number[]): BenchRow[] {
   add("fleetd: webhook received to job started (enqueue, worker wake-up)", samples.map((s) => m(s).started - s.received));
   add("fleetd: job started to decision (device, change log, then EK ‖ groups)", samples.map((s) => m(s).decided - m(s).started));
   add("fleetd: decision to taken (claim, desired_action cleared with If-Match)", samples.map((s) => m(s).taken - m(s).decided));
-  add("fleetd: taken to Workflow created (boot MAC's change log, kube objects)", samples.map((s) => m(s).effect - m(s).taken));
+  add("fleetd: taken to Workflow created (Hardware, Machine, Workflow)", samples.map((s) => m(s).effect - m(s).taken));
   add("fleetd's share: webhook received to Workflow created", samples.map((s) => m(s).effect - s.received));
   add("end to end: PATCH sent to Workflow created", samples.map((s) => m(s).effect - s.patchSent), TARGET_MS);
   add("after: Workflow created to job done (intent log, journal)", samples.map((s) => s.e.at - m(s).effect));
