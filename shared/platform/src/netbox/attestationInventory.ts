@@ -346,6 +346,18 @@ export class NetBoxInventory implements Inventory, Journal {
     return node;
   }
 
+  /**
+   * This server changed the device (`record`: NetBox's answer to the PATCH): the index keeps the record and the
+   * boot interface, and drops the Node, so the next challenge reads the device again rather than decide on a
+   * Node from before the change (a UUID just recorded must be required at once).
+   */
+  private patched(record: DeviceRecord): void {
+    const e = this.entries?.get(record.id);
+    if (!e) return;
+    this.entries?.set(record.id, { record, ...(e.boot ? { boot: e.boot } : {}) });
+    this.reindex();
+  }
+
   private async interfaces(deviceId: number): Promise<Pick<InterfaceRow, "id" | "mgmt_only" | "link_peers" | "primary_mac_address">[]> {
     // Only cabled interfaces, only the fields used: NetBox's full interface serializer is slow.
     const query = { device_id: [deviceId], cabled: true, limit: 100, fields: "id,name,mgmt_only,link_peers,primary_mac_address" };
@@ -407,7 +419,7 @@ export class NetBoxInventory implements Inventory, Journal {
       if (f.ldevid.cn !== "") cf["ldevid_cn"] = f.ldevid.cn;
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
-    await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);
+    this.patched(await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`));
     if (bootMac) await this.recordMac(id, bootMac);
   }
 
@@ -425,7 +437,7 @@ export class NetBoxInventory implements Inventory, Journal {
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
     if (Object.keys(cf).length === 0) return;
-    await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed");
+    this.patched(await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed"));
   }
 
   /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */
@@ -455,18 +467,18 @@ export class NetBoxInventory implements Inventory, Journal {
     const r = await readDeviceIfExists(this.nb, node.deviceId);
     if (!r || !["planned", "staged", "active"].includes(r.device.status)) return;
     try {
-      await patchDevice(this.nb, node.deviceId, { status: "failed" }, r.etag, `fleetd: ${why}`.slice(0, 200));
+      this.patched(await patchDevice(this.nb, node.deviceId, { status: "failed" }, r.etag, `fleetd: ${why}`.slice(0, 200)));
     } catch (e) {
       if (!(e instanceof NetBoxError && e.code === "netbox-conflict")) throw e; // changed meanwhile: leave it to its editor
     }
   }
 
   async markStaged(node: NodeRef): Promise<void> {
-    await patchDevice(this.nb, node.deviceId, { status: "staged" }, null, "fleetd: provision confirmed, install code released");
+    this.patched(await patchDevice(this.nb, node.deviceId, { status: "staged" }, null, "fleetd: provision confirmed, install code released"));
   }
 
   /** After the complete one-time config response: the device is active (its journal entry is the outbox's). */
   async markActive(node: NodeRef): Promise<void> {
-    await patchDevice(this.nb, node.deviceId, { status: "active" }, null, "fleetd: Talos fetched its config");
+    this.patched(await patchDevice(this.nb, node.deviceId, { status: "active" }, null, "fleetd: Talos fetched its config"));
   }
 }
