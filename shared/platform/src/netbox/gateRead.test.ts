@@ -151,3 +151,32 @@ test("attributionIn: the newest change of each field decides; another account's 
   const s = a.get("serial");
   assert.ok(s && !s.ok && s.code === "serial-unattributed" && /mallory/.test(s.reason), JSON.stringify(s));
 });
+
+test("NetBoxInventory.reread: one POST /graphql/; a device NetBox shows no change log for has nothing attributed, even its empty fields", async () => {
+  const { NetBoxInventory } = await import("./attestationInventory.js");
+  const realFetch = globalThis.fetch;
+  const asked: string[] = [];
+  let changelog: unknown[] = [];
+  globalThis.fetch = (async (input: string | URL | Request) => {
+    asked.push(String(input instanceof Request ? input.url : input));
+    return new Response(JSON.stringify(answer([device({ changelog })])), { status: 200, headers: { "content-type": "application/json" } });
+  }) as typeof fetch;
+  try {
+    const nb = { url: "http://netbox.invalid", authorization: "Bearer x", api: {} } as unknown as NetBox;
+    const inv = new NetBoxInventory(nb, { applyAccount: "fleetd-apply", attestationAccount: "fleetd-handler", roleSlugs: { worker: "fleetd-worker", "control-plane": "cp" } });
+    const n = await inv.reread(7);
+    assert.deepEqual(asked, ["http://netbox.invalid/graphql/"]);
+    assert.ok(n);
+    assert.deepEqual(n.switchPort, { device: "tor-a1", port: "ethernet1/1/2" }, "the cabled non-management interface's peer");
+    const codes = n.unattributed.map((u) => u.code);
+    for (const c of ["name-unattributed", "ek-bindings-unattributed", "primary-ip4-unattributed", "install-disk-unattributed", "attested-uuid-unattributed"]) assert.ok(codes.includes(c as never), `${c} in ${codes.join(", ")}`);
+    assert.match(n.unattributed[0]?.reason ?? "", /no change log .*core\.objectchange/);
+    // With a change log, an empty field never written is no finding (as on the REST path).
+    changelog = [{ id: "1", time: "2026-12-03T13:11:37Z", user_name: "mallory", request_id: "r", action: "create", prechange_data: null, postchange_data: { name: "worker-1" } }];
+    const m = await inv.reread(7);
+    assert.ok(m?.unattributed.some((u) => u.code === "name-unattributed" && /mallory/.test(u.reason)));
+    assert.ok(!m?.unattributed.some((u) => u.code === "install-disk-unattributed"), "install_disk is empty and was never written");
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+});
