@@ -39,9 +39,9 @@ function bareFloor(): number {
   });
 }
 
-/** NetBox API requests in its runserver log (one line per request, written as it answers). */
+/** NetBox API requests (REST and GraphQL) in its runserver log (one line per request, written as it answers). */
 function netboxRequestLines(log: string): string[] {
-  return readFileSync(log, "utf8").match(/"(GET|POST|PUT|PATCH|DELETE) \/api\/[^?" ]*/g) ?? [];
+  return readFileSync(log, "utf8").match(/"(GET|POST|PUT|PATCH|DELETE) \/(api|graphql)\/[^?" ]*/g) ?? [];
 }
 function netboxRequests(log: string): number {
   return netboxRequestLines(log).length;

@@ -117,6 +117,64 @@ test("the attestation server's inventory: a role (or name) another account set i
   assert.ok((await inv.reread(id))?.unattributed.some((u) => u.code === "role-unattributed"), "reverted by hand is still not the apply account's write");
 });
 
+test("the EK-binding index: a binding added in NetBox a moment ago is found at once; a flood of unknown EKs asks the change log once per interval", async () => {
+  const opts = { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } };
+  const withBindings = (await listDevices(f.admin, {})).filter((d) => Array.isArray(d.cf["ek_bindings"]) && (d.cf["ek_bindings"] as unknown[]).length > 0);
+  const [a, b] = withBindings;
+  assert.ok(a && b, "two devices with EK bindings");
+  const bindingOf = (d: typeof a) => (d.cf["ek_bindings"] as { sha256: string }[])[0]!.sha256;
+  // Requests to the change log, counted at the one fetch both clients use.
+  const realFetch = globalThis.fetch;
+  let changeLogAsks = 0;
+  globalThis.fetch = (async (input: string | URL | Request, init?: RequestInit) => {
+    const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+    if (url.includes("/api/core/object-changes/") && url.includes("id__gt")) changeLogAsks++;
+    return realFetch(input, init);
+  }) as typeof fetch;
+  const added = "e".repeat(64);
+  const original = b.custom_fields["ek_bindings"];
+  try {
+    const inv = new NetBoxInventory(f.client(f.handler.token), { ...opts, indexRefreshMs: 60_000 });
+    assert.equal((await inv.findByEkBinding(bindingOf(a)))?.deviceId, a.id, "the index is built at the first lookup");
+    // The inventory apply account approves one more EK for b; the very next lookup finds it.
+    await patchDevice(f.client(f.apply.token), b.id, { custom_fields: { ek_bindings: [...(original as unknown[]), { alg: "rsa", sha256: added, chain: false }] } }, null, "index test: one more EK");
+    const found = await inv.findByEkBinding(added);
+    assert.equal(found?.deviceId, b.id, "found at once, not after indexRefreshMs");
+    assert.ok(found?.ekBindings.some((x) => x.binding === added));
+    assert.equal(changeLogAsks, 1, "one change-log request");
+    // A flood of unknown EKs within the interval: no more change-log requests.
+    const unknown = Array.from({ length: 20 }, (_, i) => i.toString(16).padStart(64, "0"));
+    assert.deepEqual(await Promise.all(unknown.map((u) => inv.findByEkBinding(u))), unknown.map(() => undefined));
+    for (const u of unknown) assert.equal(await inv.findByEkBinding(u), undefined);
+    assert.equal(changeLogAsks, 1, "the flood asked nothing");
+    // A found node comes from the index: no request at all (the gates read it again before anything is released).
+    const before = changeLogAsks;
+    assert.equal((await inv.findByEkBinding(added))?.deviceId, b.id);
+    assert.equal(changeLogAsks, before);
+  } finally {
+    globalThis.fetch = realFetch;
+    await patchDevice(f.client(f.apply.token), b.id, { custom_fields: { ek_bindings: original } }, null, "index test: back to the nodes file's EKs");
+  }
+});
+
+test("the gates' one GraphQL read fails closed for an account that cannot view the change log: nothing is attributed", async () => {
+  const opts = { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } };
+  const id = (await listDevices(f.admin, { name: "cp-1" }))[0]!.id; // worker-1's role was edited by hand above
+  assert.deepEqual((await new NetBoxInventory(f.client(f.handler.token), opts).reread(id))?.unattributed, [], "the attestation account: everything attributed");
+  // mallory may view devices only (no core.objectchange, no interfaces): GraphQL shows her an empty change log.
+  let r: Awaited<ReturnType<NetBoxInventory["reread"]>>;
+  try {
+    r = await new NetBoxInventory(f.client(f.mallory.token), opts).reread(id);
+  } catch (e) {
+    assert.ok(e instanceof NetBoxError, String(e)); // NetBox refused the read itself: also closed
+    return;
+  }
+  assert.ok(r, "the device is visible to mallory");
+  const codes = r.unattributed.map((u) => u.code);
+  for (const c of ["name-unattributed", "serial-unattributed", "ek-bindings-unattributed", "role-unattributed"]) assert.ok(codes.includes(c as never), `${c} in ${codes.join(", ")}`);
+  assert.match(r.unattributed[0]?.reason ?? "", /no change log/);
+});
+
 test("inventory check detects drift: hand-edited serial, reported port, hand-edited EK bindings", async () => {
   const d = (await listDevices(f.admin, { name: ["worker-1"] }))[0];
   assert.ok(d);

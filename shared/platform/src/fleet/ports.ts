@@ -10,7 +10,11 @@ import type { BmcInfo, Node, NodeRef } from "./node.js";
 
 export interface Inventory {
   /** The node approving this EK binding (bindings are unique across the inventory). */
-  findByEkBinding(binding: string): Promise<Node | undefined>;
+  /**
+   * The node approving this EK binding (bindings are unique across the inventory), possibly as an index read it
+   * earlier (the gates read it again); `fresh`: as NetBox holds it now.
+   */
+  findByEkBinding(binding: string, o?: { fresh?: boolean }): Promise<Node | undefined>;
   /** A fresh read of the node by its device ID, for the gates before anything is signed. */
   reread(deviceId: number): Promise<Node | undefined>;
   /** Record what TPM evidence proved: MACs, serial, UUID, last attestation and verdict, LDevID serial/expiry. */

@@ -9,7 +9,8 @@ import { z } from "zod";
 import { BMC_TYPES, type BmcInfo, type Node, type NodeRef, type Unattributed } from "../fleet/node.js";
 import type { AttestationFacts, Inventory, Journal, JournalEntry, RuntimeFacts } from "../fleet/ports.js";
 import { BOOT_MAC_FIELD } from "./bootMac.js";
-import { checkAttribution, type AttributedField } from "./changelog.js";
+import { attributionIn, checkAttribution, type AttributedField } from "./changelog.js";
+import { readForGates, type GateRead, type InterfaceRow } from "./gateRead.js";
 import { listAll, must, NetBoxError, type NetBox } from "./client.js";
 import { desiredActionOf, deviceIdByName, listDevices, patchDevice, readDeviceIfExists, type DeviceRecord } from "./device.js";
 import { netboxJournal, writeJournal } from "./journal.js";
@@ -19,7 +20,10 @@ export interface NetBoxInventoryOptions {
   applyAccount: string;
   /** The attestation server's own NetBox account: the recorded UUID and boot MAC count only as it wrote them. */
   attestationAccount: string;
-  /** A miss in the EK-binding index re-reads NetBox at most this often (default 10 s): random EKs cost nothing. */
+  /**
+   * A miss in the EK-binding index asks NetBox's change log for device changes at most this often (default 10 s):
+   * a flood of random EKs costs one such request per interval. The first miss after a quiet interval asks at once.
+   */
   indexRefreshMs?: number;
   /** NetBox device-role slugs of the nodes file's roles. */
   roleSlugs: { worker: string; "control-plane": string };
@@ -29,14 +33,6 @@ interface EkEntry {
   alg?: unknown;
   sha256?: unknown;
   chain?: unknown;
-}
-
-interface InterfaceRow {
-  id: number;
-  name: string;
-  mgmt_only?: boolean;
-  link_peers?: { name?: string; device?: { name?: string | null } }[] | null;
-  primary_mac_address?: { id: number; mac_address?: string } | null;
 }
 
 /** The device fields the attestation server reads (NetBox's full device serializer is slow). */
@@ -198,13 +194,47 @@ export async function recordedNode(nb: NetBox, d: DeviceRecord, o: NetBoxInvento
 
 const isEmpty = (v: unknown) => v === null || v === undefined || v === "";
 
+/** Device changes a catch-up applies by re-listing the changed devices; more, and the index is built again. */
+const RELIST_AT_MOST = 100;
+/**
+ * Change-log IDs are taken from a sequence when a change is written and become visible when its transaction
+ * commits, so one with a lower ID can appear after a higher one was seen: each catch-up looks this far below
+ * its cursor again and skips the changes it already applied.
+ */
+const CURSOR_SLACK = 200;
+
+/** A device as the EK-binding index holds it: its listed record, and the Node of its last fresh read if any. */
+interface IndexEntry {
+  record: DeviceRecord;
+  /** From the last fresh read (the gates', or a challenge's): attribution and switch port included. */
+  node?: Node;
+  /** That read's cabled boot interface (recordMac writes the proven MAC to it) and when it was made. */
+  boot?: { iface: Pick<InterfaceRow, "id" | "primary_mac_address"> | undefined; at: number };
+}
+
+/** recordMac uses the boot interface of a fresh read at most this old (the gates' read just before the pass). */
+const BOOT_INTERFACE_MAX_AGE_MS = 60_000;
+
+/** The cabled, non-management interface with a peer: the boot interface whose switch port the gates check. */
+const bootInterface = <T extends { mgmt_only: boolean; link_peers: unknown[]; cabled?: boolean }>(rows: readonly T[]): T | undefined =>
+  rows.find((i) => i.cabled !== false && !i.mgmt_only && i.link_peers.length > 0);
+
 export class NetBoxInventory implements Inventory, Journal {
   private readonly ids = new Map<string, number>();
   private readonly journal: Journal;
-  /** EK binding → device IDs approving it, from one listing; rebuilt on a miss at most every indexRefreshMs. */
-  private index = new Map<string, number[]>();
-  private indexedAt = Number.NEGATIVE_INFINITY;
-  private indexing: Promise<void> | undefined;
+  /**
+   * The EK-binding index: every device with its custom fields, kept current by NetBox's change log (device
+   * changes after `cursor`), and each device's Node as its last fresh read found it. A challenge decides on it
+   * without a NetBox request; the gates read the device again before anything is signed or released.
+   */
+  private entries: Map<number, IndexEntry> | undefined;
+  private bindings = new Map<string, number[]>();
+  /** The newest device change (change-log ID) the index has applied, and those applied within CURSOR_SLACK below it. */
+  private cursor = 0;
+  private applied = new Set<number>();
+  /** When a miss last asked the change log (the flood bound: once per indexRefreshMs). */
+  private askedAt = Number.NEGATIVE_INFINITY;
+  private catchingUp: Promise<void> | undefined;
 
   constructor(
     private readonly nb: NetBox,
@@ -214,64 +244,154 @@ export class NetBoxInventory implements Inventory, Journal {
   }
 
   /**
-   * The node approving this binding: looked up in the index, then confirmed on a fresh read of that device. A
-   * miss rebuilds the index only when the last build is older than indexRefreshMs, so a flood of unknown EKs
-   * costs one device listing per interval. Two devices approving one binding: none (bindings must be unique).
+   * The node approving this binding, from the index. A device the index holds a fresh read of costs no request
+   * (its Node as that read found it; the gates read again before anything is released); one known only from a
+   * listing is read now. `fresh`: always read it now (a step about to refuse on what the index held).
+   * A miss asks the change log what changed since the index was current, so a binding added a moment ago is
+   * found; at most once per indexRefreshMs (misses meanwhile share the one in flight), so a flood of unknown EKs
+   * costs one such request per interval — a binding added during a flood waits for the next. The index is
+   * built at the first lookup. Two devices approving one binding: none.
    */
-  async findByEkBinding(binding: string): Promise<Node | undefined> {
-    let ids = this.index.get(binding);
-    if (ids === undefined && Date.now() - this.indexedAt >= (this.o.indexRefreshMs ?? 10_000)) {
-      await this.rebuildIndex();
-      ids = this.index.get(binding);
+  async findByEkBinding(binding: string, o: { fresh?: boolean } = {}): Promise<Node | undefined> {
+    let ids = this.bindings.get(binding);
+    if (ids === undefined && (this.entries === undefined || this.catchingUp !== undefined || Date.now() - this.askedAt >= (this.o.indexRefreshMs ?? 10_000))) {
+      await this.catchUp();
+      ids = this.bindings.get(binding);
     }
     if (ids === undefined || ids.length !== 1) return undefined;
-    const node = await this.reread(ids[0] as number);
-    if (!node || !node.ekBindings.some((b) => b.binding === binding)) {
-      this.indexedAt = Number.NEGATIVE_INFINITY; // stale: the next lookup rebuilds
-      return undefined;
+    const id = ids[0] as number;
+    const known = this.entries?.get(id)?.node;
+    const node = !o.fresh && known ? known : await this.reread(id);
+    return node?.ekBindings.some((b) => b.binding === binding) ? node : undefined;
+  }
+
+  /** Single flight: the index built (first use, or many changes) or brought up to date from the change log. */
+  private catchUp(): Promise<void> {
+    this.catchingUp ??= (async () => {
+      try {
+        if (this.entries === undefined) return await this.build();
+        this.askedAt = Date.now();
+        if (!(await this.applyChanges())) await this.build();
+      } finally {
+        this.catchingUp = undefined;
+      }
+    })();
+    return this.catchingUp;
+  }
+
+  private static readonly LISTED = "id,name,serial,status,site,role,device_type,primary_ip4,custom_fields";
+
+  /** Every device listed (the cursor read first: a change made during the listing is applied again, harmlessly). */
+  private async build(): Promise<void> {
+    const { data } = await must(
+      this.nb.api.GET("/api/core/object-changes/", { params: { query: { changed_object_type: "dcim.device", ordering: "-id", limit: 1, fields: "id" } as never } }),
+      "the device change log's newest entry",
+    );
+    const newest = (data.results as { id?: unknown }[])[0]?.id;
+    const devices = await listDevices(this.nb, { fields: NetBoxInventory.LISTED });
+    this.entries = new Map(devices.map((d) => [d.id, { record: d }]));
+    this.cursor = typeof newest === "number" ? newest : 0;
+    this.applied = new Set();
+    this.reindex();
+  }
+
+  /**
+   * The device changes after the cursor, applied: changed devices listed again (their fresh-read Nodes dropped),
+   * deleted ones removed. false when there are too many to list (the caller builds the index again).
+   */
+  private async applyChanges(): Promise<boolean> {
+    const entries = this.entries;
+    if (entries === undefined) return false;
+    const { data } = await must(
+      this.nb.api.GET("/api/core/object-changes/", {
+        params: { query: { changed_object_type: "dcim.device", id__gt: Math.max(0, this.cursor - CURSOR_SLACK), ordering: "id", limit: 1000, fields: "id,changed_object_id,action" } as never },
+      }),
+      "device changes since the EK-binding index was current",
+    );
+    if (data.next) return false;
+    const fresh = (data.results as { id?: unknown; changed_object_id?: unknown }[]).filter(
+      (c): c is { id: number; changed_object_id: number } => typeof c.id === "number" && typeof c.changed_object_id === "number" && !this.applied.has(c.id),
+    );
+    if (fresh.length === 0) return true;
+    const changed = [...new Set(fresh.map((c) => c.changed_object_id))];
+    if (changed.length > RELIST_AT_MOST) return false;
+    const listed = await listDevices(this.nb, { id: changed, fields: NetBoxInventory.LISTED });
+    for (const id of changed) entries.delete(id);
+    for (const d of listed) entries.set(d.id, { record: d });
+    for (const c of fresh) {
+      this.applied.add(c.id);
+      this.cursor = Math.max(this.cursor, c.id);
+    }
+    for (const id of this.applied) if (id <= this.cursor - CURSOR_SLACK) this.applied.delete(id);
+    this.reindex();
+    return true;
+  }
+
+  /** EK binding → device IDs approving it, from the entries. */
+  private reindex(): void {
+    const next = new Map<string, number[]>();
+    for (const [id, e] of this.entries ?? []) for (const b of bindingsOf(e.record)) next.set(b.binding, [...(next.get(b.binding) ?? []), id]);
+    this.bindings = next;
+  }
+
+  /** The device read now — one GraphQL request (gateRead.ts) — as a Node; the index keeps what it found. */
+  async reread(deviceId: number): Promise<Node | undefined> {
+    const r = await readForGates(this.nb, deviceId);
+    const node = r ? this.toNode(r) : undefined;
+    if (this.entries !== undefined) {
+      if (r && node) this.entries.set(deviceId, { record: r.device, node, boot: { iface: bootInterface(r.interfaces), at: Date.now() } });
+      else this.entries.delete(deviceId);
+      this.reindex();
     }
     return node;
   }
 
-  private rebuildIndex(): Promise<void> {
-    this.indexing ??= (async () => {
-      try {
-        const devices = await listDevices(this.nb, { fields: "id,name,serial,status,site,role,device_type,custom_fields" });
-        const next = new Map<string, number[]>();
-        for (const d of devices) for (const b of bindingsOf(d)) next.set(b.binding, [...(next.get(b.binding) ?? []), d.id]);
-        this.index = next;
-        this.indexedAt = Date.now();
-      } finally {
-        this.indexing = undefined;
-      }
-    })();
-    return this.indexing;
+  /**
+   * This server changed the device (`record`: NetBox's answer to the PATCH): the index keeps the record and the
+   * boot interface, and drops the Node, so the next challenge reads the device again rather than decide on a
+   * Node from before the change (a UUID just recorded must be required at once).
+   */
+  private patched(record: DeviceRecord): void {
+    const e = this.entries?.get(record.id);
+    if (!e) return;
+    this.entries?.set(record.id, { record, ...(e.boot ? { boot: e.boot } : {}) });
+    this.reindex();
   }
 
-  async reread(deviceId: number): Promise<Node | undefined> {
-    const r = await readDeviceIfExists(this.nb, deviceId);
-    return r ? this.toNode(r.device) : undefined;
-  }
-
-  private async interfaces(deviceId: number): Promise<InterfaceRow[]> {
+  private async interfaces(deviceId: number): Promise<Pick<InterfaceRow, "id" | "mgmt_only" | "link_peers" | "primary_mac_address">[]> {
     // Only cabled interfaces, only the fields used: NetBox's full interface serializer is slow.
     const query = { device_id: [deviceId], cabled: true, limit: 100, fields: "id,name,mgmt_only,link_peers,primary_mac_address" };
-    return (await listAll(this.nb.api.GET("/api/dcim/interfaces/", { params: { query: query as never } }), "list interfaces", this.nb)) as unknown as InterfaceRow[];
+    const rows = (await listAll(this.nb.api.GET("/api/dcim/interfaces/", { params: { query: query as never } }), "list interfaces", this.nb)) as unknown as {
+      id: number;
+      mgmt_only?: boolean;
+      link_peers?: InterfaceRow["link_peers"] | null;
+      primary_mac_address?: InterfaceRow["primary_mac_address"];
+    }[];
+    return rows.map((i) => ({ id: i.id, mgmt_only: i.mgmt_only === true, link_peers: i.link_peers ?? [], primary_mac_address: i.primary_mac_address ?? null }));
   }
 
-  /** The device as a Node: the cabled interface's peer and the change log's attribution read here, the rest in nodeFromDevice. */
-  private async toNode(d: DeviceRecord): Promise<Node> {
+  /**
+   * The device as a Node: the cabled interface's peer and the change log's attribution from the one read, the
+   * rest in nodeFromDevice. A device whose change log NetBox shows empty (the account cannot view
+   * core.objectchange, or retention expired) has nothing attributed: every field is refused, even an empty one.
+   */
+  private toNode(r: GateRead): Node {
+    const d = r.device;
     if (d.name) this.ids.set(d.name, d.id);
-    const cabled = (await this.interfaces(d.id)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
-    const peer = cabled?.link_peers?.[0];
+    const cabled = bootInterface(r.interfaces);
+    const peer = cabled?.link_peers[0];
     const fields = attributedFields(d, this.o);
     const recorded = recordedFields(d, this.o);
-    const attribution = await checkAttribution(this.nb, d.id, [...fields, ...recorded]);
+    const attribution = attributionIn(r.changes, [...fields, ...recorded]);
     const attributed = new Set(recorded.filter((f) => attribution.get(f.path)?.ok).map((f) => f.path.slice("custom_fields.".length)));
     const unattributed: Unattributed[] = [];
     for (const f of fields) {
       const a = attribution.get(f.path);
       if (a?.ok) continue;
+      if (r.changes.length === 0) {
+        unattributed.push({ field: f.path, code: f.code, reason: `NetBox shows no change log for the device (the attestation account needs view on core.objectchange; or retention expired): the ${f.label} cannot be attributed` });
+        continue;
+      }
       const neverWritten = isEmpty(f.current) && a?.reason.startsWith("no change-log record");
       if (!neverWritten) unattributed.push({ field: f.path, code: f.code, reason: a ? a.reason : `${f.label} not checked` });
     }
@@ -299,7 +419,7 @@ export class NetBoxInventory implements Inventory, Journal {
       if (f.ldevid.cn !== "") cf["ldevid_cn"] = f.ldevid.cn;
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
-    await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);
+    this.patched(await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`));
     if (bootMac) await this.recordMac(id, bootMac);
   }
 
@@ -317,12 +437,14 @@ export class NetBoxInventory implements Inventory, Journal {
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
     if (Object.keys(cf).length === 0) return;
-    await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed");
+    this.patched(await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed"));
   }
 
   /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */
   private async recordMac(deviceId: number, mac: string): Promise<void> {
-    const iface = (await this.interfaces(deviceId)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
+    // The boot interface as the gates' read before this pass found it (no request), else listed now.
+    const read = this.entries?.get(deviceId)?.boot;
+    const iface = read && Date.now() - read.at <= BOOT_INTERFACE_MAX_AGE_MS ? read.iface : bootInterface(await this.interfaces(deviceId));
     if (!iface) return;
     const current = iface.primary_mac_address?.mac_address?.toLowerCase();
     if (current === mac.toLowerCase()) return;
@@ -334,6 +456,7 @@ export class NetBoxInventory implements Inventory, Journal {
     );
     const macId = (data as { id: number }).id;
     await must(this.nb.api.PATCH("/api/dcim/interfaces/{id}/", { params: { path: { id: iface.id } }, body: { primary_mac_address: macId } as never }), "set primary MAC");
+    if (read && read.iface?.id === iface.id) read.iface = { id: iface.id, primary_mac_address: { id: macId, mac_address: mac } };
   }
 
   async record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void> {
@@ -344,18 +467,18 @@ export class NetBoxInventory implements Inventory, Journal {
     const r = await readDeviceIfExists(this.nb, node.deviceId);
     if (!r || !["planned", "staged", "active"].includes(r.device.status)) return;
     try {
-      await patchDevice(this.nb, node.deviceId, { status: "failed" }, r.etag, `fleetd: ${why}`.slice(0, 200));
+      this.patched(await patchDevice(this.nb, node.deviceId, { status: "failed" }, r.etag, `fleetd: ${why}`.slice(0, 200)));
     } catch (e) {
       if (!(e instanceof NetBoxError && e.code === "netbox-conflict")) throw e; // changed meanwhile: leave it to its editor
     }
   }
 
   async markStaged(node: NodeRef): Promise<void> {
-    await patchDevice(this.nb, node.deviceId, { status: "staged" }, null, "fleetd: provision confirmed, install code released");
+    this.patched(await patchDevice(this.nb, node.deviceId, { status: "staged" }, null, "fleetd: provision confirmed, install code released"));
   }
 
   /** After the complete one-time config response: the device is active (its journal entry is the outbox's). */
   async markActive(node: NodeRef): Promise<void> {
-    await patchDevice(this.nb, node.deviceId, { status: "active" }, null, "fleetd: Talos fetched its config");
+    this.patched(await patchDevice(this.nb, node.deviceId, { status: "active" }, null, "fleetd: Talos fetched its config"));
   }
 }

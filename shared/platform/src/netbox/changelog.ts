@@ -6,7 +6,7 @@ import { z } from "zod";
 import { must, NetBoxError, type NetBox } from "./client.js";
 import { comparableJson } from "./sync.js";
 
-const Change = z
+export const ObjectChange = z
   .object({
     id: z.number().int(),
     time: z.string(),
@@ -20,7 +20,7 @@ const Change = z
     message: z.string().nullish(),
   })
   .passthrough();
-export type ObjectChangeRecord = z.infer<typeof Change>;
+export type ObjectChangeRecord = z.infer<typeof ObjectChange>;
 
 const MAX_CHANGES = 5000;
 
@@ -35,7 +35,7 @@ export async function* deviceChanges(nb: NetBox, deviceId: number): AsyncGenerat
       `change log of device ${deviceId}`,
     );
     for (const raw of data.results) {
-      const r = Change.safeParse(raw);
+      const r = ObjectChange.safeParse(raw);
       if (!r.success) throw new NetBoxError("netbox-bad-response", `change log of device ${deviceId}`, undefined, r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
       yield r.data;
     }
@@ -116,11 +116,22 @@ export async function lastChangeOf(nb: NetBox, deviceId: number, path: string): 
 export async function lastChangesOf(nb: NetBox, deviceId: number, paths: readonly string[]): Promise<Map<string, ObjectChangeRecord>> {
   const found = new Map<string, ObjectChangeRecord>();
   if (paths.length === 0) return found;
-  for await (const c of deviceChanges(nb, deviceId)) {
-    for (const p of paths) if (!found.has(p) && changed(c, p)) found.set(p, c);
-    if (found.size === paths.length) break;
-  }
+  for await (const c of deviceChanges(nb, deviceId)) if (noteChange(found, c, paths)) break;
   return found;
+}
+
+/** The newest change that altered each of `paths`, from a device's whole change log already read (newest first). */
+export function lastChangesIn(changes: Iterable<ObjectChangeRecord>, paths: readonly string[]): Map<string, ObjectChangeRecord> {
+  const found = new Map<string, ObjectChangeRecord>();
+  if (paths.length === 0) return found;
+  for (const c of changes) if (noteChange(found, c, paths)) break;
+  return found;
+}
+
+/** One step of the newest-first walk: `c` is the newest change of each path it altered not found yet; true when all are found. */
+function noteChange(found: Map<string, ObjectChangeRecord>, c: ObjectChangeRecord, paths: readonly string[]): boolean {
+  for (const p of paths) if (!found.has(p) && changed(c, p)) found.set(p, c);
+  return found.size === paths.length;
 }
 
 /** The refusal code of a field its owning account did not write last, e.g. "ek-binding-unattributed", "role-unattributed". */
@@ -169,7 +180,19 @@ function setsCurrent(c: ObjectChangeRecord, f: AttributedField): boolean {
  * no record at all (retention expired, written outside the API) makes it unattributed.
  */
 export async function checkAttribution(nb: NetBox, deviceId: number, fields: readonly AttributedField[]): Promise<Map<string, Attribution>> {
-  const last = await lastChangesOf(nb, deviceId, fields.map((f) => f.path));
+  return judgeAttribution(await lastChangesOf(nb, deviceId, fields.map((f) => f.path)), fields);
+}
+
+/**
+ * checkAttribution on a change log already read (the gates' one GraphQL read, graphqlRead.ts): `changes` newest
+ * first, the device's whole log. Same walk, same results, same refusal codes.
+ */
+export function attributionIn(changes: readonly ObjectChangeRecord[], fields: readonly AttributedField[]): Map<string, Attribution> {
+  return judgeAttribution(lastChangesIn(changes, fields.map((f) => f.path)), fields);
+}
+
+/** Each field judged by the newest change that altered it (`last`; absent: none on record). */
+function judgeAttribution(last: ReadonlyMap<string, ObjectChangeRecord>, fields: readonly AttributedField[]): Map<string, Attribution> {
   const out = new Map<string, Attribution>();
   for (const f of fields) {
     const c = last.get(f.path);

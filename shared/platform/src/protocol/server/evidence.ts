@@ -46,6 +46,8 @@ export interface EvidenceSessionData {
   claims: Claims;
   sourceAddress: string;
   firstEkPublic: string;
+  /** The approved EKs whose manufacturer chain the challenge verified (challengedWith). */
+  ekChained?: string[];
   ldevidPublic?: string;
   lakPublic?: string;
   ldevidCertificate?: string;
@@ -290,34 +292,50 @@ function checkLdevidKey(c: Checks, pub: Public): void {
  * or a journalled 403 naming the gates that failed. Evidence runs it before anything is signed, confirm before
  * anything is released.
  */
-export async function freshGates(
-  ctx: ServerContext,
-  session: Pick<SessionRecord, "node" | "mode" | "ekBindings">,
-  claims: Claims,
-  /** Gates of one protocol variant on top (the TPM 1.2 path: the node is still recorded with a TPM 1.2). */
-  also: (node: Node) => Reason[] = () => [],
-): Promise<Node> {
+export async function freshGates(ctx: ServerContext, session: Pick<SessionRecord, "node" | "mode" | "ekBindings" | "data">, claims: Claims): Promise<Node> {
   // NetBox must hold what fleetd recorded for this node before it is read (an outbox still delivering after an
   // outage): deliver it now, or wait — the gates never read a NetBox that is behind fleetd's own record.
   const id = session.node.deviceId;
   const caughtUp = ctx.outbox ? await ctx.outbox.flush(id) : (await ctx.store.listOutbox(id)).length === 0;
   if (!caughtUp) throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
   const node = await ctx.inventory.reread(id);
-  const gates = [...checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims), ...(node ? also(node) : [])];
+  const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims, challengedWith(session.data));
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
   const workflow = await ctx.workflows.check(node, claims);
   if (workflow.length > 0) throw new Refused(403, "refused", workflow, session.node, true);
   return node;
 }
 
+/** What the challenge decided on, as the gates re-check it: the protocol variant's TPM family, the EKs it chain-checked. */
+export interface Challenged {
+  /** The TPM family the session's protocol variant is for ("1.2": opened by the TPM 1.2 challenge, tpm12.ts). */
+  tpm: "2.0" | "1.2";
+  /**
+   * The approved EKs whose manufacturer chain the challenge verified (session data `ekChained`); absent in a
+   * session opened before the challenge recorded it (it then read the node fresh, and this gate is skipped).
+   */
+  chained?: readonly string[];
+}
+
+/** The session data's record of what its challenge checked. */
+export function challengedWith(data: Record<string, unknown>): Challenged {
+  const chained = data["ekChained"];
+  return {
+    tpm: data["tpm"] === "1.2" ? "1.2" : "2.0",
+    ...(Array.isArray(chained) && chained.every((b) => typeof b === "string") ? { chained: chained as string[] } : {}),
+  };
+}
+
 /**
  * The gates before anything is released, on a fresh read of the device by its ID: status, desired_action, the
- * EK set, every attributed field (name, serial, EK bindings, …; recorded UUID and boot MAC), the name the
- * session began with, the recorded UUID, and the cable's switch port — required for every mode that releases
- * something (all but wipe) unless the nodes file waives it for this node. [] when all hold. Details name no
+ * EK set and the chain each EK needs, every attributed field (name, serial, EK bindings, …; recorded UUID and
+ * boot MAC), the name the session began with, the TPM family and serial the challenge found, the recorded UUID,
+ * and the cable's switch port — required for every mode that releases something (all but wipe) unless the nodes
+ * file waives it for this node. The challenge may decide on the EK-binding index's copy of the node
+ * (challenge.ts decideOnIndex): whatever it relied on is checked here again. [] when all hold. Details name no
  * inventory value; `internal` carries them to the journal.
  */
-export function checkGates(ctx: ServerContext, node: Node | undefined, ref: NodeRef, mode: Claims["mode"], bindings: string[], claims: Claims): Reason[] {
+export function checkGates(ctx: ServerContext, node: Node | undefined, ref: NodeRef, mode: Claims["mode"], bindings: string[], claims: Claims, challenged: Challenged = { tpm: "2.0" }): Reason[] {
   const c = new Checks();
   if (!node) return [{ check: "gate.node", detail: "the node is no longer in the inventory", internal: `device ${ref.deviceId} (${ref.name}) is gone` }];
   const allowed = ctx.settings.gates[mode];
@@ -325,10 +343,16 @@ export function checkGates(ctx: ServerContext, node: Node | undefined, ref: Node
   c.check(node.desiredAction === null || node.desiredAction === mode, "gate.desiredAction", `desired_action is no longer ${mode}`, { internal: `desired_action is now ${node.desiredAction}` });
   const now = node.ekBindings.map((b) => b.binding).sort().join(",");
   c.check(now === [...bindings].sort().join(","), "gate.ekSet", "the node's approved EK set changed since the challenge");
+  if (challenged.chained) {
+    const unchecked = node.ekBindings.filter((b) => b.chain && !challenged.chained?.includes(b.binding)).map((b) => b.binding);
+    c.check(unchecked.length === 0, "gate.ekChain", "the node requires a manufacturer chain for an EK whose chain the challenge did not check", { internal: `EKs ${unchecked.join(", ")}` });
+  }
   for (const u of node.unattributed) {
     c.fail(`gate.attribution.${u.code}`, "a node field this step relies on was not written by the account that owns it", { internal: u.reason });
   }
   c.check(node.name === ref.name, "gate.name", "the node was renamed since the challenge", { internal: `device ${node.deviceId} was ${ref.name}, now ${node.name}` });
+  c.check(node.tpm === challenged.tpm, "gate.tpm", `the node is no longer recorded with a TPM ${challenged.tpm}`, { internal: `recorded TPM: ${node.tpm}` });
+  c.check(claims.serial === node.serial, "gate.serial", "the claimed serial is not the node's", { internal: `recorded serial: ${node.serial}` });
   if (node.uuid) c.check(uuidEqual(claims.uuid, node.uuid), "gate.uuid", "the claimed UUID is not the one recorded at the node's first attestation", { internal: `recorded UUID: ${node.uuid}` });
   if (node.switchPort) {
     c.check(claims.lldp !== null, "gate.switchPort", "no LLDP seen on the boot interface, but NetBox records a cable", { internal: `expected ${node.switchPort.device} ${node.switchPort.port}` });

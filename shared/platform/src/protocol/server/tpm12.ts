@@ -21,7 +21,7 @@ import { ekBinding, ekBindingFromCertificate, readCertificate, verifyEkCertifica
 import { checkAikPubkey, checkEkPubkey, decodePubkey, type Rsa12Key, Tpm12KeyError } from "@fleetd/verify/tpm12";
 import { claimsHash, quoteExternalData12 } from "../bindings.js";
 import { TPM12_MODES, type Tpm12ChallengeRequest, type Tpm12ChallengeResponse, type Tpm12Evidence, type Tpm12EvidenceResponse } from "../messages.js";
-import { uuidEqual } from "./challenge.js";
+import { decideOnIndex, uuidEqual } from "./challenge.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { Node } from "../../fleet/node.js";
 import { type EvidenceSessionData, freshGates, passRecord, spendingRefusals, withEvidenceSession } from "./evidence.js";
@@ -61,8 +61,45 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
   const aik = key12(req.aik.pubkey, "aik.pubkey", checkAikPubkey);
   const binding = ekBinding(ek.spki);
 
-  const found = await ctx.inventory.findByEkBinding(binding);
-  if (!found) {
+  const decided = await decideOnIndex(ctx, [binding], async (node) => {
+    const c = new Checks();
+    // As in challenge.ts: until the secret comes back, the caller showed only public EK material, so details name
+    // no inventory value (the journal gets them as `internal`).
+    const check = (ok: boolean, name: string, detail: string, internal: string) => c.check(ok, name, detail, { internal });
+    check(node.tpm === "1.2", "node.tpm", "the node approving this EK is not recorded with a TPM 1.2; use the TPM 2.0 protocol", `recorded TPM: ${node.tpm}`);
+    check(
+      (TPM12_MODES as readonly string[]).includes(req.claims.mode),
+      "tpm12.mode",
+      `a TPM 1.2 machine attests only for intake or wipe; ${req.claims.mode} needs a TPM 2.0 (fleetd issues no LDevID, LAK, install code or Talos config to a TPM 1.2)`,
+      `claimed mode: ${req.claims.mode}`,
+    );
+    for (const u of node.unattributed) {
+      check(false, `attribution.${u.code}`, "a node field this attestation relies on was not written by the account that owns it; an operator must re-apply the inventory", u.reason);
+    }
+    // A TPM 1.2 has one EK: the node must approve exactly this one.
+    for (const a of node.ekBindings) c.check(a.binding === binding, "ek.missing", `approved ${a.alg} EK ${a.binding} was not presented`);
+    const approval = node.ekBindings.find((a) => a.binding === binding);
+    if (approval?.chain) {
+      if (c.check(req.ek.certificate !== undefined, "ek.certificate", `EK ${binding} has no certificate but the node requires a manufacturer chain`)) {
+        try {
+          const cert = readCertificate(req.ek.certificate as Uint8Array).cert;
+          c.check(ekBindingFromCertificate(cert) === binding, "ek.certificateKey", `EK ${binding}: the certificate certifies another key`);
+          const v = verifyEkCertificate(cert, ctx.ekRoots, { allowExpired: ctx.settings.allowExpiredEkCertificates, at: now });
+          for (const r of v.reasons) c.fail(`ek.chain.${r.check}`, `EK ${binding}: ${r.detail}`);
+        } catch (e) {
+          c.fail("ek.certificate", `EK ${binding}: ${(e as Error).message}`);
+        }
+      }
+    }
+    check(req.claims.serial === node.serial, "claims.serial", `the claimed serial ${req.claims.serial} is not the node's`, `recorded serial: ${node.serial}`);
+    if (node.uuid) {
+      check(uuidEqual(req.claims.uuid, node.uuid), "claims.uuid", `the claimed UUID ${req.claims.uuid} is not the one recorded at the node's first attestation`, `recorded UUID: ${node.uuid}`);
+    }
+    for (const r of verifyIdentityBinding(aik, req.aik.pubkey, req.aik.identityBinding).reasons) c.fail(`aik.${r.check}`, r.detail);
+    if (!c.ok) return c.reasons;
+    return ctx.workflows.check(node, req.claims);
+  });
+  if (!decided) {
     const kept = await ctx.store.recordPendingEk({ binding, serial: req.claims.serial, macs: req.claims.macs, sourceAddress }, now.getTime(), ctx.settings.maxPendingEks);
     throw new Refused(403, "pending", [
       kept
@@ -70,45 +107,9 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
         : { check: "ek.unknown", detail: "no node approves the presented EK, and the pending list is full: an operator must clear it (`fleetd pending`) before this machine is listed" },
     ]);
   }
-  const node: Node = found;
+  const node: Node = decided.node;
   const ref = { deviceId: node.deviceId, name: node.name };
-  const c = new Checks();
-  // As in challenge.ts: until the secret comes back, the caller showed only public EK material, so details name
-  // no inventory value (the journal gets them as `internal`).
-  const check = (ok: boolean, name: string, detail: string, internal: string) => c.check(ok, name, detail, { internal });
-  check(node.tpm === "1.2", "node.tpm", "the node approving this EK is not recorded with a TPM 1.2; use the TPM 2.0 protocol", `recorded TPM: ${node.tpm}`);
-  check(
-    (TPM12_MODES as readonly string[]).includes(req.claims.mode),
-    "tpm12.mode",
-    `a TPM 1.2 machine attests only for intake or wipe; ${req.claims.mode} needs a TPM 2.0 (fleetd issues no LDevID, LAK, install code or Talos config to a TPM 1.2)`,
-    `claimed mode: ${req.claims.mode}`,
-  );
-  for (const u of node.unattributed) {
-    check(false, `attribution.${u.code}`, "a node field this attestation relies on was not written by the account that owns it; an operator must re-apply the inventory", u.reason);
-  }
-  // A TPM 1.2 has one EK: the node must approve exactly this one.
-  for (const a of node.ekBindings) c.check(a.binding === binding, "ek.missing", `approved ${a.alg} EK ${a.binding} was not presented`);
-  const approval = node.ekBindings.find((a) => a.binding === binding);
-  if (approval?.chain) {
-    if (c.check(req.ek.certificate !== undefined, "ek.certificate", `EK ${binding} has no certificate but the node requires a manufacturer chain`)) {
-      try {
-        const cert = readCertificate(req.ek.certificate as Uint8Array).cert;
-        c.check(ekBindingFromCertificate(cert) === binding, "ek.certificateKey", `EK ${binding}: the certificate certifies another key`);
-        const v = verifyEkCertificate(cert, ctx.ekRoots, { allowExpired: ctx.settings.allowExpiredEkCertificates, at: now });
-        for (const r of v.reasons) c.fail(`ek.chain.${r.check}`, `EK ${binding}: ${r.detail}`);
-      } catch (e) {
-        c.fail("ek.certificate", `EK ${binding}: ${(e as Error).message}`);
-      }
-    }
-  }
-  check(req.claims.serial === node.serial, "claims.serial", `the claimed serial ${req.claims.serial} is not the node's`, `recorded serial: ${node.serial}`);
-  if (node.uuid) {
-    check(uuidEqual(req.claims.uuid, node.uuid), "claims.uuid", `the claimed UUID ${req.claims.uuid} is not the one recorded at the node's first attestation`, `recorded UUID: ${node.uuid}`);
-  }
-  for (const r of verifyIdentityBinding(aik, req.aik.pubkey, req.aik.identityBinding).reasons) c.fail(`aik.${r.check}`, r.detail);
-  if (!c.ok) throw new Refused(403, "refused", c.reasons, ref);
-  const workflow = await ctx.workflows.check(node, req.claims);
-  if (workflow.length > 0) throw new Refused(403, "refused", workflow, ref);
+  if (decided.reasons.length > 0) throw new Refused(403, "refused", decided.reasons, ref);
 
   // A fresh AIK (its TPM_PUBKEY's SHA-256, in the same table as TPM 2.0 AK Names, with a prefix of its own).
   const aikId = `tpm12:${hex(sha256(req.aik.pubkey))}`;
@@ -125,7 +126,8 @@ export async function challenge12(ctx: ServerContext, req: Tpm12ChallengeRequest
   const cred = makeIdentityCredential(ek.key, req.aik.pubkey, { random: ctx.random });
   const expiresAt = now.getTime() + ctx.settings.sessionTtlMs;
   const response: Tpm12ChallengeResponse = { sessionId, nonce: b64(nonce), expiresAt: new Date(expiresAt).toISOString(), credential: { ekBinding: binding, blob: b64(cred.blob) } };
-  const data = { tpm: "1.2", claims: req.claims, sourceAddress, firstEkPublic: hex(req.ek.pubkey), answers: { challenge: { request, response } } };
+  const ekChained = node.ekBindings.filter((a) => a.chain).map((a) => a.binding);
+  const data = { tpm: "1.2", claims: req.claims, sourceAddress, firstEkPublic: hex(req.ek.pubkey), ekChained, answers: { challenge: { request, response } } };
   await ctx.store.createSession({
     id: sessionId,
     node: ref,
@@ -182,9 +184,8 @@ async function judge12(ctx: ServerContext, ev: Tpm12Evidence, s: ClaimedStep, no
     return s.refuse(new Refused(403, "refused", c.reasons, session.node, true), "evidenced");
   }
 
-  const node = await spendingRefusals(s, "evidenced", () =>
-    freshGates(ctx, session, data.claims, (n) => (n.tpm === "1.2" ? [] : [{ check: "gate.tpm", detail: "the node is no longer recorded with a TPM 1.2", internal: `recorded TPM: ${n.tpm}` }])),
-  );
+  // The gates check the TPM family against the session's variant (gate.tpm: still recorded with a TPM 1.2).
+  const node = await spendingRefusals(s, "evidenced", () => freshGates(ctx, session, data.claims));
 
   s.effects.attestation(session.node, passRecord(data.claims, node, now));
   s.effects.journal(session.node, {
