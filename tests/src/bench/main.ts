@@ -2,9 +2,14 @@
  * `pnpm bench` — every benchmark, each printed with a floor measured in the same run and the ratio to it.
  * FLEETD_BENCH_MS sets the time budget per measurement (default 1000 ms); FLEETD_BENCH_SPIRE_ENTRIES the entries of
  * the SPIRE floor (default 10,000); FLEETD_BENCH_SPIRE_SYNC_NODES the nodes of the entry-sync bench (default 10,000).
+ * The attestation rows run NetBox under gunicorn (FLEETD_BENCH_NETBOX_WORKERS, default 2); the concurrency and storm
+ * rows take FLEETD_BENCH_CONCURRENT_MACHINES (32), FLEETD_BENCH_CONCURRENT_ROUNDS (3), FLEETD_BENCH_STORM_MACHINES
+ * (1000, in-memory inventory), FLEETD_BENCH_STORM_NETBOX_MACHINES (100, real NetBox), FLEETD_BENCH_STORM_SPREAD_MS
+ * (3000) and FLEETD_BENCH_NETBOX=0 (in-memory rows only) — see concurrency.ts and tests/README.md.
  */
 import { printRows } from "./measure.js";
 import { benchAttestation } from "./attestation.js";
+import { benchConcurrency } from "./concurrency.js";
 import { benchEventlog } from "./eventlog.js";
 import { benchNetbox } from "./netbox.js";
 import { benchRenewal } from "./renewal.js";
@@ -17,6 +22,7 @@ const suites: [string, () => Promise<import("./measure.js").BenchRow[]> | import
   ["Event log and evidence verification (per core)", benchEventlog],
   ["NetBox webhook to dispatch, real NetBox on loopback", benchNetbox],
   ["Attestation server (per core)", benchAttestation],
+  ["Attestation server under concurrency and a power-on storm (software TPM machines, SoftHSM2; NetBox under gunicorn beside the in-memory inventory)", benchConcurrency],
   ["Renewal with runtime attestation, server side (per core)", benchRenewal],
   ["SPIRE's own floor: spire-server v1.13.3, SQLite, admin socket on loopback", benchSpire],
   ["spire-plugin's entry sync vs SPIRE's floor (same run): SQLite and PostgreSQL", benchSpireSync],
