@@ -223,7 +223,10 @@ export async function startNetBox(opts: { logLevel?: string } & NetBoxServerOpti
  * NetBox under gunicorn as its documentation deploys it: `gunicorn --config contrib/gunicorn.py netbox.wsgi`
  * (the contrib file's threads, timeout and max_requests), bound to loopback with `workers` workers, and an
  * access log of one line per request: `<pid> "<request line>" <status> <µs>`. Static files are not served
- * (the API does not need them).
+ * (the API does not need them). Idle keep-alive connections are kept 75 s, as the reverse proxy production puts in
+ * front of gunicorn keeps them (nginx's default): gunicorn's own 2 s is shorter than the 4 s Node's fetch reuses
+ * an idle connection for, so a request sent just as gunicorn closes one fails (`fetch failed` — seen once here,
+ * in `fleetd inventory apply`, before this setting).
  */
 function gunicorn(cache: string, env: NodeJS.ProcessEnv, runDir: string, port: number, workers: number): NetBoxProcess {
   if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new Error(`gunicorn workers: ${workers} (1..16)`);
@@ -233,7 +236,7 @@ function gunicorn(cache: string, env: NodeJS.ProcessEnv, runDir: string, port: n
   const contrib = join(venv, "lib", site, "site-packages/netbox/_data/contrib/gunicorn.py");
   if (!existsSync(contrib)) throw new Error(`NetBox's ${contrib} is missing`);
   return new ManagedProcess("netbox", join(runDir, "gunicorn.log"), join(venv, "bin/gunicorn"), [
-    "--config", contrib, "--bind", `127.0.0.1:${port}`, "--workers", String(workers),
+    "--config", contrib, "--bind", `127.0.0.1:${port}`, "--workers", String(workers), "--keep-alive", "75",
     "--access-logfile", join(runDir, "netbox.log"), "--access-logformat", '%(p)s "%(r)s" %(s)s %(D)s',
     "netbox.wsgi",
   ], { env: { ...env, DJANGO_SETTINGS_MODULE: "netbox.settings" }, cwd: runDir });
