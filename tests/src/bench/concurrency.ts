@@ -10,7 +10,7 @@
  *    (3) times in a row after a warm-up round: sustained attestations/s, p50/p95 of the server time per
  *    attestation (the three HTTP calls as the machine sees them, queueing included), NetBox requests per
  *    attestation (gunicorn's access log, counted once it has settled), server CPU per attestation.
- *  - storm: FLEETD_BENCH_STORM_MACHINES (1000, in-memory adapter) and FLEETD_BENCH_STORM_NETBOX_MACHINES (100,
+ *  - storm: FLEETD_BENCH_STORM_MACHINES (1000, in-memory adapter) and FLEETD_BENCH_STORM_NETBOX_MACHINES (50,
  *    real NetBox: what fits in a few minutes on a 2-core machine) machines challenge within
  *    FLEETD_BENCH_STORM_SPREAD_MS (3000) and complete evidence and confirm; a 503 is retried as the real client
  *    does. Afterwards: every machine attested or refused with a stated reason, exactly one LDevID and one LAK per
@@ -286,7 +286,7 @@ export async function benchConcurrency(): Promise<BenchRow[]> {
   const rounds = Math.max(1, env("FLEETD_BENCH_CONCURRENT_ROUNDS", 3));
   const stormMem = env("FLEETD_BENCH_STORM_MACHINES", 1000);
   const withNetbox = process.env["FLEETD_BENCH_NETBOX"] !== "0";
-  const stormNb = withNetbox ? env("FLEETD_BENCH_STORM_NETBOX_MACHINES", 100) : 0;
+  const stormNb = withNetbox ? env("FLEETD_BENCH_STORM_NETBOX_MACHINES", 50) : 0;
   const workers = benchNetboxWorkers();
   const spread = env("FLEETD_BENCH_STORM_SPREAD_MS", 3000);
   const dir = mkdtempSync(join(tmpdir(), "fleetd-bench-storm-"));

@@ -4,7 +4,7 @@
  * the SPIRE floor (default 10,000); FLEETD_BENCH_SPIRE_SYNC_NODES the nodes of the entry-sync bench (default 10,000).
  * The attestation rows run NetBox under gunicorn (FLEETD_BENCH_NETBOX_WORKERS, default 2); the concurrency and storm
  * rows take FLEETD_BENCH_CONCURRENT_MACHINES (32), FLEETD_BENCH_CONCURRENT_ROUNDS (3), FLEETD_BENCH_STORM_MACHINES
- * (1000, in-memory inventory), FLEETD_BENCH_STORM_NETBOX_MACHINES (100, real NetBox), FLEETD_BENCH_STORM_SPREAD_MS
+ * (1000, in-memory inventory), FLEETD_BENCH_STORM_NETBOX_MACHINES (50, real NetBox), FLEETD_BENCH_STORM_SPREAD_MS
  * (3000) and FLEETD_BENCH_NETBOX=0 (in-memory rows only) — see concurrency.ts and tests/README.md.
  */
 import { printRows } from "./measure.js";
