@@ -66,18 +66,27 @@ export interface SoftwareTpmOptions {
   manufacturer?: SoftwareManufacturer;
   /** PCR banks (default sha1 + sha256). */
   banks?: readonly HashAlgId[];
+  /**
+   * The EKs' private keys, made beforehand (an RSA-2048 and a P-256 key; e.g. generated asynchronously for a
+   * thousand machines at once): default, made here.
+   */
+  ekKeys?: { rsa: KeyObject; ecc: KeyObject };
 }
 
-/** A key of `template`'s shape (RSA-2048 or P-256) with a fresh key pair filled into `unique`. */
-export function softwareKey(template: Public): SoftwareKey {
+/**
+ * A key of `template`'s shape (RSA-2048 or P-256) with a fresh key pair filled into `unique` (or `made`, a private
+ * key of that shape made beforehand).
+ */
+export function softwareKey(template: Public, made?: KeyObject): SoftwareKey {
   let privateKey: KeyObject;
   let pub: Public;
+  if (made && made.asymmetricKeyType !== (template.parameters.kind === "rsa" ? "rsa" : "ec")) throw new Error(`a ${made.asymmetricKeyType} key does not fit a ${template.parameters.kind} template`);
   if (template.parameters.kind === "rsa") {
-    privateKey = generateKeyPairSync("rsa", { modulusLength: template.parameters.keyBits }).privateKey;
+    privateKey = made ?? generateKeyPairSync("rsa", { modulusLength: template.parameters.keyBits }).privateKey;
     const jwk = createPublicKey(privateKey).export({ format: "jwk" });
     pub = { ...template, unique: { kind: "rsa", n: b64u(jwk.n) } };
   } else if (template.parameters.kind === "ecc") {
-    privateKey = generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
+    privateKey = made ?? generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey;
     const jwk = createPublicKey(privateKey).export({ format: "jwk" });
     pub = { ...template, unique: { kind: "ecc", x: b64u(jwk.x), y: b64u(jwk.y) } };
   } else {
@@ -110,11 +119,11 @@ export class SoftwareTpm {
   constructor(o: SoftwareTpmOptions = {}) {
     this.manufacturer = o.manufacturer ?? softwareManufacturer();
     for (const bank of o.banks ?? [TPM_ALG.SHA1, TPM_ALG.SHA256]) this.pcrs.set(bank, Array.from({ length: 24 }, () => new Uint8Array(hashInfo(bank).size)));
-    this.eks = { rsa: this.makeEk("L-1", true), ecc: this.makeEk("L-2", true) };
+    this.eks = { rsa: this.makeEk("L-1", true, o.ekKeys?.rsa), ecc: this.makeEk("L-2", true, o.ekKeys?.ecc) };
   }
 
-  private makeEk(templateId: EkTemplateId, certified: boolean): SoftwareEk {
-    const key = softwareKey(ekTemplate(templateId).public);
+  private makeEk(templateId: EkTemplateId, certified: boolean, made?: KeyObject): SoftwareEk {
+    const key = softwareKey(ekTemplate(templateId).public, made);
     const binding = ekBindingFromTpmPublic(key.public);
     if (!certified) return { ...key, templateId, binding };
     const spki = new Uint8Array(createPublicKey(key.privateKey).export({ type: "spki", format: "der" }));

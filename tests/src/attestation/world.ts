@@ -46,6 +46,7 @@ import { createMetrics } from "@fleetd/talos-config-server/metrics";
 import { EXAMPLE_NODES, fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { CountingStore, testAttestationService, testConfigApp, type TestLimits } from "./testServer.js";
 import { createSoftHsmCa, startSoftHsm, type SoftHsm } from "../harness/softhsm.js";
+import type { NetBoxServerOptions } from "../harness/netbox.js";
 import { startSwtpm, type PcrBank, type SwtpmTcp } from "../harness/swtpm.js";
 import { startSwtpm12, type Swtpm12 } from "../harness/swtpm12.js";
 import { Tpm12Client, type Tpm12Secrets } from "@fleetd/platform/tpm12client";
@@ -75,6 +76,8 @@ export interface MachineSpec {
 
 export interface WorldOptions {
   talosVersion: string;
+  /** How NetBox's web server runs (default: runserver, as every test runs it; the benchmark asks for gunicorn). */
+  netbox?: NetBoxServerOptions;
   /**
    * TPM 1.2 machines by node name: each a copy of worker-1 with `tpm: "1.2"`, its own swtpm TPM 1.2 (the world's
    * EK CA manufactured its EK certificate) whose SHA-1 PCRs carry its HookOS boot, its EK approved on the node.
@@ -289,7 +292,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   // TPMs share the first TPM's CA directory and start one after another once it exists.
   const optionsOf = (s: MachineSpec) => (s.pcrBanks ? { ...swtpmOptions, pcrBanks: s.pcrBanks } : swtpmOptions);
   const foreign = new Map(specs.filter(([, s]) => s.manufacturer === "foreign").map(([name, s]) => [name, startSwtpm(optionsOf(s))] as const));
-  const [fleet, tpm, cp] = await Promise.all([startFleet(), startSwtpm(swtpmOptions), startControlPlane()]);
+  const [fleet, tpm, cp] = await Promise.all([startFleet(opts.netbox), startSwtpm(swtpmOptions), startControlPlane()]);
   await installTinkerbellCrds(cp);
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cp.kubeconfig);

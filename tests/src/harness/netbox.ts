@@ -4,11 +4,12 @@
  * `tests/scripts/netbox/install.sh` installs (once, cached under ~/.cache/fleetd/netbox/<version>-py<python>/)
  * PostgreSQL + Redis from Debian, NetBox from PyPI in a venv, and a migrated template data directory with an
  * admin user and a v2 API token. `startNetBox()` copies that template into a run directory of its own and
- * starts PostgreSQL, Redis, NetBox (`runserver --noreload`, one process) and one RQ worker (so webhooks are
+ * starts PostgreSQL, Redis, NetBox (`runserver --noreload`, one process; or gunicorn with workers, as production
+ * runs it: `server: "gunicorn"`, the benchmark's choice) and one RQ worker (so webhooks are
  * really delivered), each on a free loopback port. `stop()` ends them and removes the run directory.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
@@ -87,7 +88,21 @@ function postgresIds(): { uid: number; gid: number } | undefined {
 
 export let lastStartTimings: StartTimings | undefined;
 
-export async function startNetBox(opts: { logLevel?: string } = {}): Promise<NetBoxInstance> {
+/** How NetBox's web server runs: Django's `runserver` (tests; forked by the zygote when there is one) or gunicorn. */
+export interface NetBoxServerOptions {
+  /**
+   * "runserver" (default): `netbox runserver --noreload`, one process, as the tests run it. "gunicorn": as
+   * production runs it — gunicorn with NetBox's contrib/gunicorn.py (3 threads per worker, its timeouts) and
+   * `workers` worker processes, always spawned (never forked by the zygote). Both write one line per request to
+   * `<runDir>/netbox.log` with the request line in double quotes (`"GET /api/... HTTP/1.1"`), which is what the
+   * benchmark's request counter reads; gunicorn's access log line is written once the answer is sent.
+   */
+  server?: "runserver" | "gunicorn";
+  /** gunicorn's worker processes (default 2). */
+  workers?: number;
+}
+
+export async function startNetBox(opts: { logLevel?: string } & NetBoxServerOptions = {}): Promise<NetBoxInstance> {
   const t0 = Date.now();
   const cache = installNetBox();
   const t1 = Date.now();
@@ -139,7 +154,10 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
       return new ManagedProcess(name, log, netboxBin, args, { env, cwd: runDir });
     };
     const newWeb = async (): Promise<NetBoxProcess> => {
-      const p = await command("netbox", join(runDir, "netbox.log"), ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"]);
+      const p =
+        opts.server === "gunicorn"
+          ? gunicorn(cache, env, runDir, httpPort, opts.workers ?? 2)
+          : await command("netbox", join(runDir, "netbox.log"), ["runserver", `127.0.0.1:${httpPort}`, "--noreload", "--insecure", "--skip-checks"]);
       procs.push(p);
       return p;
     };
@@ -202,6 +220,29 @@ export async function startNetBox(opts: { logLevel?: string } = {}): Promise<Net
     if (!process.env["FLEETD_KEEP_NETBOX"]) rmSync(runDir, { recursive: true, force: true });
     throw new Error(`${(e as Error).message}\n${logs}`);
   }
+}
+
+/**
+ * NetBox under gunicorn as its documentation deploys it: `gunicorn --config contrib/gunicorn.py netbox.wsgi`
+ * (the contrib file's threads, timeout and max_requests), bound to loopback with `workers` workers, and an
+ * access log of one line per request: `<pid> "<request line>" <status> <µs>`. Static files are not served
+ * (the API does not need them). Idle keep-alive connections are kept 75 s, as the reverse proxy production puts in
+ * front of gunicorn keeps them (nginx's default): gunicorn's own 2 s is shorter than the 4 s Node's fetch reuses
+ * an idle connection for, so a request sent just as gunicorn closes one fails (`fetch failed` — seen once here,
+ * in `fleetd inventory apply`, before this setting).
+ */
+function gunicorn(cache: string, env: NodeJS.ProcessEnv, runDir: string, port: number, workers: number): NetBoxProcess {
+  if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new Error(`gunicorn workers: ${workers} (1..16)`);
+  const venv = join(cache, "venv");
+  const site = readdirSync(join(venv, "lib")).find((d) => d.startsWith("python"));
+  if (!site) throw new Error(`no python site-packages in ${venv}/lib`);
+  const contrib = join(venv, "lib", site, "site-packages/netbox/_data/contrib/gunicorn.py");
+  if (!existsSync(contrib)) throw new Error(`NetBox's ${contrib} is missing`);
+  return new ManagedProcess("netbox", join(runDir, "gunicorn.log"), join(venv, "bin/gunicorn"), [
+    "--config", contrib, "--bind", `127.0.0.1:${port}`, "--workers", String(workers), "--keep-alive", "75",
+    "--access-logfile", join(runDir, "netbox.log"), "--access-logformat", '%(p)s "%(r)s" %(s)s %(D)s',
+    "netbox.wsgi",
+  ], { env: { ...env, DJANGO_SETTINGS_MODULE: "netbox.settings" }, cwd: runDir });
 }
 
 async function stopAll(procs: NetBoxProcess[]): Promise<void> {

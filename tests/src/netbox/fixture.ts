@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { createNetBox, type NetBox } from "@fleetd/platform/netbox";
 import { parseSiteConfig, type SiteConfig } from "@fleetd/platform/fleet";
-import { startNetBox, type NetBoxInstance } from "../harness/netbox.js";
+import { startNetBox, type NetBoxInstance, type NetBoxServerOptions } from "../harness/netbox.js";
 import { createAccount, createGroup, SERVICE_OBJECT_TYPES, type Account } from "../harness/netboxAccounts.js";
 import { freePort } from "../harness/ports.js";
 
@@ -34,8 +34,8 @@ export interface Fleet {
   admin: NetBox;
 }
 
-export async function startFleet(): Promise<Fleet> {
-  const nb = await startNetBox();
+export async function startFleet(netbox: NetBoxServerOptions = {}): Promise<Fleet> {
+  const nb = await startNetBox(netbox);
   const dir = mkdtempSync("/tmp/fleetd-nbtest-");
   const group = await createGroup(nb, GROUP);
   const deviceOnly = ["dcim.device", "extras.journalentry"];
