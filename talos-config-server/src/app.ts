@@ -13,6 +13,10 @@ import type { Metrics } from "./metrics.js";
 import { publicOpenApiYaml } from "./openapi.js";
 import type { z } from "zod";
 import { healthHandlers, type Readiness } from "@fleetd/platform/service";
+import { stepGate } from "@fleetd/platform/http";
+
+/** Protocol requests worked on at once and the longest wait for a turn (AppDeps.steps). */
+export const DEFAULT_STEPS = { concurrency: 8, maxWaitMs: 20_000 } as const;
 
 export interface AppDeps extends ConfigFetchDeps {
   service: AttestationService;
@@ -20,6 +24,11 @@ export interface AppDeps extends ConfigFetchDeps {
   log: Logger;
   /** Largest accepted JSON body; evidence carries an event log (≤ 1 MiB, base64). */
   bodyLimit: string;
+  /**
+   * Protocol requests worked on at once, and how long one past that waits (body unread) before a 503 the machine
+   * retries (@fleetd/platform/http stepGate); default 8 and 20 s.
+   */
+  steps?: { concurrency: number; maxWaitMs: number };
   /** Readiness (`/readyz`): NetBox and the CA signer reachable; absent: always ready (tests without them). */
   ready?: () => Promise<Readiness>;
 }
@@ -33,6 +42,9 @@ export function createApp(deps: AppDeps): Express {
   app.set("etag", false);
   // Not here: the replicas' internal API (/internal/*) has a listener of its own, mutual TLS only
   // (ha/internalListener.ts); a request for it on this listener is an unknown path (404).
+  // A power-on storm: the protocol requests wait for their turn before their bodies are read (memory stays bounded).
+  const gate = stepGate({ ...(deps.steps ?? DEFAULT_STEPS), onShed: () => deps.metrics.attestations.inc({ step: "any", outcome: "server-busy" }) });
+  app.use(["/v1/attest", "/v1/renew"], gate);
   app.use(express.json({ limit: deps.bodyLimit, strict: true, type: "application/json" }));
 
   const step = (name: "challenge" | "evidence" | "confirm" | "tpm12-challenge" | "tpm12-evidence" | "renew-challenge" | "renew-evidence" | "renew-confirm", fn: (req: Request) => Promise<Outcome<unknown>>) =>

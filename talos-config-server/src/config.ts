@@ -174,11 +174,20 @@ export const ServerSection = z
           ctx.addIssue({ code: "custom", message: (e as Error).message });
         }
       }),
+    /**
+     * Protocol requests worked on at once (their bodies read only then) and the longest a request past that waits
+     * before a 503 the machine retries: a power-on storm queues instead of holding every event log in memory.
+     * maxWaitMs must leave the body time to arrive within listen.limits.requestTimeoutMs.
+     */
+    steps: z.strictObject({ concurrency: z.number().int().min(1).max(256).default(8), maxWaitMs: z.number().int().min(100).max(300_000).default(20_000) }).prefault({}),
     /** Largest JSON body; evidence carries an event log of up to 1 MiB as base64. */
     bodyLimitBytes: z.number().int().min(64 * 1024).max(16 * 1024 * 1024).default(2 * 1024 * 1024),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   })
   .superRefine((s, ctx) => {
+    if (s.steps.maxWaitMs + 5000 > s.listen.limits.requestTimeoutMs) {
+      ctx.addIssue({ code: "custom", path: ["steps", "maxWaitMs"], message: `must be at least 5 s below listen.limits.requestTimeoutMs (${s.listen.limits.requestTimeoutMs} ms): a request that waited its turn still needs time to send its body` });
+    }
     if (!s.ha && !s.stateDb) ctx.addIssue({ code: "custom", path: ["stateDb"], message: "required (unless ha: the state is then in Kubernetes)" });
     if (s.ha && s.stateDb) ctx.addIssue({ code: "custom", path: ["stateDb"], message: "not with ha: the replicas share the Kubernetes-backed state" });
     if (s.ha) {

@@ -368,6 +368,7 @@ export async function startServer(cfg: ServerConfig, log: Logger, hooks: ServerH
     now: () => Date.now(),
     staleClaimMs: s.ttl.staleClaimSeconds * 1000,
     bodyLimit: `${s.bodyLimitBytes}b`,
+    steps: s.steps,
     ready,
   });
   // Connection caps and short timeouts, per source too (one policy for every fleetd listener).

@@ -1,3 +1,4 @@
 /** The `http` entry point of this package: everything its files export. */
 export * from "./listenerLimits.js";
 export * from "./openapi.js";
+export * from "./stepGate.js";
