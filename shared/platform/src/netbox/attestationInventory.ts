@@ -276,7 +276,9 @@ export class NetBoxInventory implements Inventory, Journal {
       if (!neverWritten) unattributed.push({ field: f.path, code: f.code, reason: a ? a.reason : `${f.label} not checked` });
     }
     const switchPort = peer?.device?.name && peer.name ? { device: peer.device.name, port: peer.name } : undefined;
-    return nodeFromDevice(d, { unattributed, attributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
+    const node = nodeFromDevice(d, { unattributed, attributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
+    // what a pass's write compares the proven MAC with (recordMac): no second listing of the interfaces
+    return { ...node, bootInterface: cabled ? { id: cabled.id, mac: cabled.primary_mac_address?.mac_address?.toLowerCase() ?? null } : null };
   }
 
   private async idOf(name: string): Promise<number | undefined> {
@@ -300,7 +302,7 @@ export class NetBoxInventory implements Inventory, Journal {
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
     await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`);
-    if (bootMac) await this.recordMac(id, bootMac);
+    if (bootMac) await this.recordMac(id, bootMac, f.bootInterface);
   }
 
   /** A runtime attestation's verdict and/or a confirmed renewal's LDevID, as the attestation account. */
@@ -320,12 +322,18 @@ export class NetBoxInventory implements Inventory, Journal {
     await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed");
   }
 
-  /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */
-  private async recordMac(deviceId: number, mac: string): Promise<void> {
-    const iface = (await this.interfaces(deviceId)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0);
+  /**
+   * The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. `known`: the cabled
+   * interface and its MAC as the step's fresh read found them (null: none cabled) — nothing is read again, and
+   * nothing is written when the MAC is already that one; absent (an item queued before it was carried): listed.
+   */
+  private async recordMac(deviceId: number, mac: string, known?: { id: number; mac: string | null } | null): Promise<void> {
+    const iface =
+      known !== undefined
+        ? known && { id: known.id, current: known.mac }
+        : ((i) => i && { id: i.id, current: i.primary_mac_address?.mac_address?.toLowerCase() ?? null })((await this.interfaces(deviceId)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0));
     if (!iface) return;
-    const current = iface.primary_mac_address?.mac_address?.toLowerCase();
-    if (current === mac.toLowerCase()) return;
+    if (iface.current === mac.toLowerCase()) return;
     const { data } = await must(
       this.nb.api.POST("/api/dcim/mac-addresses/", {
         body: { mac_address: mac, assigned_object_type: "dcim.interface", assigned_object_id: iface.id } as never,
