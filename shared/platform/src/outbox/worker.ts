@@ -136,7 +136,7 @@ export class OutboxWorker {
    * field and status writes; journal entries queued after the last of them stay queued (a lingering entry is
    * then delivered with the next step's, in one request). True when no field or status write is left.
    */
-  async flush(deviceId: number, opts: { journal?: boolean } = {}, passes = 50): Promise<boolean> {
+  async flush(deviceId: number, opts: { journal?: boolean; waitMs?: number } = {}): Promise<boolean> {
     const needed = async (): Promise<number> => {
       const pending = await this.o.store.listOutbox(deviceId);
       if (opts.journal !== false) return pending.length;
@@ -146,12 +146,18 @@ export class OutboxWorker {
       });
       return last + 1;
     };
-    for (let i = 0; i < passes; i++) {
+    // items in another worker's hands (a pass of this process's, delivering a step's writes it did not wait for;
+    // another replica's) are waited for, up to `waitMs` (default 10 s)
+    const until = Date.now() + (opts.waitMs ?? 10_000);
+    for (let i = 0; i < 1000; i++) {
       const n = await needed();
       if (n === 0) return true;
       const r = await this.runDevice(deviceId, n);
       if (r.deferred > 0) return false;
-      if (r.claimed === 0) await new Promise((res) => setTimeout(res, 20)); // in another worker's hands
+      if (r.claimed === 0) {
+        if (Date.now() >= until) break;
+        await new Promise((res) => setTimeout(res, 20));
+      }
     }
     return (await needed()) === 0;
   }
