@@ -9,7 +9,8 @@
  * The points: right after the CA signed (the certificates were never recorded valid: their reserved serials stay
  * listed as void); right after a worker's bootstrap token Secret was made (its clean-up, queued before, deletes
  * it); right after a config was delivered and recorded (NetBox hears of it after the restart); right after a
- * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled). And the
+ * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled); right after
+ * an evidence was answered, before the outbox delivered its verdict (delivered after the restart, once). And the
  * process's /readyz turns false, naming NetBox, while NetBox's web server is down.
  */
 import { strict as assert } from "node:assert";
@@ -175,6 +176,25 @@ test("killed after a journal entry reached NetBox but before the outbox marked i
   assert.equal(r.mode, "attest");
   await settled();
   assert.equal(count(await journal(), /attest: TPM evidence passed/), before + 1, "the entry once, though it was sent twice");
+});
+
+test("killed after the evidence was answered but before its NetBox writes were delivered: after the restart NetBox holds the verdict and each entry once", async () => {
+  const id = await w.deviceId(NODE);
+  const lines = await journal();
+  const before = { passed: count(lines, /intake: TPM evidence passed/), confirmed: count(lines, /intake confirmed/), admission: count(lines, /admission is not automated/) };
+  const at = String((await readDevice(w.admin, id)).device.cf["attested_at"] ?? "");
+  // the evidence commit no longer waits for NetBox: its verdict is delivered by the outbox after the answer (and
+  // its journal entry waits for the confirm's); the process dies as the outbox is about to send the verdict
+  const r = await killedAt("outbox.beforeDeliver.netbox.attestation", "intake");
+  assert.equal(r.mode, "intake");
+  await settled();
+  const { device } = await readDevice(w.admin, id);
+  assert.equal(device.cf["attestation_verdict"], "pass");
+  assert.notEqual(String(device.cf["attested_at"] ?? ""), at, "this attestation's verdict reached NetBox");
+  const after = await journal();
+  assert.equal(count(after, /intake: TPM evidence passed/), before.passed + 1, "the evidence's entry once");
+  assert.equal(count(after, /intake confirmed/), before.confirmed + 1, "the confirm's once");
+  assert.equal(count(after, /admission is not automated/), before.admission + 1, "the admission's once");
 });
 
 test("/readyz of the server process: ready with NetBox, the state store and the CA token; not ready, naming NetBox, while NetBox's web server is down; ready again after", async () => {

@@ -8,6 +8,11 @@
  * look into: logged as an error). An item is dropped only when its delivery says it is moot (its device is gone
  * from NetBox). Several replicas may run workers over one store: claims keep them apart, and the keys make a
  * second delivery of an item harmless.
+ *
+ * Someone waiting for a device (flush: a step's commit, a step's gates) claims the device's queue as a run
+ * (AttestationStore.claimOutboxRun): its field, status and cluster writes go one by one in queue order, then its
+ * journal entries together, in one NetBox request (deliverJournals) — a step's entries, and an earlier step's
+ * that lingered for it (effects.ts journal `notBefore`), cost one POST.
  */
 import { randomUUID } from "node:crypto";
 import { backoffDelayMs } from "../outage/backoff.js";

@@ -307,7 +307,13 @@ export async function freshGates(
   const id = session.node.deviceId;
   // Journal entries are no gate input: they may stay queued (an evidence's, lingering for its confirm's commit).
   const caughtUp = ctx.outbox ? await ctx.outbox.flush(id, { journal: false }) : (await ctx.store.listOutbox(id)).every((i) => i.effect["kind"] === "netbox.journal");
-  if (!caughtUp) throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
+  if (!caughtUp) {
+    // NetBox down while the writes were delivered (an evidence's verdict goes after its answer; the confirm may
+    // meet the outage first): the answer names the outage, as a read that met it would
+    const down = (await ctx.store.listOutbox(id)).some((i) => i.lastError?.startsWith("netbox-unavailable: "));
+    if (down) throw new Unavailable("netbox-unavailable", "NetBox did not take the writes fleetd recorded for this node before its gates read it");
+    throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
+  }
   const node = await ctx.inventory.reread(id);
   const gates = [...checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims), ...(node ? also(node) : [])];
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
