@@ -9,8 +9,8 @@
  * The points: right after the CA signed (the certificates were never recorded valid: their reserved serials stay
  * listed as void); right after a worker's bootstrap token Secret was made (its clean-up, queued before, deletes
  * it); right after a config was delivered and recorded (NetBox hears of it after the restart); right after a
- * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled); right after
- * an evidence was answered, before the outbox delivered its verdict (delivered after the restart, once). And the
+ * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled); after an
+ * evidence was answered, before its journal entry was delivered (with the confirm's, after the restart, once). And the
  * process's /readyz turns false, naming NetBox, while NetBox's web server is down.
  */
 import { strict as assert } from "node:assert";
@@ -137,16 +137,16 @@ test("killed right after the CA signed: the retry completes; the dead step's ser
   assert.equal(count(await journal(), /intake: TPM evidence passed/), before + 1, "journalled once");
 });
 
-test("killed after the evidence was answered but before its NetBox writes were delivered: after the restart NetBox holds the verdict and each entry once", async () => {
+test("killed after the evidence was answered but before its journal entry was delivered: after the restart NetBox holds the verdict and each entry once", async () => {
   const id = await w.deviceId(NODE);
   const lines = await journal();
   const before = { passed: count(lines, /intake: TPM evidence passed/), confirmed: count(lines, /intake confirmed/), admission: count(lines, /admission is not automated/) };
   const at = String((await readDevice(w.admin, id)).device.cf["attested_at"] ?? "");
-  // the evidence commit no longer waits for NetBox: its verdict is delivered by the outbox after the answer (and
-  // its journal entry waits for the confirm's); the process dies as the outbox is about to send the verdict
+  // the evidence's answer does not wait for its journal entry: it lingers for the confirm's, to go in one
+  // request; the process dies as the outbox is about to send them (the confirm committed, not yet answered)
   const answers: { step: string; status: number; restarts: number }[] = [];
   const dead = restarts;
-  const r = await killedAt("outbox.beforeDeliver.netbox.attestation", "intake", answers);
+  const r = await killedAt("outbox.beforeDeliver.netbox.journal", "intake", answers);
   assert.equal(r.mode, "intake");
   assert.equal(restarts, dead + 1);
   assert.ok(answers.some((a) => a.step === "evidence" && a.status === 200 && a.restarts === dead), `the killed process answered the evidence: ${JSON.stringify(answers)}`);

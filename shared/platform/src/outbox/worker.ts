@@ -208,6 +208,7 @@ export class OutboxWorker {
   /** A device's journal items in one request (the delivery's deliverJournals). */
   private async deliverJournals(deviceId: number, items: { entry: OutboxEntry; effect: JournalEffect }[], deliver: NonNullable<OutboxDelivery["deliverJournals"]>): Promise<boolean> {
     try {
+      failpoint("outbox.beforeDeliver.netbox.journal"); // committed (and maybe answered), not yet delivered
       const r = await deliver(deviceId, items);
       failpoint("outbox.afterDeliver.netbox.journal"); // delivered, not yet marked so: a restart looks the keys up first
       for (const x of items) {

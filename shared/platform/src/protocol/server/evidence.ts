@@ -189,9 +189,9 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   // An operator's attest that passes releases a quarantined node (renew.ts): the latch is cleared with this commit;
   // fleetd's cordon is lifted at the node's next passing runtime attestation.
   const latched = session.mode === "attest" ? (await ctx.store.getRuntime(node.deviceId))?.quarantine : undefined;
-  // Certificates issued: a confirm follows at once. The answer does not wait for NetBox (the writes are in the
-  // store with the verdict; the confirm's gates flush the field writes first), and the journal entries linger
-  // so the confirm's commit delivers them with its own, in one request.
+  // Certificates issued: a confirm follows at once. The answer waits for the verdict's fields, not for the
+  // journal entries (in the store with the verdict): they linger so the confirm's commit delivers them with its
+  // own, in one request.
   const linger = issued ? now.getTime() + JOURNAL_LINGER_MS : 0;
   if (latched) {
     s.effects.journal(session.node, {
@@ -221,7 +221,7 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   const response: EvidenceResponse = issued
     ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
     : { verdict: "pass", issued: "none" };
-  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records, ...(latched ? { runtime: { node: session.node, quarantine: "release" as const } } : {}) }, issued ? "later" : "now");
+  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records, ...(latched ? { runtime: { node: session.node, quarantine: "release" as const } } : {}) }, issued ? "fields" : "all");
   return response;
 }
 
@@ -307,13 +307,7 @@ export async function freshGates(
   const id = session.node.deviceId;
   // Journal entries are no gate input: they may stay queued (an evidence's, lingering for its confirm's commit).
   const caughtUp = ctx.outbox ? await ctx.outbox.flush(id, { journal: false }) : (await ctx.store.listOutbox(id)).every((i) => i.effect["kind"] === "netbox.journal");
-  if (!caughtUp) {
-    // NetBox down while the writes were delivered (an evidence's verdict goes after its answer; the confirm may
-    // meet the outage first): the answer names the outage, as a read that met it would
-    const down = (await ctx.store.listOutbox(id)).some((i) => i.lastError?.startsWith("netbox-unavailable: "));
-    if (down) throw new Unavailable("netbox-unavailable", "NetBox did not take the writes fleetd recorded for this node before its gates read it");
-    throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
-  }
+  if (!caughtUp) throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
   const node = await ctx.inventory.reread(id);
   const gates = [...checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims), ...(node ? also(node) : [])];
   if (gates.length > 0 || !node) throw new Refused(403, "refused", gates, session.node, true);
