@@ -151,9 +151,9 @@ export class OutboxWorker {
       });
       return last + 1;
     };
-    // items in another worker's hands (a pass of this process's, delivering a step's writes it did not wait for;
-    // another replica's) are waited for, up to `waitMs` (default 10 s)
-    const until = Date.now() + (opts.waitMs ?? 10_000);
+    // items in another worker's hands (a pass of this process's, another replica's) are waited for, up to
+    // `waitMs` (default 2 s)
+    const until = Date.now() + (opts.waitMs ?? 2_000);
     for (let i = 0; i < 1000; i++) {
       const n = await needed();
       if (n === 0) return true;
