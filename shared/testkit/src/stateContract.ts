@@ -398,6 +398,27 @@ export function storeContract(name: string, open: () => Promise<AttestationStore
       await s.close();
     }
   });
+
+  test(`${name}: a device's head run is claimed as a prefix of its queue: due, unclaimed (or stale) items, in order, up to the limit`, async () => {
+    const s = await open();
+    try {
+      const item = (key: string, deviceId: number | null, notBefore = 0) => ({ key, deviceId, effect: { kind: "test", key }, notBefore });
+      await s.enqueue([item("a1", 1), item("a2", 1, 5000), item("a3", 1), item("b1", 2)], 100);
+      assert.deepEqual((await s.claimOutboxRun(200, "W1", 60_000, 1, 10)).map((o) => o.key), ["a1"], "the run stops at an item not yet due");
+      assert.deepEqual(await s.claimOutboxRun(201, "W2", 60_000, 1, 10, Number.MAX_SAFE_INTEGER), [], "a head claimed by another: nothing");
+      assert.deepEqual(await s.claimOutbox(201, "W2", 60_000, 10, 1, Number.MAX_SAFE_INTEGER), [], "nor by claimOutbox");
+      await s.completeOutbox("a1", "W1");
+      await s.enqueue([item("a4", 1)], 300);
+      assert.deepEqual((await s.claimOutboxRun(300, "W3", 60_000, 1, 2, Number.MAX_SAFE_INTEGER)).map((o) => o.key), ["a2", "a3"], "someone waits: not-yet-due items too, up to the limit");
+      assert.deepEqual(await s.claimOutbox(300, "W4", 60_000, 10, 1, Number.MAX_SAFE_INTEGER), [], "the device's head is held");
+      assert.deepEqual((await s.claimOutboxRun(400, "W5", 50, 1, 10, Number.MAX_SAFE_INTEGER)).map((o) => [o.key, o.attempts]), [["a2", 1], ["a3", 1], ["a4", 0]], "stale claims are taken over, counted as attempts");
+      assert.deepEqual((await s.claimOutbox(400, "W6", 60_000, 10)).map((o) => o.key), ["b1"], "other devices untouched");
+      for (const k of ["a2", "a3", "a4"]) await s.completeOutbox(k, "W5");
+      assert.deepEqual((await s.listOutbox(1)).map((o) => o.key), []);
+    } finally {
+      await s.close();
+    }
+  });
 }
 
 /**

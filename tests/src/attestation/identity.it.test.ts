@@ -254,17 +254,39 @@ test("three NICs, the boot one not sorting first: the proven boot MAC recorded i
   const macs = ["00:00:5e:00:53:01", "00:00:5e:00:53:02", own].sort();
   assert.notEqual(macs[0], own, "the boot NIC does not sort first");
   const claims = machine(MULTINIC).claims({ mode: "intake", macs, bootMac: own });
-  const r = await withMachine(machine(MULTINIC), w.transport, async (m) => {
-    const s = await challenge(m, claims);
-    return sendEvidence(m, (await evidence(m, s)).body);
-  });
-  assert.equal(r.verdict, "pass");
-  const d = (await readDevice(w.admin, await w.deviceId(MULTINIC))).device;
+  const id = await w.deviceId(MULTINIC);
+  const pass = async () => {
+    const r = await withMachine(machine(MULTINIC), w.transport, async (m) => {
+      const s = await challenge(m, claims);
+      return sendEvidence(m, (await evidence(m, s)).body);
+    });
+    assert.equal(r.verdict, "pass");
+  };
+  await pass();
+  const d = (await readDevice(w.admin, id)).device;
   assert.equal(d.cf["boot_mac"], own, "boot_mac is the boot NIC, not macs[0]");
+  assert.equal(await cabledMac(id), own, "the cabled interface's primary MAC is the proven boot MAC");
+  // the interface's MAC changed in NetBox (here: cleared): the next pass writes the proven one again
+  const iface = await cabledInterface(id);
+  await must(w.admin.api.PATCH("/api/dcim/interfaces/{id}/", { params: { path: { id: iface } }, body: { primary_mac_address: null } as never }), "clear the MAC");
+  assert.equal(await cabledMac(id), null);
+  await pass();
+  assert.equal(await cabledMac(id), own, "a MAC that differs is recorded");
   // a bootMac that is not among the claimed MACs is a malformed claim (400)
   const bad = await refused(withMachine(machine(MULTINIC), w.rawTransport, (m) => challenge(m, { ...claims, bootMac: "00:00:5e:00:53:99" })));
   assert.equal(bad.status, 400);
 });
+
+/** The device's cabled interface (not management) and its primary MAC address (lower case), as NetBox holds them. */
+async function cabled(deviceId: number): Promise<{ id: number; mac: string | null }> {
+  const { data } = await must(w.admin.api.GET("/api/dcim/interfaces/", { params: { query: { device_id: [deviceId], cabled: true, fields: "id,mgmt_only,primary_mac_address" } as never } }), "interfaces");
+  const rows = data.results as unknown as { id: number; mgmt_only?: boolean; primary_mac_address?: { mac_address?: string } | null }[];
+  const i = rows.find((r) => !r.mgmt_only);
+  assert.ok(i, "the node has a cabled interface");
+  return { id: i.id, mac: i.primary_mac_address?.mac_address?.toLowerCase() ?? null };
+}
+const cabledMac = async (deviceId: number) => (await cabled(deviceId)).mac;
+const cabledInterface = async (deviceId: number) => (await cabled(deviceId)).id;
 
 test("two concurrent provision confirms of one node leave one live install code and one live bootstrap token", async () => {
   const node = IMPOSTOR; // its evidence so far came from someone without its TPM; its own TPM provisions now

@@ -9,7 +9,8 @@
  * The points: right after the CA signed (the certificates were never recorded valid: their reserved serials stay
  * listed as void); right after a worker's bootstrap token Secret was made (its clean-up, queued before, deletes
  * it); right after a config was delivered and recorded (NetBox hears of it after the restart); right after a
- * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled). And the
+ * journal entry reached NetBox but before the outbox marked it delivered (delivered again: not doubled); after an
+ * evidence was answered, before its journal entry was delivered (with the confirm's, after the restart, once). And the
  * process's /readyz turns false, naming NetBox, while NetBox's web server is down.
  */
 import { strict as assert } from "node:assert";
@@ -55,25 +56,36 @@ after(async () => {
  * Runs one attestation of `mode` with a server process armed to kill itself at `failpoint`; when it dies, a clean
  * process starts on the same state. The client retries the same request (transport failures and 503s).
  */
-async function killedAt(failpoint: string, mode: Claims["mode"]): Promise<AttestResult> {
+async function killedAt(failpoint: string, mode: Claims["mode"], answers?: { step: string; status: number; restarts: number }[]): Promise<AttestResult> {
   const armed = await sp.start({ FLEETD_FAILPOINTS: failpoint });
   const restarted = armed.waitExit().then(async () => {
     assert.equal(armed.exit?.signal, "SIGKILL", `the process stopped at ${failpoint}: ${armed.tail(5)}`);
     restarts++;
     await sp.start();
   });
-  const result = await run(mode);
+  const result = await run(mode, answers);
   await restarted;
   return result;
 }
 
-/** One attestation through the server process; the same request is sent again across restarts and 503s. */
-async function run(mode: Claims["mode"]): Promise<AttestResult> {
+/**
+ * One attestation through the server process; the same request is sent again across restarts and 503s.
+ * `answers`: each answer the machine got, with the restarts counted when it got it.
+ */
+async function run(mode: Claims["mode"], answers?: { step: string; status: number; restarts: number }[]): Promise<AttestResult> {
   const tpm = w.client();
+  const transport = sp.transport();
   try {
     return await attest({
       tpm,
-      server: sp.transport(),
+      server: {
+        ...transport,
+        async post(path, body) {
+          const r = await transport.post(path, body);
+          answers?.push({ step: path.split("/").pop() ?? path, status: r.status, restarts });
+          return r;
+        },
+      },
       claims: w.claims({ mode }),
       eventLog: w.eventLog,
       retryUnavailable: { deadline: Date.now() + 300_000, delayMs: () => 300 },
@@ -123,6 +135,29 @@ test("killed right after the CA signed: the retry completes; the dead step's ser
   assert.equal(device.cf["attestation_verdict"], "pass");
   assert.equal(String(device.cf["ldevid_serial"]).replace(/^0+/, ""), valid[0]?.serial.replace(/^0+/, ""), "NetBox names it");
   assert.equal(count(await journal(), /intake: TPM evidence passed/), before + 1, "journalled once");
+});
+
+test("killed after the evidence was answered but before its journal entry was delivered: after the restart NetBox holds the verdict and each entry once", async () => {
+  const id = await w.deviceId(NODE);
+  const lines = await journal();
+  const before = { passed: count(lines, /intake: TPM evidence passed/), confirmed: count(lines, /intake confirmed/), admission: count(lines, /admission is not automated/) };
+  const at = String((await readDevice(w.admin, id)).device.cf["attested_at"] ?? "");
+  // the evidence's answer does not wait for its journal entry: it lingers for the confirm's, to go in one
+  // request; the process dies as the outbox is about to send them (the confirm committed, not yet answered)
+  const answers: { step: string; status: number; restarts: number }[] = [];
+  const dead = restarts;
+  const r = await killedAt("outbox.beforeDeliver.netbox.journal", "intake", answers);
+  assert.equal(r.mode, "intake");
+  assert.equal(restarts, dead + 1);
+  assert.ok(answers.some((a) => a.step === "evidence" && a.status === 200 && a.restarts === dead), `the killed process answered the evidence: ${JSON.stringify(answers)}`);
+  await settled();
+  const { device } = await readDevice(w.admin, id);
+  assert.equal(device.cf["attestation_verdict"], "pass");
+  assert.notEqual(String(device.cf["attested_at"] ?? ""), at, "this attestation's verdict reached NetBox");
+  const after = await journal();
+  assert.equal(count(after, /intake: TPM evidence passed/), before.passed + 1, "the evidence's entry once");
+  assert.equal(count(after, /intake confirmed/), before.confirmed + 1, "the confirm's once");
+  assert.equal(count(after, /admission is not automated/), before.admission + 1, "the admission's once");
 });
 
 test("killed right after a worker's bootstrap token Secret was made: the retry completes with one code; the orphan Secret is deleted by its queued clean-up", async () => {

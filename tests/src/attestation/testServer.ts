@@ -74,7 +74,7 @@ export function testConfigApp(o: {
   inventory: Pick<Inventory, "reread">;
   log: Logger;
   metrics: ReturnType<typeof createMetrics>;
-  outbox: { kick(): void; flush(deviceId: number): Promise<boolean> };
+  outbox: { kick(): void; flush(deviceId: number, opts?: { journal?: boolean }): Promise<boolean> };
   limits?: TestLimits;
 }): ReturnType<typeof createApp> {
   return createApp({

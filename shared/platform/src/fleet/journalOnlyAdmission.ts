@@ -18,8 +18,8 @@ export class JournalOnlyAdmission implements Admission {
     private readonly log?: JournalOnlyLog,
   ) {}
 
-  async admit(node: Node): Promise<void> {
+  async admit(node: Node, _facts?: unknown, journal: Journal = this.journal): Promise<void> {
     this.log?.warn({ node: node.name, reason: this.reason }, "intake confirmed; admission is not wired to Tinkerbell: set desired_action provision in NetBox");
-    await this.journal.record(node.name, { kind: "info", summary: `admission is not automated by this server (${this.reason}): set desired_action to provision to install Talos` });
+    await journal.record(node.name, { kind: "info", summary: `admission is not automated by this server (${this.reason}): set desired_action to provision to install Talos` });
   }
 }

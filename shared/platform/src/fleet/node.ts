@@ -76,6 +76,11 @@ export interface Node extends NodeRef {
   /** The switch port the cable in NetBox connects to. */
   switchPort?: { device: string; port: string };
   /**
+   * The cabled boot interface (NetBox ID) and its primary MAC address (lower case; null: none), as read with the
+   * node; null: no interface is cabled; absent: not read. Lets the pass's write skip a MAC that is already right.
+   */
+  bootInterface?: { id: number; mac: string | null } | null;
+  /**
    * Identity and admission fields whose current value the change log does not attribute to their account (the
    * apply account for name, serial, role, class, TPM, EK bindings, disk, gateway, BMC, address, cable waiver; the
    * attestation account for the recorded UUID and boot MAC). Empty when every field holds what its account wrote.

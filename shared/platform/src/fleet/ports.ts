@@ -41,6 +41,11 @@ export interface AttestationFacts {
   recordUuid?: string;
   /** The LDevID issued with this pass (written as ldevid_serial, ldevid_cn, ldevid_expiry): `cn` is `<node>.g<generation>`. */
   ldevid?: { serial: string; cn: string; notAfter: Date };
+  /**
+   * The cabled boot interface and its primary MAC as the step's fresh read found them (null: none is cabled):
+   * the proven MAC is then written only when it differs, without listing the interfaces again. Absent: unknown.
+   */
+  bootInterface?: { id: number; mac: string | null } | null;
 }
 
 /** What a runtime attestation records in NetBox (NetBoxInventory.recordRuntime). */
@@ -110,8 +115,12 @@ export interface BootstrapTokens {
 }
 
 export interface Admission {
-  /** intake confirmed: create Hardware + the provision Workflow for this node (the Kubernetes issue). */
-  admit(node: Node, facts: { macs: string[]; uuid: string }): Promise<void>;
+  /**
+   * intake confirmed: create Hardware + the provision Workflow for this node (the Kubernetes issue). Every outcome
+   * is journalled, to `journal` when given (the confirm's: committed with the step, delivered with its entries),
+   * else to the admission's own.
+   */
+  admit(node: Node, facts: { macs: string[]; uuid: string }, journal?: Journal): Promise<void>;
 }
 
 /**

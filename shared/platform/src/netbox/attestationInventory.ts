@@ -208,12 +208,7 @@ interface IndexEntry {
   record: DeviceRecord;
   /** From the last fresh read (the gates', or a challenge's): attribution and switch port included. */
   node?: Node;
-  /** That read's cabled boot interface (recordMac writes the proven MAC to it) and when it was made. */
-  boot?: { iface: Pick<InterfaceRow, "id" | "primary_mac_address"> | undefined; at: number };
 }
-
-/** recordMac uses the boot interface of a fresh read at most this old (the gates' read just before the pass). */
-const BOOT_INTERFACE_MAX_AGE_MS = 60_000;
 
 /** The cabled, non-management interface with a peer: the boot interface whose switch port the gates check. */
 const bootInterface = <T extends { mgmt_only: boolean; link_peers: unknown[]; cabled?: boolean }>(rows: readonly T[]): T | undefined =>
@@ -339,7 +334,7 @@ export class NetBoxInventory implements Inventory, Journal {
     const r = await readForGates(this.nb, deviceId);
     const node = r ? this.toNode(r) : undefined;
     if (this.entries !== undefined) {
-      if (r && node) this.entries.set(deviceId, { record: r.device, node, boot: { iface: bootInterface(r.interfaces), at: Date.now() } });
+      if (r && node) this.entries.set(deviceId, { record: r.device, node });
       else this.entries.delete(deviceId);
       this.reindex();
     }
@@ -347,14 +342,14 @@ export class NetBoxInventory implements Inventory, Journal {
   }
 
   /**
-   * This server changed the device (`record`: NetBox's answer to the PATCH): the index keeps the record and the
-   * boot interface, and drops the Node, so the next challenge reads the device again rather than decide on a
+   * This server changed the device (`record`: NetBox's answer to the PATCH): the index keeps the record and
+   * drops the Node, so the next challenge reads the device again rather than decide on a
    * Node from before the change (a UUID just recorded must be required at once).
    */
   private patched(record: DeviceRecord): void {
     const e = this.entries?.get(record.id);
     if (!e) return;
-    this.entries?.set(record.id, { record, ...(e.boot ? { boot: e.boot } : {}) });
+    this.entries?.set(record.id, { record });
     this.reindex();
   }
 
@@ -396,7 +391,9 @@ export class NetBoxInventory implements Inventory, Journal {
       if (!neverWritten) unattributed.push({ field: f.path, code: f.code, reason: a ? a.reason : `${f.label} not checked` });
     }
     const switchPort = peer?.device?.name && peer.name ? { device: peer.device.name, port: peer.name } : undefined;
-    return nodeFromDevice(d, { unattributed, attributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
+    const node = nodeFromDevice(d, { unattributed, attributed, ...(switchPort ? { switchPort } : {}) }, this.o.roleSlugs);
+    // what a pass's write compares the proven MAC with (recordMac): no second listing of the interfaces
+    return { ...node, bootInterface: cabled ? { id: cabled.id, mac: cabled.primary_mac_address?.mac_address?.toLowerCase() ?? null } : null };
   }
 
   private async idOf(name: string): Promise<number | undefined> {
@@ -420,7 +417,7 @@ export class NetBoxInventory implements Inventory, Journal {
       cf["ldevid_expiry"] = f.ldevid.notAfter.toISOString();
     }
     this.patched(await patchDevice(this.nb, id, { custom_fields: cf }, null, `fleetd attestation ${f.verdict}`));
-    if (bootMac) await this.recordMac(id, bootMac);
+    if (bootMac) await this.recordMac(id, bootMac, f.bootInterface);
   }
 
   /** A runtime attestation's verdict and/or a confirmed renewal's LDevID, as the attestation account. */
@@ -440,14 +437,18 @@ export class NetBoxInventory implements Inventory, Journal {
     this.patched(await patchDevice(this.nb, node.deviceId, { custom_fields: cf }, null, f.verdict ? `fleetd runtime attestation ${f.verdict.verdict}` : "fleetd LDevID renewed"));
   }
 
-  /** The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. */
-  private async recordMac(deviceId: number, mac: string): Promise<void> {
-    // The boot interface as the gates' read before this pass found it (no request), else listed now.
-    const read = this.entries?.get(deviceId)?.boot;
-    const iface = read && Date.now() - read.at <= BOOT_INTERFACE_MAX_AGE_MS ? read.iface : bootInterface(await this.interfaces(deviceId));
+  /**
+   * The MAC the TPM evidence vouched for, as the cabled interface's primary MAC address. `known`: the cabled
+   * interface and its MAC as the step's fresh read found them (null: none cabled) — nothing is read again, and
+   * nothing is written when the MAC is already that one; absent (an item queued before it was carried): listed.
+   */
+  private async recordMac(deviceId: number, mac: string, known?: { id: number; mac: string | null } | null): Promise<void> {
+    const iface =
+      known !== undefined
+        ? known && { id: known.id, current: known.mac }
+        : ((i) => i && { id: i.id, current: i.primary_mac_address?.mac_address?.toLowerCase() ?? null })((await this.interfaces(deviceId)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0));
     if (!iface) return;
-    const current = iface.primary_mac_address?.mac_address?.toLowerCase();
-    if (current === mac.toLowerCase()) return;
+    if (iface.current === mac.toLowerCase()) return;
     const { data } = await must(
       this.nb.api.POST("/api/dcim/mac-addresses/", {
         body: { mac_address: mac, assigned_object_type: "dcim.interface", assigned_object_id: iface.id } as never,
@@ -456,7 +457,6 @@ export class NetBoxInventory implements Inventory, Journal {
     );
     const macId = (data as { id: number }).id;
     await must(this.nb.api.PATCH("/api/dcim/interfaces/{id}/", { params: { path: { id: iface.id } }, body: { primary_mac_address: macId } as never }), "set primary MAC");
-    if (read && read.iface?.id === iface.id) read.iface = { id: iface.id, primary_mac_address: { id: macId, mac_address: mac } };
   }
 
   async record(node: NodeRef | string | undefined, entry: JournalEntry): Promise<void> {

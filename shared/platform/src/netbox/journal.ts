@@ -40,6 +40,54 @@ export async function writeJournal(nb: NetBox, deviceId: number, kind: JournalKi
   return (data as { id: number }).id;
 }
 
+/** One entry of a bulk write (writeJournals): its outbox key goes into `fleetd_key`. */
+export interface KeyedJournalEntry {
+  kind: JournalKind;
+  comments: string;
+  key: string;
+}
+
+/**
+ * Write several keyed entries on one device in one request (NetBox creates a list POSTed to the endpoint in one
+ * transaction), in the order given. `maybeWritten` (an earlier attempt's outcome is unknown): the keys are looked
+ * up first, in one request, and only the entries not found are written — a retry never doubles an entry.
+ */
+export async function writeJournals(nb: NetBox, deviceId: number, entries: KeyedJournalEntry[], maybeWritten: boolean): Promise<void> {
+  let todo = entries;
+  if (maybeWritten && entries.length > 0) {
+    const { data } = await must(
+      nb.api.GET("/api/extras/journal-entries/", {
+        params: {
+          query: {
+            assigned_object_type: "dcim.device",
+            assigned_object_id: [deviceId],
+            // several values are OR'ed; the custom field's (loose) filter matches substrings, so the keys are compared below
+            [`cf_${JOURNAL_KEY_FIELD}`]: entries.map((e) => e.key),
+            limit: 1000,
+            fields: "id,custom_fields",
+          } as never,
+        },
+      }),
+      `journal entries ${entries.map((e) => e.key).join(", ")} on device ${deviceId}`,
+    );
+    const found = new Set(data.results.map((r) => (r.custom_fields as Record<string, unknown> | undefined)?.[JOURNAL_KEY_FIELD]).filter((k): k is string => typeof k === "string"));
+    todo = entries.filter((e) => !found.has(e.key));
+  }
+  if (todo.length === 0) return;
+  await must(
+    nb.api.POST("/api/extras/journal-entries/", {
+      body: todo.map((e) => ({
+        assigned_object_type: "dcim.device",
+        assigned_object_id: deviceId,
+        kind: e.kind,
+        comments: e.comments.slice(0, 60_000),
+        custom_fields: { [JOURNAL_KEY_FIELD]: e.key },
+      })) as never,
+    }),
+    `${todo.length} journal entries on device ${deviceId}`,
+  );
+}
+
 export interface JournalRecord {
   id: number;
   kind: string;

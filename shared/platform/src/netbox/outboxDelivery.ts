@@ -6,13 +6,13 @@
  */
 import { type Effect, factsFromWire, runtimeFactsFromWire } from "../outbox/effects.js";
 import type { NodeQuarantine } from "../kube/quarantine.js";
-import type { OutboxDelivery } from "../outbox/worker.js";
+import type { JournalEffect, OutboxDelivery } from "../outbox/worker.js";
 import type { BootstrapTokens } from "../fleet/ports.js";
 import type { AttestationStore, OutboxEntry } from "../state/store.js";
 import { type NetBoxInventory } from "./attestationInventory.js";
 import { NetBoxError, type NetBox } from "./client.js";
 import { deviceIdByName } from "./device.js";
-import { formatJournalEntry, writeJournal } from "./journal.js";
+import { formatJournalEntry, writeJournal, writeJournals } from "./journal.js";
 
 export interface NetBoxOutboxDeliveryOptions {
   nb: NetBox;
@@ -33,6 +33,18 @@ export class NetBoxOutboxDelivery implements OutboxDelivery {
   async deliver(entry: OutboxEntry, effect: Effect): Promise<"delivered" | "moot"> {
     try {
       return await this.apply(entry, effect);
+    } catch (e) {
+      if (gone(e)) return "moot";
+      throw e;
+    }
+  }
+
+  /** A device's consecutive journal entries in one request (worker.ts), each with its key; a retry looks them up first. */
+  async deliverJournals(deviceId: number, items: { entry: OutboxEntry; effect: JournalEffect }[]): Promise<"delivered" | "moot"> {
+    try {
+      const entries = items.map((i) => ({ kind: i.effect.entry.kind, comments: formatJournalEntry(i.effect.entry), key: i.entry.key }));
+      await writeJournals(this.o.nb, deviceId, entries, items.some((i) => i.entry.attempts > 0));
+      return "delivered";
     } catch (e) {
       if (gone(e)) return "moot";
       throw e;

@@ -5,7 +5,7 @@
  * (worker.ts) delivers them. Effects are stored as JSON and validated here on their way out.
  */
 import { z } from "zod";
-import type { AttestationFacts, JournalEntry, RuntimeFacts } from "../fleet/ports.js";
+import type { AttestationFacts, Journal, JournalEntry, RuntimeFacts } from "../fleet/ports.js";
 import type { NodeRef, OutboxItem } from "../state/store.js";
 
 const Ref = z.object({ deviceId: z.number().int().positive(), name: z.string() });
@@ -34,6 +34,9 @@ export const Effect = z.discriminatedUnion("kind", [
       recordUuid: z.string().optional(),
       // cn is absent in items queued before it was recorded (nothing is then written to ldevid_cn)
       ldevid: z.object({ serial: z.string(), cn: z.string().optional(), notAfter: z.string() }).optional(),
+      // the cabled boot interface and its primary MAC as the gates' read found them (null: none cabled); absent
+      // in items queued before it was carried (the delivery then lists the interfaces)
+      bootInterface: z.object({ id: z.number().int().positive(), mac: z.string().nullable() }).nullable().optional(),
     }),
   }),
   /** A lifecycle status; `failed` only from planned, staged or active (an operator's own status is kept). */
@@ -114,12 +117,23 @@ export class StepEffects {
     this.add(node.deviceId, { kind: "netbox.status", node: ref(node), status, why });
   }
 
-  /** A journal entry; a machine the inventory does not know (undefined) has no device to journal on. */
-  journal(node: NodeRef | string | undefined, entry: JournalEntry): void {
+  /**
+   * A journal entry; a machine the inventory does not know (undefined) has no device to journal on. `notBefore`
+   * holds it back (a linger): a step that a next step follows lets that step's commit deliver it with its own
+   * entries, in one request (worker.ts flush); it is delivered on its own once due.
+   */
+  journal(node: NodeRef | string | undefined, entry: JournalEntry, notBefore = 0): void {
     if (node === undefined) return;
     const e = { kind: entry.kind, summary: entry.summary, ...(entry.reasons ? { reasons: entry.reasons.map(reasonOnly) } : {}) };
-    if (typeof node === "string") this.add(null, { kind: "netbox.journal", node: { name: node }, entry: e });
-    else this.add(node.deviceId, { kind: "netbox.journal", node: ref(node), entry: e });
+    if (typeof node === "string") this.add(null, { kind: "netbox.journal", node: { name: node }, entry: e }, notBefore);
+    else this.add(node.deviceId, { kind: "netbox.journal", node: ref(node), entry: e }, notBefore);
+  }
+
+  /** These effects as a Journal: what a component journals (e.g. an admission) is committed with the step. */
+  journalOf(node: NodeRef): Journal {
+    return {
+      record: async (_name, entry) => this.journal(node, entry),
+    };
   }
 
   /** A clean-up due at `notBefore` unless the step's commit cancels it by the returned key. */

@@ -129,3 +129,70 @@ test("start and kick deliver without waiting for the interval; stop leaves what 
   await new Promise((r) => setTimeout(r, 50));
   assert.deepEqual((await store.listOutbox()).map((o) => o.key), ["b:0"], "a stopped worker delivers nothing");
 });
+
+test("flush claims the device's queue as a run: field writes in order, then its journal entries in one bulk delivery; `journal: false` leaves trailing journal entries queued", async () => {
+  const store = new SqliteAttestationStore(":memory:");
+  const bulks: string[][] = [];
+  const t = target();
+  const delivery: OutboxDelivery = {
+    deliver: t.delivery.deliver,
+    async deliverJournals(deviceId, items) {
+      bulks.push(items.map((i) => `${deviceId}:${i.effect.entry.summary}:${i.entry.attempts}`));
+      return "delivered";
+    },
+  };
+  const now = Date.now();
+  const w = new OutboxWorker({ store, delivery, log: silent });
+  // an evidence: its verdict, then its journal entry lingering for the confirm
+  const ev = new StepEffects("ev");
+  ev.attestation(node(1), { verdict: "pass", at: new Date(now) });
+  ev.journal(node(1), { kind: "success", summary: "evidence" }, now + 60_000);
+  await store.enqueue(ev.items, now);
+  assert.equal(await w.flush(1, { journal: false }), true);
+  assert.deepEqual(t.delivered, ["1:netbox.attestation"], "the field write, not the journal entry");
+  assert.deepEqual((await store.listOutbox(1)).map((o) => o.key), ["ev:1"]);
+  assert.equal(await w.flush(1, { journal: false }), true, "nothing a gate reads is pending");
+  assert.deepEqual(bulks, []);
+  assert.deepEqual(await w.runOnce(), { claimed: 0, delivered: 0, deferred: 0 }, "the lingering entry is not due for the passes");
+  // the confirm (provision): a status, then its journal entry
+  const cf = new StepEffects("cf");
+  cf.status(node(1), "staged", "provision confirmed");
+  cf.journal(node(1), { kind: "success", summary: "confirm" });
+  await store.enqueue(cf.items, now);
+  assert.equal(await w.flush(1), true);
+  assert.deepEqual(t.delivered, ["1:netbox.attestation", "1:netbox.status"], "the status before any journal entry queued after it");
+  assert.deepEqual(bulks, [["1:evidence:0", "1:confirm:0"]], "the evidence's and the confirm's entries in one delivery, in order");
+  assert.deepEqual(await store.listOutbox(), []);
+});
+
+test("a run whose field write fails gives the rest back (counted: a journal entry is then looked up first); a failed bulk delivery defers every entry of it", async () => {
+  const store = new SqliteAttestationStore(":memory:");
+  let down = true;
+  const bulks: string[][] = [];
+  const t = target((_e, effect) => (down && effect.kind === "netbox.status" ? new Unavailable("netbox-unavailable", "down") : undefined));
+  let bulkDown = false;
+  const delivery: OutboxDelivery = {
+    deliver: t.delivery.deliver,
+    async deliverJournals(deviceId, items) {
+      if (bulkDown) throw new Unavailable("netbox-unavailable", "down");
+      bulks.push(items.map((i) => `${deviceId}:${i.effect.entry.summary}:${i.entry.attempts}`));
+      return "delivered";
+    },
+  };
+  const w = new OutboxWorker({ store, delivery, log: silent });
+  const fx = new StepEffects("s");
+  fx.status(node(1), "staged", "x");
+  fx.journal(node(1), { kind: "info", summary: "j1" });
+  fx.journal(node(1), { kind: "info", summary: "j2" });
+  await store.enqueue(fx.items, Date.now());
+  assert.equal(await w.flush(1), false);
+  assert.deepEqual((await store.listOutbox(1)).map((o) => [o.key, o.attempts]), [["s:0", 1], ["s:1", 1], ["s:2", 1]]);
+  down = false;
+  bulkDown = true;
+  assert.equal(await w.flush(1), false, "the status went; the entries' request failed");
+  assert.deepEqual(t.delivered, ["1:netbox.status"]);
+  assert.deepEqual((await store.listOutbox(1)).map((o) => [o.key, o.attempts]), [["s:1", 2], ["s:2", 2]]);
+  bulkDown = false;
+  assert.equal(await w.flush(1), true);
+  assert.deepEqual(bulks, [["1:j1:2", "1:j2:2"]], "once, with their attempts counted (the delivery looks their keys up)");
+});

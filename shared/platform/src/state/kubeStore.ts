@@ -585,6 +585,20 @@ export class KubeAttestationStore implements AttestationStore {
     }
     return out;
   }
+  async claimOutboxRun(now: number, claimer: string, staleMs: number, deviceId: number, limit: number, due = now): Promise<OutboxEntry[]> {
+    const all = (await this.list("outbox", OutboxRecord, { [NODE_LABEL]: nodeLabel(deviceId) })).sort((a, b) => a.record.seq - b.record.seq || a.record.key.localeCompare(b.record.key));
+    const out: OutboxEntry[] = [];
+    for (const o of all) {
+      const r = o.record;
+      if (out.length >= limit || r.notBefore > due || (r.claimedBy !== null && !(r.claimedAt !== null && r.claimedAt <= now - staleMs))) break;
+      // as claimOutbox: a stale claim's item may have been delivered by its dead claimer
+      const next = { ...r, claimedBy: claimer, claimedAt: now, attempts: r.attempts + (r.claimedBy !== null ? 1 : 0) };
+      // a lost race (another replica claimed or completed it meanwhile) ends the run: it stays a prefix
+      if (!(await this.replace("outbox", r.key, next, o.resourceVersion, this.outboxLabels(r)))) break;
+      out.push(toEntry(next));
+    }
+    return out;
+  }
   completeOutbox(key: string, claimer: string): Promise<void> {
     return this.casLoop(`outbox ${key}`, async () => {
       const cur = await this.read("outbox", key, OutboxRecord);

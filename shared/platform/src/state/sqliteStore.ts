@@ -124,6 +124,7 @@ const toSession = (r: SessionRow): SessionRecord => ({
 });
 interface OutboxRow {
   claimed_by: string | null;
+  claimed_at: number | null;
   seq: number;
   key: string;
   device_id: number | null;
@@ -517,6 +518,22 @@ export class SqliteAttestationStore implements AttestationStore {
         mark.run(claimer, now, taken, r.seq);
         return toOutbox({ ...r, attempts: r.attempts + taken });
       });
+    });
+    return tx.immediate();
+  }
+  async claimOutboxRun(now: number, claimer: string, staleMs: number, deviceId: number, limit: number, due = now): Promise<OutboxEntry[]> {
+    const tx = this.db.transaction((): OutboxEntry[] => {
+      const rows = this.db.prepare(`SELECT * FROM outbox WHERE device_id = ? ORDER BY seq LIMIT ?`).all(deviceId, limit) as OutboxRow[];
+      const mark = this.db.prepare(`UPDATE outbox SET claimed_by = ?, claimed_at = ?, attempts = attempts + ? WHERE seq = ?`);
+      const out: OutboxEntry[] = [];
+      for (const r of rows) {
+        if (r.not_before > due || (r.claimed_by !== null && (r.claimed_at ?? 0) > now - staleMs)) break;
+        // as claimOutbox: a stale claim's item may have been delivered by its dead claimer
+        const taken = r.claimed_by !== null ? 1 : 0;
+        mark.run(claimer, now, taken, r.seq);
+        out.push(toOutbox({ ...r, attempts: r.attempts + taken }));
+      }
+      return out;
     });
     return tx.immediate();
   }

@@ -280,6 +280,13 @@ export interface AttestationStore {
    * `now`) moves the horizon of notBefore (someone waits for the device's items: their retry backoff is cut short).
    */
   claimOutbox(now: number, claimer: string, staleMs: number, limit: number, deviceId?: number, due?: number): Promise<OutboxEntry[]>;
+  /**
+   * Claim `deviceId`'s head run: its oldest item and the items queued after it, in queue order, as long as each
+   * is claimable (unclaimed, or claimed longer ago than `staleMs`) and due by `due` (default `now`); at most
+   * `limit`. The run stops at the first item that is not (so a claimed run is always a prefix of the device's
+   * queue). One claimer then delivers them in order, several in one request where it can (journal entries).
+   */
+  claimOutboxRun(now: number, claimer: string, staleMs: number, deviceId: number, limit: number, due?: number): Promise<OutboxEntry[]>;
   /** The item was delivered: gone. */
   completeOutbox(key: string, claimer: string): Promise<void>;
   /** The delivery failed: counted, with the error, and due again at `notBefore`. */

@@ -36,7 +36,7 @@ export class TinkerbellAdmission implements Admission {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async admit(node: Node, facts: { macs: string[]; uuid: string }): Promise<void> {
+  async admit(node: Node, facts: { macs: string[]; uuid: string }, journal: Journal = this.journal): Promise<void> {
     try {
       const macs = [...new Set(facts.macs.map(canonicalMac))];
       const boot = (await intakeAgentMac(this.fx.objects, macs)) ?? (macs.length === 1 ? macs[0] : undefined);
@@ -57,14 +57,14 @@ export class TinkerbellAdmission implements Admission {
       const s = await this.fx.start(tn, { mode: "provision", requestId: `admission:${node.name}:${facts.uuid}:${this.now().toISOString()}` });
       const deleted = s.deleted.length ? `; deleted first: ${s.deleted.map((d) => `${d.name} (${d.state || "new"}, ${d.why})`).join(", ")}` : "";
       this.log?.info({ node: node.name, workflow: s.name, bootMac: boot }, "admitted: Hardware and provision Workflow");
-      await this.journal.record(node.name, { kind: "success", summary: `admission: Hardware ${node.name} (boot MAC ${boot}) and provision Workflow ${s.name} ${s.created ? "created" : "exist"}${deleted}` });
+      await journal.record(node.name, { kind: "success", summary: `admission: Hardware ${node.name} (boot MAC ${boot}) and provision Workflow ${s.name} ${s.created ? "created" : "exist"}${deleted}` });
     } catch (e) {
       const api = e instanceof NetBoxError ? "NetBox" : "Kubernetes API";
       const reason = e instanceof TinkerbellError ? `${e.message} [${e.code}]` : `${api}: ${(e as Error).message.split("\n")[0]}`;
       const check = e instanceof TinkerbellError ? e.code : e instanceof NetBoxError ? "netbox-api" : "kubernetes-api";
       this.log?.warn({ node: node.name, check, reason }, "admission failed");
       // The reason names NetBox users, values and API messages: untrusted text, as a code span.
-      await this.journal.record(node.name, { kind: "danger", summary: `admission failed (${check}): ${mdCode(reason, 800)}; set desired_action to provision in NetBox to retry` });
+      await journal.record(node.name, { kind: "danger", summary: `admission failed (${check}): ${mdCode(reason, 800)}; set desired_action to provision in NetBox to retry` });
     }
   }
 }

@@ -74,7 +74,8 @@ async function confirmClaimed(ctx: ServerContext, req: Confirm, s: ClaimedStep):
   const ref = session.node;
 
   if (session.mode === "intake") {
-    await ctx.admission.admit(node, { macs: data.claims.macs, uuid: data.claims.uuid });
+    // the admission's journal entry (its outcome, failed or not) is committed with the step and delivered with its entries
+    await ctx.admission.admit(node, { macs: data.claims.macs, uuid: data.claims.uuid }, s.effects.journalOf(ref));
     s.effects.journal(ref, { kind: "success", summary: "intake confirmed by the new LDevID; admission requested (provision workflow)" });
     const response: ConfirmResponse = { mode: "intake" };
     await s.commit("confirmed", session.data, { response });

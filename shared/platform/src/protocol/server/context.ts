@@ -50,9 +50,9 @@ export interface ServerContext {
   /**
    * The outbox worker (outbox/worker.ts): told to deliver after each commit, and asked to deliver a node's queued
    * writes before its gates read NetBox. Absent: effects wait for a worker elsewhere (the gates then refuse to
-   * read a NetBox that does not yet hold them).
+   * read a NetBox that does not yet hold them). `journal: false`: only the field and status writes (OutboxWorker.flush).
    */
-  outbox?: { kick(): void; flush(deviceId: number): Promise<boolean> };
+  outbox?: { kick(): void; flush(deviceId: number, opts?: { journal?: boolean }): Promise<boolean> };
   ekRoots: CaStore;
   settings: ServerSettings;
   /** Renewal with runtime attestation (renew.ts); absent: the renewal endpoints refuse. */

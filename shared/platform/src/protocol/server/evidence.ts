@@ -18,7 +18,7 @@ import { ldevidCommonName } from "../../pki/names.js";
 import { failpoint } from "../../outage/failpoint.js";
 import { Unavailable } from "../../outage/outage.js";
 import { uuidEqual } from "./challenge.js";
-import { type ClaimedStep, withClaim } from "./step.js";
+import { type ClaimedStep, JOURNAL_LINGER_MS, withClaim } from "./step.js";
 import { Refused, type ServerContext } from "./context.js";
 import type { Node, NodeRef } from "../../fleet/node.js";
 import type { Issued } from "../../fleet/ports.js";
@@ -191,17 +191,21 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   // An operator's attest that passes releases a quarantined node (renew.ts): the latch is cleared with this commit;
   // fleetd's cordon is lifted at the node's next passing runtime attestation.
   const latched = session.mode === "attest" ? (await ctx.store.getRuntime(node.deviceId))?.quarantine : undefined;
+  // Certificates issued: a confirm follows at once. The answer waits for the verdict's fields, not for the
+  // journal entries (in the store with the verdict): they linger so the confirm's commit delivers them with its
+  // own, in one request.
+  const linger = issued ? now.getTime() + JOURNAL_LINGER_MS : 0;
   if (latched) {
     s.effects.journal(session.node, {
       kind: "success",
       summary: `released from quarantine by the operator's attest (quarantined since ${new Date(latched.at).toISOString()}: ${latched.why}); the cordon is lifted at the next passing runtime attestation`,
-    });
+    }, linger);
   }
   const what = issued ? `LDevID g${generation ?? "?"} serial ${issued.ldevid.serialHex} issued (${plan.why})` : `no certificate issued (${plan.why})`;
   s.effects.journal(session.node, {
     kind: "success",
     summary: `${session.mode}: TPM evidence passed (EKs ${session.ekBindings.map((b) => b.slice(0, 12)).join(", ")}, profile ${ctx.settings.provisioningProfile}); ${what}`,
-  });
+  }, linger);
   const next: EvidenceSessionData = {
     ...data,
     ...(issued
@@ -219,7 +223,7 @@ async function judge(ctx: ServerContext, ev: Evidence, s: ClaimedStep, now: Date
   const response: EvidenceResponse = issued
     ? { verdict: "pass", issued: "new", ldevidCertificate: b64(issued.ldevid.der), lakCertificate: b64(issued.lak.der), caBundle: issued.bundlePem }
     : { verdict: "pass", issued: "none" };
-  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records, ...(latched ? { runtime: { node: session.node, quarantine: "release" as const } } : {}) });
+  await s.commit("evidenced", next as unknown as Record<string, unknown>, { response }, { issued: records, ...(latched ? { runtime: { node: session.node, quarantine: "release" as const } } : {}) }, issued ? "fields" : "all");
   return response;
 }
 
@@ -249,6 +253,7 @@ export function passRecord(claims: Claims, node: Node, at: Date) {
     serial: claims.serial,
     uuid: claims.uuid,
     ...(node.uuid ? {} : { recordUuid: claims.uuid }),
+    ...(node.bootInterface !== undefined ? { bootInterface: node.bootInterface } : {}),
   };
 }
 
@@ -296,7 +301,8 @@ export async function freshGates(ctx: ServerContext, session: Pick<SessionRecord
   // NetBox must hold what fleetd recorded for this node before it is read (an outbox still delivering after an
   // outage): deliver it now, or wait — the gates never read a NetBox that is behind fleetd's own record.
   const id = session.node.deviceId;
-  const caughtUp = ctx.outbox ? await ctx.outbox.flush(id) : (await ctx.store.listOutbox(id)).length === 0;
+  // Journal entries are no gate input: they may stay queued (an evidence's, lingering for its confirm's commit).
+  const caughtUp = ctx.outbox ? await ctx.outbox.flush(id, { journal: false }) : (await ctx.store.listOutbox(id)).every((i) => i.effect["kind"] === "netbox.journal");
   if (!caughtUp) throw new Unavailable("netbox-writes-pending", "NetBox does not yet hold every write fleetd recorded for this node; they are being delivered", 2);
   const node = await ctx.inventory.reread(id);
   const gates = checkGates(ctx, node, session.node, session.mode, session.ekBindings, claims, challengedWith(session.data));

@@ -64,8 +64,15 @@ export class ClaimedStep {
   /**
    * Commit: the session moves to `to` with `data`, the answer kept with it, and `parts` (what the outcome
    * released) and this step's effects recorded in the same transaction; the outbox is told to deliver.
+   *
+   * `deliver: "fields"` answers once NetBox holds the step's field and status writes, without waiting for its
+   * journal entries: for a step whose next step follows at once (an evidence that issued certificates, which a
+   * confirm proves). The entries are write-ahead in the store — a restart delivers them — and they may linger
+   * (effects.ts) to go with the next step's in one request. Field writes are still awaited: not every next
+   * reader flushes the outbox first (a new session's challenge reads the device and its change log), and one
+   * that read NetBox mid-write would refuse on attribution.
    */
-  async commit<T>(to: SessionState, data: Record<string, unknown>, answer: Omit<Answer<T>, "request">, parts: Omit<StepRecord, "session" | "outbox"> = {}): Promise<void> {
+  async commit<T>(to: SessionState, data: Record<string, unknown>, answer: Omit<Answer<T>, "request">, parts: Omit<StepRecord, "session" | "outbox"> = {}, deliver: "all" | "fields" = "all"): Promise<void> {
     const answers: Answers = { ...answersOf({ data }), [this.name]: { request: this.request, ...answer } };
     const ok = await this.ctx.store.commit(
       { session: { id: this.session.id, claimer: this.claimer, to, data: { ...data, answers } }, ...parts, outbox: this.effects.items },
@@ -78,7 +85,7 @@ export class ClaimedStep {
     this.committed = true;
     // NetBox hears of it before the machine does, when NetBox is up (as it always did); when it is down the
     // answer goes out anyway — the outbox delivers later, and the next step's gates wait for it
-    await this.ctx.outbox?.flush(this.session.node.deviceId).catch(() => false);
+    await this.ctx.outbox?.flush(this.session.node.deviceId, { journal: deliver === "all" }).catch(() => false);
     this.ctx.outbox?.kick();
   }
 
@@ -119,6 +126,12 @@ export async function withClaim<T>(
     if (!s.isCommitted) await ctx.store.releaseSession(a.sessionId, claimer).catch(() => undefined);
   }
 }
+
+/**
+ * How long an evidence's journal entry waits for its confirm (commit `deliver: "fields"`): the confirm's commit
+ * delivers it with its own entries, in one request; without a confirm it is delivered on its own after this.
+ */
+export const JOURNAL_LINGER_MS = 10_000;
 
 /** A claim older than this belongs to a request whose process died (a step takes seconds). */
 export const DEFAULT_CLAIM_STALE_MS = 60_000;
