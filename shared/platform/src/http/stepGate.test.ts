@@ -2,6 +2,7 @@ import { strict as assert } from "node:assert";
 import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
+import { UnavailableRefusal } from "../protocol/messages.js";
 import { stepGate } from "./stepGate.js";
 
 /** A server whose handler reads the body only when the test lets it finish; returns what each request saw. */
@@ -71,8 +72,9 @@ test("stepGate: a request that waited maxWaitMs gets 503 server-busy with Retry-
     const second = await r.send("/second");
     assert.equal(second.status, 503);
     assert.equal(second.retryAfter, "1");
-    const body = JSON.parse(second.body) as { error: string; reasons: { check: string }[] };
-    assert.equal(body.error, "unavailable");
+    // what the machine's client reads as an outage to wait out (postStep retries a 503 `unavailable`)
+    const body = UnavailableRefusal.parse(JSON.parse(second.body));
+    assert.equal(body.reason, "server-busy");
     assert.equal(body.reasons[0]?.check, "server-busy");
     assert.deepEqual(r.order, ["/first"], "the shed request never reached the handler");
     await r.until(() => r.held.length === 1);

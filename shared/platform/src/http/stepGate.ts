@@ -7,6 +7,9 @@
  * 503 with Retry-After, which the machine's client retries — a wait, never a refusal of the machine.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { OutageReason } from "../outage/outage.js";
+
+const SERVER_BUSY: OutageReason = "server-busy";
 
 export interface StepGateOptions {
   /** Requests worked on at once (body read, checks, answer). */
@@ -64,7 +67,7 @@ export function stepGate(o: StepGateOptions): ((req: IncomingMessage, res: Serve
       res.setHeader("retry-after", String(retryAfter));
       res.setHeader("content-type", "application/json");
       res.setHeader("connection", "close"); // the body was never read
-      res.end(JSON.stringify({ error: "unavailable", reason: "server-busy", reasons: [{ check: "server-busy", detail: `the server is working on ${o.concurrency} requests and this one waited ${o.maxWaitMs} ms; retry later (nothing was read or changed)` }] }));
+      res.end(JSON.stringify({ error: "unavailable", reason: SERVER_BUSY, reasons: [{ check: SERVER_BUSY, detail: `the server is working on ${o.concurrency} requests and this one waited ${o.maxWaitMs} ms; retry later (nothing was read or changed)` }] }));
     }, o.maxWaitMs);
     timer.unref();
     const w = {

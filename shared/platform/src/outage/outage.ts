@@ -7,15 +7,16 @@
  * The adapters' own error types say when they mean an outage (`outage()`), so this module knows none of them
  * and every layer can ask `outageOf(e)`.
  */
-export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable" | "netbox-writes-pending" | "session-busy" | "spire-unavailable";
+export type OutageReason = "netbox-unavailable" | "signer-unavailable" | "kubernetes-unavailable" | "netbox-writes-pending" | "session-busy" | "server-busy" | "spire-unavailable";
 
 /**
  * Why a step answered 503: a dependency is down (NetBox, the signer, a Kubernetes API server), NetBox does not
  * yet hold what fleetd recorded for this node (its queued writes — the outbox — are still being delivered; the
- * gates read NetBox and wait for it), or another request is working on the same session right now. SPIRE
+ * gates read NetBox and wait for it), another request is working on the same session right now, or the server is working on as many requests as it takes at once and this
+ * one waited its longest for a turn (`server-busy`, http/stepGate.ts: its body was never read). SPIRE
  * (`spire-unavailable`) is never behind the attestation server's 503: the SPIRE sync is what calls it.
  */
-export const OUTAGE_REASONS: readonly OutageReason[] = ["netbox-unavailable", "signer-unavailable", "kubernetes-unavailable", "netbox-writes-pending", "session-busy"];
+export const OUTAGE_REASONS: readonly OutageReason[] = ["netbox-unavailable", "signer-unavailable", "kubernetes-unavailable", "netbox-writes-pending", "session-busy", "server-busy"];
 
 export class Unavailable extends Error {
   override readonly name = "Unavailable";

@@ -145,6 +145,8 @@ async function releaseInstallCode(ctx: ServerContext, s: ClaimedStep, data: Evid
       if (!outageOf(e)) {
         s.effects.journal(ref, { kind: "danger", summary: `provision failed closed: the bootstrap token Secret could not be created (${(e as Error).message}); no install code` });
         await ctx.store.enqueue(s.effects.items, now.getTime());
+        // as a refusal's: NetBox hears of it before the machine does (the evidence's lingering entry goes with it)
+        await ctx.outbox?.flush(ref.deviceId).catch(() => false);
         ctx.outbox?.kick();
       }
       throw e;
