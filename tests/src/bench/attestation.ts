@@ -49,7 +49,7 @@ export function netboxRequests(log: string): number {
 }
 
 /** The count once it has not moved for `quietMs` (NetBox writes its log line after the answer; the outbox is async). */
-async function settled(log: string, quietMs: number): Promise<number> {
+export async function settled(log: string, quietMs: number): Promise<number> {
   let n = netboxRequests(log);
   for (;;) {
     await sleep(quietMs);

@@ -20,7 +20,7 @@
  *  process write a V8 CPU profile into DIR when it ends.
  *   node tests/dist/bench/concurrency.js
  */
-import { netboxRequests } from "./attestation.js";
+import { settled } from "./attestation.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -97,15 +97,6 @@ async function startChild(dir: string, cfg: Omit<BenchServerConfig, "dir">): Pro
   };
 }
 
-async function settled(log: string, quietMs: number): Promise<number> {
-  let n = netboxRequests(log);
-  for (;;) {
-    await sleep(quietMs);
-    const m = netboxRequests(log);
-    if (m === n) return n;
-    n = m;
-  }
-}
 
 /** Device IDs by name (every device, paged). */
 async function deviceIds(f: Fleet): Promise<Map<string, number>> {
