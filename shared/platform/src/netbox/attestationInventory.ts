@@ -443,12 +443,10 @@ export class NetBoxInventory implements Inventory, Journal {
    * nothing is written when the MAC is already that one; absent (an item queued before it was carried): listed.
    */
   private async recordMac(deviceId: number, mac: string, known?: { id: number; mac: string | null } | null): Promise<void> {
-    const iface =
-      known !== undefined
-        ? known && { id: known.id, current: known.mac }
-        : ((i) => i && { id: i.id, current: i.primary_mac_address?.mac_address?.toLowerCase() ?? null })((await this.interfaces(deviceId)).find((i) => !i.mgmt_only && (i.link_peers?.length ?? 0) > 0));
+    const listed = known === undefined ? bootInterface(await this.interfaces(deviceId)) : undefined;
+    const iface = listed ? { id: listed.id, mac: listed.primary_mac_address?.mac_address?.toLowerCase() ?? null } : known;
     if (!iface) return;
-    if (iface.current === mac.toLowerCase()) return;
+    if (iface.mac === mac.toLowerCase()) return;
     const { data } = await must(
       this.nb.api.POST("/api/dcim/mac-addresses/", {
         body: { mac_address: mac, assigned_object_type: "dcim.interface", assigned_object_id: iface.id } as never,

@@ -10,37 +10,20 @@ export type JournalKind = "info" | "success" | "warning" | "danger";
 export const JOURNAL_KEY_FIELD = "fleetd_key";
 
 /**
- * Write a journal entry on a device. With `key` (the outbox's idempotency key) the entry carries it in the
- * `fleetd_key` custom field, and `maybeWritten` (a previous attempt's outcome is unknown) first looks for an
- * entry with that key: a retried write never doubles an entry.
+ * Write a journal entry on a device (no idempotency key: a caller that retries with one uses writeJournals, whose
+ * look-up compares keys exactly — NetBox's filter on the custom field matches substrings).
  */
-export async function writeJournal(nb: NetBox, deviceId: number, kind: JournalKind, comments: string, key?: { key: string; maybeWritten: boolean }): Promise<number> {
-  if (key?.maybeWritten) {
-    const { data } = await must(
-      nb.api.GET("/api/extras/journal-entries/", {
-        params: { query: { assigned_object_type: "dcim.device", assigned_object_id: [deviceId], [`cf_${JOURNAL_KEY_FIELD}`]: key.key, limit: 1, fields: "id" } as never },
-      }),
-      `journal entry ${key.key} on device ${deviceId}`,
-    );
-    const found = data.results[0];
-    if (found) return found.id;
-  }
+export async function writeJournal(nb: NetBox, deviceId: number, kind: JournalKind, comments: string): Promise<number> {
   const { data } = await must(
     nb.api.POST("/api/extras/journal-entries/", {
-      body: {
-        assigned_object_type: "dcim.device",
-        assigned_object_id: deviceId,
-        kind,
-        comments: comments.slice(0, 60_000),
-        ...(key ? { custom_fields: { [JOURNAL_KEY_FIELD]: key.key } } : {}),
-      } as never,
+      body: { assigned_object_type: "dcim.device", assigned_object_id: deviceId, kind, comments: comments.slice(0, 60_000) } as never,
     }),
     `journal entry on device ${deviceId}`,
   );
   return (data as { id: number }).id;
 }
 
-/** One entry of a bulk write (writeJournals): its outbox key goes into `fleetd_key`. */
+/** One entry of a keyed write (writeJournals): its outbox key goes into `fleetd_key`. */
 export interface KeyedJournalEntry {
   kind: JournalKind;
   comments: string;
@@ -48,7 +31,7 @@ export interface KeyedJournalEntry {
 }
 
 /**
- * Write several keyed entries on one device in one request (NetBox creates a list POSTed to the endpoint in one
+ * Write keyed entries (one or several) on one device in one request (NetBox creates a list POSTed to the endpoint in one
  * transaction), in the order given. `maybeWritten` (an earlier attempt's outcome is unknown): the keys are looked
  * up first, in one request, and only the entries not found are written — a retry never doubles an entry.
  */

@@ -12,7 +12,7 @@ import type { AttestationStore, OutboxEntry } from "../state/store.js";
 import { type NetBoxInventory } from "./attestationInventory.js";
 import { NetBoxError, type NetBox } from "./client.js";
 import { deviceIdByName } from "./device.js";
-import { formatJournalEntry, writeJournal, writeJournals } from "./journal.js";
+import { formatJournalEntry, writeJournals } from "./journal.js";
 
 export interface NetBoxOutboxDeliveryOptions {
   nb: NetBox;
@@ -64,7 +64,7 @@ export class NetBoxOutboxDelivery implements OutboxDelivery {
       case "netbox.journal": {
         const id = "deviceId" in effect.node ? effect.node.deviceId : await deviceIdByName(this.o.nb, effect.node.name);
         if (id === undefined) return "moot";
-        await writeJournal(this.o.nb, id, effect.entry.kind, formatJournalEntry(effect.entry), { key: entry.key, maybeWritten: entry.attempts > 0 });
+        await writeJournals(this.o.nb, id, [{ kind: effect.entry.kind, comments: formatJournalEntry(effect.entry), key: entry.key }], entry.attempts > 0);
         return "delivered";
       }
       case "netbox.runtime":
