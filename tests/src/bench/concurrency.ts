@@ -16,6 +16,8 @@
  *    does. Afterwards: every machine attested or refused with a stated reason, exactly one LDevID and one LAK per
  *    device in the store's issued list, the same number of journal entries on every device (NetBox's journal, or
  *    the memory journal), the server's peak RSS (VmHWM of its process) against 256 MB.
+ *  The server process runs with the NODE_OPTIONS of talos-config-server's image (V8's heap bounds; its Containerfile
+ *  says why); FLEETD_BENCH_SERVER_NODE_ARGS adds node options for experiments.
  *  FLEETD_BENCH_NETBOX=0 leaves NetBox out (the in-memory rows only); FLEETD_BENCH_SERVER_CPU_PROF=DIR has each server
  *  process write a V8 CPU profile into DIR when it ends.
  *   node tests/dist/bench/concurrency.js
@@ -57,13 +59,26 @@ interface Child {
   stop(): Promise<void>;
 }
 
+const CONTAINERFILE = fileURLToPath(new URL("../../../talos-config-server/Containerfile", import.meta.url));
+/**
+ * The NODE_OPTIONS talos-config-server's image sets (its Containerfile's `ENV NODE_OPTIONS="…"`): the bench's server
+ * runs with V8's heap bounds as deployed.
+ */
+export function imageNodeOptions(): string {
+  const m = /^ENV NODE_OPTIONS="([^"]*)"$/m.exec(readFileSync(CONTAINERFILE, "utf8"));
+  if (!m) throw new Error(`${CONTAINERFILE}: no ENV NODE_OPTIONS="…" line (the bench runs the server as the image does)`);
+  return m[1] as string;
+}
+
 async function startChild(dir: string, cfg: Omit<BenchServerConfig, "dir">): Promise<Child> {
   mkdirSync(dir, { recursive: true, mode: 0o700 }); // the state file's directory holds secrets: owner only
   const file = join(dir, "config.json");
   writeFileSync(file, JSON.stringify({ ...cfg, dir }));
   // FLEETD_BENCH_SERVER_CPU_PROF=DIR: the server writes a V8 CPU profile there when it ends (node --cpu-prof)
   const prof = process.env["FLEETD_BENCH_SERVER_CPU_PROF"];
-  const proc = spawn(process.execPath, [...(prof ? ["--cpu-prof", `--cpu-prof-dir=${prof}`] : []), fileURLToPath(new URL("./benchServer.js", import.meta.url)), file], { stdio: ["ignore", "pipe", "inherit"] });
+  // FLEETD_BENCH_SERVER_NODE_ARGS: extra node options for the server process (space-separated), for experiments
+  const extra = (process.env["FLEETD_BENCH_SERVER_NODE_ARGS"] ?? "").split(/\s+/).filter(Boolean);
+  const proc = spawn(process.execPath, [...extra, ...(prof ? ["--cpu-prof", `--cpu-prof-dir=${prof}`] : []), fileURLToPath(new URL("./benchServer.js", import.meta.url)), file], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, NODE_OPTIONS: imageNodeOptions() } });
   const ready = await new Promise<{ url: string }>((resolve, reject) => {
     const rl = createInterface({ input: proc.stdout as NodeJS.ReadableStream });
     rl.on("line", (l) => {
@@ -250,7 +265,7 @@ async function storm(side: Side, dir: string, machines: SoftMachine[], spreadMs:
       `# storm, ${side.label}: ${machines.length} machines challenged within ${spreadMs} ms; ${attested} attested, ${machines.length - attested} refused` +
         `${reasons.size ? ` (${[...reasons].map(([w, c]) => `${c}× ${w}`).join("; ")})` : ""}, ${byLoad} refused for load, ${retries} requests retried${retried(runs)}; ` +
         `certificates: ${certsWrong} attested devices without exactly one LDevID and one LAK, ${refusedHolding} refused devices holding the evidence step's certificates; journal entries per attested device: ${[...hist].map(([c, k]) => `${c} on ${k}`).join(", ")}; ` +
-        `server RSS ${r1(child.rssReady / 2 ** 20)} MiB when ready, peak ${r1(rss.peak / 2 ** 20)} MiB, ${r1(rss.now / 2 ** 20)} MiB after (largest seen during the storm: V8 heap ${r1(mem.heapTotal / 2 ** 20)} MiB of which used ${r1(mem.heapUsed / 2 ** 20)} MiB, external ${r1(mem.external / 2 ** 20)} MiB)`,
+        `server RSS (NODE_OPTIONS="${imageNodeOptions()}" as its image sets) ${r1(child.rssReady / 2 ** 20)} MiB when ready, peak ${r1(rss.peak / 2 ** 20)} MiB, ${r1(rss.now / 2 ** 20)} MiB after (largest seen during the storm: V8 heap ${r1(mem.heapTotal / 2 ** 20)} MiB of which used ${r1(mem.heapUsed / 2 ** 20)} MiB, external ${r1(mem.external / 2 ** 20)} MiB)`,
     );
     const label = `storm, ${side.label}, ${machines.length} machines`;
     return [
