@@ -229,7 +229,8 @@ export async function startNetBox(opts: { logLevel?: string } & NetBoxServerOpti
  * (the API does not need them). Idle keep-alive connections are kept 75 s, as the reverse proxy production puts in
  * front of gunicorn keeps them (nginx's default): gunicorn's own 2 s is shorter than the 4 s Node's fetch reuses
  * an idle connection for, so a request sent just as gunicorn closes one fails (`fetch failed` — seen once here,
- * in `fleetd inventory apply`, before this setting).
+ * in `fleetd inventory apply`, before this setting). fleetd's NetBox client now sends a read that failed so once
+ * more (shared/platform/src/netbox/client.ts); a write it cannot, so the setting stays.
  */
 function gunicorn(cache: string, env: NodeJS.ProcessEnv, runDir: string, port: number, workers: number): NetBoxProcess {
   if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new Error(`gunicorn workers: ${workers} (1..16)`);

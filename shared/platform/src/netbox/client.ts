@@ -61,14 +61,38 @@ export function createNetBox(opts: NetBoxClientOptions): NetBox {
     baseUrl: url,
     headers: { authorization, accept: "application/json" },
     fetch: async (req: Request) => {
-      try {
-        return await fetch(req, { signal: AbortSignal.timeout(timeoutMs) });
-      } catch (e) {
-        throw new NetBoxError("netbox-unreachable", `${req.method} ${new URL(req.url).pathname}`, undefined, (e as Error).message);
+      const deadline = AbortSignal.timeout(timeoutMs);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await fetch(req, { signal: deadline });
+        } catch (e) {
+          // A read (GET, HEAD) that failed at the connection — typically a kept-alive connection the server closed
+          // as the request went out — is sent once more on a new one; a write never is (its outcome is unknown:
+          // the caller's own idempotency, keys and If-Match, decides), nor anything after the deadline.
+          if (attempt === 1 && retriable(req.method, e, deadline)) continue;
+          throw new NetBoxError("netbox-unreachable", `${req.method} ${new URL(req.url).pathname}`, undefined, connectionDetail(e));
+        }
       }
     },
   });
   return { url, api, authorization };
+}
+
+/** A failed read worth one more try: GET or HEAD, a connection error (not the deadline, not an abort). */
+export function retriable(method: string, e: unknown, deadline: AbortSignal): boolean {
+  if (method !== "GET" && method !== "HEAD") return false;
+  if (deadline.aborted) return false;
+  const name = (e as { name?: unknown } | null)?.name;
+  return name !== "AbortError" && name !== "TimeoutError";
+}
+
+/** fetch's "fetch failed" with the cause that says why (connection refused, reset, …). */
+function connectionDetail(e: unknown): string {
+  const err = e as { message?: unknown; cause?: { code?: unknown; message?: unknown } };
+  const msg = typeof err?.message === "string" ? err.message : String(e);
+  const cause = err?.cause;
+  const why = cause ? [cause.code, cause.message].filter((x) => typeof x === "string" && x).join(" ") : "";
+  return why ? `${msg}: ${why}` : msg;
 }
 
 /** For readiness: NetBox answers `GET /api/status/` with 200 within `timeoutMs` (no body is trusted). */
@@ -111,13 +135,26 @@ export async function listAll<T>(
     if (++pages > 1000) throw new NetBoxError("netbox-bad-response", what, undefined, "more than 1000 pages");
     // Follow only the path and query of `next`: the token goes to the configured NetBox, never elsewhere.
     const u = new URL(next);
-    const r = await fetch(`${nb.url}${u.pathname}${u.search}`, { headers: { authorization: nb.authorization, accept: "application/json" }, signal: AbortSignal.timeout(30_000) });
+    const r = await getPage(`${nb.url}${u.pathname}${u.search}`, nb.authorization, what);
     if (!r.ok) throw new NetBoxError("netbox-http", what, r.status, (await r.text()).slice(0, 2000));
     const page = (await r.json()) as { results: T[]; next?: string | null };
     out.push(...page.results);
     next = page.next ?? null;
   }
   return out;
+}
+
+/** One page of a list: a GET, sent once more if its connection failed (as the client's reads are). */
+async function getPage(url: string, authorization: string, what: string): Promise<Response> {
+  const deadline = AbortSignal.timeout(30_000);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fetch(url, { headers: { authorization, accept: "application/json" }, signal: deadline });
+    } catch (e) {
+      if (attempt === 1 && retriable("GET", e, deadline)) continue;
+      throw new NetBoxError("netbox-unreachable", what, undefined, connectionDetail(e));
+    }
+  }
 }
 
 /**
