@@ -22,7 +22,7 @@
  *  process write a V8 CPU profile into DIR when it ends.
  *   node tests/dist/bench/concurrency.js
  */
-import { settled } from "./attestation.js";
+import { netboxRequestLines, settled } from "./attestation.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -181,6 +181,15 @@ async function concurrent(side: Side, dir: string, machines: SoftMachine[], roun
     const s1 = await child.stats();
     await child.drain();
     const requests = side.netboxLog ? (await settled(side.netboxLog, 1500)) - before : NaN;
+    if (side.netboxLog) {
+      // which requests, per attestation (the same access log lines the count is made of)
+      const which = new Map<string, number>();
+      for (const l of netboxRequestLines(side.netboxLog).slice(before)) {
+        const k = l.slice(1).replace(/\/\d+\//g, "/{id}/");
+        which.set(k, (which.get(k) ?? 0) + 1);
+      }
+      console.log(`# ${side.label}, ${machines.length} concurrent × ${rounds}: NetBox requests per attestation: ${[...which].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${Math.round((100 * v) / (machines.length * rounds)) / 100}`).join(", ")}`);
+    }
     const ok = runs.filter((r) => r.outcome === "attested");
     const refused = runs.filter((r) => r.outcome !== "attested");
     const ms = ok.map((r) => r.serverMs);
