@@ -3,11 +3,20 @@
 # Talos does at its first boot, as far as the lab has it: read the install code from META key 0x0b with Talos's
 # own reader (advread: github.com/siderolabs/go-adv, tests/go/talos), fetch the machine config from the
 # `talos.config=` URL of its kernel command line with Talos's variables substituted (${uuid}: SMBIOS UUID,
-# ${code}: the META code), and validate it with Talos's machinery (validate-config, metal mode). Markers go to the
-# serial console ("[fleetd-labos] …"); the install code is never printed.
+# ${code}: the META code), and validate it with Talos's machinery (validate-config, metal mode); then what the
+# node does with it:
+#  - writes the config's machine.files as Talos does at boot (validate-config --write-files: op create under
+#    /var), i.e. fleetd's seed files in /var/lib/fleetd/seed/;
+#  - runs fleetd's node agent (the action bundle's `renew`, fetched from the boot server with the DaemonSet's
+#    FLEETD_* env as labos.env): `--seed-only` copies the seed once into /var/lib/fleetd/devid/ (the init
+#    container), `--once` makes one runtime attestation with the LDevID and LAK (the `talos` profile judges it);
+#  - starts spire-agent (the shipped agent.conf with the site's server address, served as agent.conf, and the
+#    server's bundle) attesting with tpm_devid on /dev/tpmrm0 and the devid directory's files, and fetches a
+#    workload's X.509-SVID through the Workload API.
+# Markers go to the serial console ("[fleetd-labos] …"); the install code, keys and blobs are never printed.
 #
-# Not here yet (the images/agent and SPIRE issues): writing the seed files, the kubelet's TLS bootstrap, the
-# spire-agent with tpm_devid, the renewal agent.
+# Not here yet: the kubelet's TLS bootstrap, the renewal agent's long-running loop (a renewal when due), Talos's
+# own services (this is a busybox stand-in for Talos, not Talos).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export HOME=/root
@@ -84,9 +93,65 @@ URL=$(echo "$URL" | sed "s/\${uuid}/$UUID/g; s/\${code}/$CODE/g")
 mark "fetching $SHOWN"
 wget -q -O /tmp/config.yaml "$URL" 2>/tmp/wget.err || fail "config fetch failed: $(cat /tmp/wget.err)"
 mark "config fetched bytes=$(wc -c </tmp/config.yaml) sha256=$(sha256sum /tmp/config.yaml | cut -d' ' -f1)"
-validate-config /tmp/config.yaml >/tmp/validate.json 2>&1
+# Talos's machinery validates the config and, valid, writes its machine.files as Talos's machined does at boot
+# (op create, under /var): fleetd's seed files in /var/lib/fleetd/seed/. The JSON names paths and sizes only.
+validate-config --write-files / /tmp/config.yaml >/tmp/validate.json 2>&1
 rc=$?
 mark "config validated exit=$rc $(head -c 2000 /tmp/validate.json | tr '\n' ' ')"
+[ "$rc" -eq 0 ] || fail "the config is not valid (or its files could not be written)"
+SEED=/var/lib/fleetd/seed
+mark "seed files written: $(cd "$SEED" && for f in *; do printf '%s(%s) ' "$f" "$(wc -c <"$f")"; done)"
+
+# What the node's DaemonSet gets (its env, the SPIRE agent's config and trust bundle) and fleetd's action bundle
+# (the same file the HookOS ran; the node agent is its `renew` command), from the boot server.
+cd /tmp || fail "no /tmp"
+for f in labos.env action.mjs agent.conf spire-bundle.pem; do
+  tftp -g -r "$f" -l "/tmp/$f" "$LEASE_SERVER" || fail "no $f for this machine on $LEASE_SERVER"
+done
+grep -E '^FLEETD_[A-Z0-9_]+=[A-Za-z0-9_.:/@,+=-]*$' /tmp/labos.env >/tmp/labos.clean
+while IFS= read -r line; do export "$line"; done </tmp/labos.clean
+mkdir -p /etc
+cp /runtime/etc/passwd /runtime/etc/group /etc/
+mark "node agent: action sha256=$(sha256sum /tmp/action.mjs | cut -d' ' -f1) server=${FLEETD_SERVER:-?}"
+
+# The renewal agent's one-time seed copy (the DaemonSet's init container): seed → /var/lib/fleetd/devid/.
+node /tmp/action.mjs renew --seed-only
+rc=$?
+mark "renew --seed-only exit=$rc"
+[ "$rc" -eq 0 ] || fail "the seed was not copied"
+DEVID=/var/lib/fleetd/devid
+mark "devid directory: $(cd "$DEVID" && for f in *; do if [ -L "$f" ]; then printf '%s->%s ' "$f" "$(readlink "$f")"; else printf '%s ' "$f"; fi; done)"
+# The LDevID leaf spire-agent will present (a public certificate): its SHA-1 names the agent in SPIRE.
+node -e 'const {X509Certificate}=require("node:crypto");const c=new X509Certificate(require("node:fs").readFileSync(process.argv[1]));console.log(`[fleetd-labos] devid leaf sha1=${c.fingerprint.replaceAll(":","").toLowerCase()} subject=${c.subject.replace(/\n/g,",")}`)' "$DEVID/ldevid.crt" || fail "cannot read $DEVID/ldevid.crt"
+
+# The node agent's start: one runtime attestation with the LDevID and LAK (quote signed by the LAK, judged by the
+# `talos` profile); its pass is what puts the node into SPIRE's node list (fleetd's sync).
+node /tmp/action.mjs renew --once
+rc=$?
+mark "renew --once exit=$rc"
+[ "$rc" -eq 0 ] || fail "the runtime attestation did not pass"
+
+# spire-agent with tpm_devid on /dev/tpmrm0 and the devid directory's files (the shipped agent.conf; the site's
+# values: the server's address and port), then a workload's X.509-SVID through the Workload API.
+mkdir -p /var/lib/spire/agent /run/spire/agent/public /etc/spire/agent
+cp /tmp/spire-bundle.pem /etc/spire/agent/bundle.pem
+spire-agent run -config /tmp/agent.conf >/tmp/spire-agent.log 2>&1 &
+SOCK=/run/spire/agent/public/api.sock
+ok=
+for i in $(seq 1 300); do
+  if spire-agent healthcheck -socketPath "$SOCK" >/dev/null 2>&1; then ok=1; break; fi
+  sleep 1
+done
+[ -n "$ok" ] || fail "spire-agent did not become healthy: $(tail -c 1500 /tmp/spire-agent.log | tr '\n' ' ')"
+mark "spire-agent healthy: $(grep -o '"msg":"Node attestation was successful"[^}]*' /tmp/spire-agent.log | head -1)"
+SVID=
+for i in $(seq 1 120); do
+  spire-agent api fetch x509 -socketPath "$SOCK" -timeout 5s >/tmp/svid.txt 2>&1 && SVID=$(sed -n 's/^SPIFFE ID:[[:space:]]*//p' /tmp/svid.txt | head -1)
+  [ -n "$SVID" ] && break
+  sleep 2
+done
+[ -n "$SVID" ] || fail "no X.509-SVID from the Workload API: $(tail -c 600 /tmp/svid.txt | tr '\n' ' ')"
+mark "svid $SVID"
 mark "done"
 poweroff -f
 sleep 30
