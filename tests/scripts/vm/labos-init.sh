@@ -14,8 +14,8 @@
 #  - runs spire-agent (the shipped agent.conf with the site's server address, served as agent.conf, and the
 #    server's bundle), restarted whenever it exits, attesting with tpm_devid on /dev/tpmrm0 and the devid
 #    directory's files, and fetches a workload's X.509-SVID through the Workload API; after the renewal it waits
-#    for spire-agent's restart and fetches the SVID again. (The restarted agent loads the agent SVID its data_dir
-#    kept and does not attest again: SPIRE goes on naming it by the provision pass's LDevID — see the README.)
+#    for spire-agent's restart and tries the SVID again (reported). The restarted agent loads the agent SVID its
+#    data_dir kept and does not attest again: SPIRE goes on naming it by the provision pass's LDevID (README).
 # Markers go to the serial console ("[fleetd-labos] …"); the install code, keys and blobs are never printed.
 #
 # Not here yet: the kubelet's TLS bootstrap, Talos's own services (this is a busybox stand-in for Talos, not
