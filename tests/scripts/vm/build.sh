@@ -21,13 +21,14 @@
 #               holding labos.efi as \EFI\BOOT\BOOTX64.EFI
 #   runtime/    the read-only share the lab's machines mount over virtio-9p: Node.js 24 (.ci/node24.sh), lldpd and
 #               lldpcli (Debian's, for the action's LLDP claim), and the libraries they load; Talos's META reader
-#               and config validator (tests/go/talos advread, validate-config; static) for the lab OS
+#               and config validator (tests/go/talos advread, validate-config --write-files; static) and SPIRE's
+#               spire-agent (tests/go/spire, v1.13.3; cgo, so its libc too) for the lab OS
 #   kernel/     the kernel version and its package name
 #
 # Inputs: Debian's linux-image (the version linux-image-amd64 depends on, fetched with `apt-get download`),
 # busybox-static, systemd-boot-efi (the stub), ovmf (the empty variable store), lldpd, the pinned Node.js 24,
-# virt-firmware from PyPI (virt-firmware.sh), Talos's Go tools (tests/go/talos/build.sh), and the files of this
-# directory.
+# virt-firmware from PyPI (virt-firmware.sh), Talos's Go tools (tests/go/talos/build.sh), SPIRE's spire-agent
+# (tests/go/spire/build.sh; .ci/setup builds it before this kit), and the files of this directory.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
@@ -62,6 +63,7 @@ KVER_PKG="$(apt-cache show "$KPKG" 2>/dev/null | awk '/^Version:/ {print $2; exi
 VFW="$(bash "$HERE/virt-firmware.sh")"
 NODE_DIR="$(bash "$REPO/.ci/node24.sh")"
 TALOS_DIR="$(bash "$REPO/tests/go/talos/build.sh")"
+SPIRE_DIR="$(bash "$REPO/tests/go/spire/build.sh")"
 # The lab OS's config URL: the boot network's API address (LAB_SEGMENT.1, LAB_API_PORT in tests/src/vm/bootNetwork.ts).
 LABOS_CONFIG_URL='http://10.99.0.1/talos/config?uuid=${uuid}&code=${code}'
 ver() { dpkg-query -W -f='${Version}' "$1"; }
@@ -72,6 +74,7 @@ KEY="$(
     "$NODE_DIR/bin/node" --version
     "$VFW/bin/pip" show virt-firmware 2>/dev/null | awk '/^Version:/ {print $2}'
     basename "$TALOS_DIR"
+    basename "$SPIRE_DIR"
     cat "$HERE/build.sh" "$HERE/hookos-init.sh" "$HERE/labos-init.sh" "$HERE/udhcpc.sh"
   } | sha256sum | cut -c1-16
 )"
@@ -206,11 +209,12 @@ cp "$tmp/keys/talos.crt" "$tmp/site/lab-db.pem"
 cp "$tmp/keys/hookos.crt" "$tmp/site/hookos-signer.pem"
 
 # ---- the runtime share: node, lldpd, lldpcli and their libraries ----
-log "runtime share: node $("$NODE_DIR/bin/node" --version), lldpd, lldpcli"
+log "runtime share: node $("$NODE_DIR/bin/node" --version), lldpd, lldpcli, advread, validate-config, spire-agent"
 ln "$NODE_DIR/bin/node" "$tmp/runtime/bin/node" 2>/dev/null || cp "$NODE_DIR/bin/node" "$tmp/runtime/bin/node"
 cp /usr/sbin/lldpd /usr/sbin/lldpcli "$tmp/runtime/bin/"
 cp "$TALOS_DIR/advread" "$TALOS_DIR/validate-config" "$tmp/runtime/bin/"
-for b in "$tmp/runtime/bin/node" /usr/sbin/lldpd /usr/sbin/lldpcli; do
+ln "$SPIRE_DIR/spire-agent" "$tmp/runtime/bin/spire-agent" 2>/dev/null || cp "$SPIRE_DIR/spire-agent" "$tmp/runtime/bin/spire-agent"
+for b in "$tmp/runtime/bin/node" /usr/sbin/lldpd /usr/sbin/lldpcli "$tmp/runtime/bin/spire-agent"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do cp -L "$lib" "$tmp/runtime/lib/x86_64-linux-gnu/"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$tmp/runtime/lib64/"

@@ -3,11 +3,23 @@
 # Talos does at its first boot, as far as the lab has it: read the install code from META key 0x0b with Talos's
 # own reader (advread: github.com/siderolabs/go-adv, tests/go/talos), fetch the machine config from the
 # `talos.config=` URL of its kernel command line with Talos's variables substituted (${uuid}: SMBIOS UUID,
-# ${code}: the META code), and validate it with Talos's machinery (validate-config, metal mode). Markers go to the
-# serial console ("[fleetd-labos] …"); the install code is never printed.
+# ${code}: the META code), and validate it with Talos's machinery (validate-config, metal mode); then what the
+# node does with it:
+#  - writes the config's machine.files as Talos does at boot (validate-config --write-files: op create under
+#    /var), i.e. fleetd's seed files in /var/lib/fleetd/seed/;
+#  - runs fleetd's node agent (the action bundle's `renew`, fetched from the boot server with the DaemonSet's
+#    FLEETD_* env as labos.env): `--seed-only` copies the seed once into /var/lib/fleetd/devid/ (the init
+#    container), then `renew` runs (the main container): a runtime attestation with the LDevID and LAK at its
+#    start (the `talos` profile judges it), a renewal when due, then a restart of spire-agent;
+#  - runs spire-agent (the shipped agent.conf with the site's server address, served as agent.conf, and the
+#    server's bundle), restarted whenever it exits, attesting with tpm_devid on /dev/tpmrm0 and the devid
+#    directory's files, and fetches a workload's X.509-SVID through the Workload API; after the renewal it waits
+#    for spire-agent's restart and tries the SVID again (reported). The restarted agent loads the agent SVID its
+#    data_dir kept and does not attest again: SPIRE goes on naming it by the provision pass's LDevID (README).
+# Markers go to the serial console ("[fleetd-labos] …"); the install code, keys and blobs are never printed.
 #
-# Not here yet (the images/agent and SPIRE issues): writing the seed files, the kubelet's TLS bootstrap, the
-# spire-agent with tpm_devid, the renewal agent.
+# Not here yet: the kubelet's TLS bootstrap, Talos's own services (this is a busybox stand-in for Talos, not
+# Talos), anything that survives a reboot (/var is the initramfs's).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export HOME=/root
@@ -84,9 +96,122 @@ URL=$(echo "$URL" | sed "s/\${uuid}/$UUID/g; s/\${code}/$CODE/g")
 mark "fetching $SHOWN"
 wget -q -O /tmp/config.yaml "$URL" 2>/tmp/wget.err || fail "config fetch failed: $(cat /tmp/wget.err)"
 mark "config fetched bytes=$(wc -c </tmp/config.yaml) sha256=$(sha256sum /tmp/config.yaml | cut -d' ' -f1)"
-validate-config /tmp/config.yaml >/tmp/validate.json 2>&1
+# Talos's machinery validates the config and, valid, writes its machine.files as Talos's machined does at boot
+# (op create, under /var): fleetd's seed files in /var/lib/fleetd/seed/. The JSON names paths and sizes only.
+validate-config --write-files / /tmp/config.yaml >/tmp/validate.json 2>&1
 rc=$?
 mark "config validated exit=$rc $(head -c 2000 /tmp/validate.json | tr '\n' ' ')"
+[ "$rc" -eq 0 ] || fail "the config is not valid (or its files could not be written)"
+SEED=/var/lib/fleetd/seed
+mark "seed files written: $(cd "$SEED" && for f in *; do printf '%s(%s) ' "$f" "$(wc -c <"$f")"; done)"
+
+# What the node's DaemonSet gets (its env, the SPIRE agent's config and trust bundle) and fleetd's action bundle
+# (the same file the HookOS ran; the node agent is its `renew` command), from the boot server.
+cd /tmp || fail "no /tmp"
+for f in labos.env action.mjs agent.conf spire-bundle.pem; do
+  tftp -g -r "$f" -l "/tmp/$f" "$LEASE_SERVER" || fail "no $f for this machine on $LEASE_SERVER"
+done
+grep -E '^FLEETD_[A-Z0-9_]+=[A-Za-z0-9_.:/@,+=-]*$' /tmp/labos.env >/tmp/labos.clean
+while IFS= read -r line; do export "$line"; done </tmp/labos.clean
+mkdir -p /etc
+cp /runtime/etc/passwd /runtime/etc/group /etc/
+mark "node agent: action sha256=$(sha256sum /tmp/action.mjs | cut -d' ' -f1) server=${FLEETD_SERVER:-?}"
+
+# The renewal agent's one-time seed copy (the DaemonSet's init container): seed → /var/lib/fleetd/devid/.
+node /tmp/action.mjs renew --seed-only
+rc=$?
+mark "renew --seed-only exit=$rc"
+[ "$rc" -eq 0 ] || fail "the seed was not copied"
+DEVID=/var/lib/fleetd/devid
+mark "devid directory: $(cd "$DEVID" && for f in *; do if [ -L "$f" ]; then printf '%s->%s ' "$f" "$(readlink "$f")"; else printf '%s ' "$f"; fi; done)"
+# The LDevID leaf spire-agent presents (a public certificate): its SHA-1 names the agent in SPIRE.
+leaf() {
+  node -e 'const {X509Certificate}=require("node:crypto");const c=new X509Certificate(require("node:fs").readFileSync(process.argv[1]));const nb=Date.parse(c.validFrom),na=Date.parse(c.validTo);console.log(`sha1=${c.fingerprint.replaceAll(":","").toLowerCase()} subject=${c.subject.replace(/\n/g,",")} renewal-due=${new Date(nb+Math.floor((na-nb)*2/3)).toISOString()}`)' "$DEVID/ldevid.crt"
+}
+sha1of() { echo "$1" | sed 's/^sha1=\([0-9a-f]*\) .*/\1/'; }
+LEAF1=$(leaf) || fail "cannot read $DEVID/ldevid.crt"
+mark "devid leaf $LEAF1"
+
+# The node agent, running (the renew DaemonSet's main container): a runtime attestation with the LDevID and LAK
+# at its start (quote signed by the LAK, judged by the `talos` profile; its pass is what puts the node into SPIRE's
+# node list), a renewal when due, and then a restart of spire-agent (FLEETD_SPIRE_SIGNAL from labos.env).
+node /tmp/action.mjs renew &
+STATUS=${FLEETD_STATUS_FILE:-/run/fleetd-renew/status.json}
+ok=
+for i in $(seq 1 300); do
+  if grep -q '"lastPassAt": *"' "$STATUS" 2>/dev/null; then ok=1; break; fi
+  grep -q '"verdict": *"failed"' "$STATUS" 2>/dev/null && break
+  sleep 1
+done
+[ -n "$ok" ] || fail "the node agent's runtime attestation did not pass: $(head -c 1500 "$STATUS" 2>/dev/null)"
+mark "node agent: runtime attestation passed ($(grep -o '"generation": *[0-9]*' "$STATUS"))"
+
+# spire-agent with tpm_devid on /dev/tpmrm0 and the devid directory's files (the shipped agent.conf; the site's
+# values: the server's address and port), restarted whenever it exits (as the kubelet restarts its container).
+mkdir -p /var/lib/spire/agent /run/spire/agent/public /etc/spire/agent
+cp /tmp/spire-bundle.pem /etc/spire/agent/bundle.pem
+SOCK=/run/spire/agent/public/api.sock
+(
+  n=0
+  while :; do
+    n=$((n + 1))
+    echo "$n" >/tmp/spire-agent.starts
+    spire-agent run -config /tmp/agent.conf >>/tmp/spire-agent.log 2>&1
+    mark "spire-agent exited rc=$? (start $n); starting it again"
+    sleep 1
+  done
+) &
+healthy() {
+  for i in $(seq 1 300); do
+    spire-agent healthcheck -socketPath "$SOCK" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  fail "spire-agent did not become healthy: $(tail -c 1500 /tmp/spire-agent.log | tr '\n' ' ')"
+}
+# svid TRIES: the first SPIFFE ID the Workload API serves (SVID), 2 s between tries; 1 when none came.
+svid() {
+  SVID=
+  for i in $(seq 1 "$1"); do
+    spire-agent api fetch x509 -socketPath "$SOCK" -timeout 5s >/tmp/svid.txt 2>&1 && SVID=$(sed -n 's/^SPIFFE ID:[[:space:]]*//p' /tmp/svid.txt | head -1)
+    [ -n "$SVID" ] && return 0
+    sleep 2
+  done
+  return 1
+}
+# How the latest start got its agent SVID: node attestation (tpm_devid), or the SVID its data_dir kept.
+how() { grep -E '"msg":"(SVID loaded|Node attestation was successful)"' /tmp/spire-agent.log | tail -1 | grep -o '"msg":"[^"]*"\|"spiffe_id":"[^"]*"' | tr '\n' ' '; }
+healthy
+mark "spire-agent healthy (start $(cat /tmp/spire-agent.starts)): $(how)"
+svid 120 || fail "no X.509-SVID from the Workload API: $(tail -c 600 /tmp/svid.txt | tr '\n' ' ')"
+STARTS=$(cat /tmp/spire-agent.starts)
+mark "svid $SVID devid leaf sha1=$(sha1of "$LEAF1")"
+
+# The renewal: the node agent renews when due (two thirds of the LDevID's lifetime), swaps the devid directory's
+# current generation and restarts spire-agent, which attests again with the renewed LDevID.
+mark "waiting for the node agent's renewal (${LEAF1##* })"
+LEAF2=
+for i in $(seq 1 180); do
+  l=$(leaf) && [ "$(sha1of "$l")" != "$(sha1of "$LEAF1")" ] && LEAF2=$l && break
+  sleep 5
+done
+[ -n "$LEAF2" ] || fail "the devid directory's LDevID was not renewed: $(head -c 1500 "$STATUS" 2>/dev/null)"
+mark "renewed: devid leaf $LEAF2"
+for i in $(seq 1 120); do
+  [ "$(cat /tmp/spire-agent.starts)" -gt "$STARTS" ] && break
+  sleep 1
+done
+[ "$(cat /tmp/spire-agent.starts)" -gt "$STARTS" ] || fail "spire-agent was not restarted after the renewal"
+healthy
+# SPIRE's agent re-attests only without a valid SVID in its data_dir (pkg/agent/attestor/node: "SVID loaded"): a
+# restart alone keeps the agent ID of the LDevID it attested with. The marker says which happened.
+mark "spire-agent healthy (start $(cat /tmp/spire-agent.starts)): $(how)"
+# Whether the workload's SVID is still served depends on what SPIRE's caches hold by then (fleetd's sync moves the
+# node entry to the renewed LDevID's CN): reported, not required.
+if svid 15; then
+  mark "svid after renewal $SVID devid leaf sha1=$(sha1of "$LEAF2")"
+else
+  mark "no svid after renewal: $(tail -c 300 /tmp/svid.txt | tr '\n' ' ')"
+fi
 mark "done"
 poweroff -f
 sleep 30

@@ -11,7 +11,9 @@
  *    `expose()` starts an HTTP forwarder on a Unix socket in the host namespace and socat in the lab's namespace
  *    from that TCP port to the socket. There is no interface, address or route between the namespace and the
  *    host: a machine reaches exactly the forwarded ports and nothing beyond, and the addresses machines use are
- *    fixed (the lab OS image names its config URL: tests/scripts/vm/build.sh).
+ *    fixed (the lab OS image names its config URL: tests/scripts/vm/build.sh). `exposeTcp()` does the same for
+ *    a plain TCP service (SPIRE's agent port: gRPC over TLS, end to end between the machine and the service)
+ *    with a byte-for-byte relay that counts connections instead of the HTTP forwarder.
  *
  * Why dnsmasq and not Tinkerbell's Smee: the lab boots the firmware's own PXE client straight into the signed UKI.
  * Smee's TFTP serves its embedded iPXE builds (unsigned: a Secure Boot firmware refuses them unless the lab signs
@@ -27,6 +29,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request, type IncomingHttpHeaders, type Server } from "node:http";
+import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "../harness/process.js";
@@ -46,6 +49,15 @@ export interface GatewayRequest {
   status: number;
   requestBody: Buffer;
   responseBody: Buffer;
+}
+
+/** A plain TCP service of the host exposed to the machines (exposeTcp). */
+export interface TcpGateway {
+  /** host:port as machines reach it. */
+  readonly address: string;
+  /** Connections relayed so far (each to the service). */
+  connections(): number;
+  close(): Promise<void>;
 }
 
 /** The boot network's segment (a /24) in every lab: the boot server is .1, machines lease .100–.199. */
@@ -71,6 +83,8 @@ export interface BootNetwork {
   addPort(opts?: { lldp?: { device: string; port: string } }): Promise<SwitchPort>;
   /** `target` (http://127.0.0.1:PORT on the host) at serverAddress:`port` for the machines, recording what passes. */
   expose(target: string, port: number): Promise<Gateway>;
+  /** The TCP service at `target` (127.0.0.1:PORT on the host) at serverAddress:`port`, relayed byte for byte. */
+  exposeTcp(target: string, port: number): Promise<TcpGateway>;
   /** dnsmasq's log so far (DHCP and TFTP, for diagnostics). */
   log(): string;
   stop(): Promise<void>;
@@ -99,7 +113,7 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
   const serverAddress = `${prefix}.1`;
   const daemons: Daemon[] = [];
   const ports: SwitchPort[] = [];
-  const gateways: Gateway[] = [];
+  const gateways: { close(): Promise<void> }[] = [];
   const unregister = registerCleanup(() => {
     // best effort on abnormal exit: deleting the namespace removes the bridge and the taps
     void runProcess("ip", ["netns", "del", netns]);
@@ -166,6 +180,24 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
     throw e;
   }
 
+  /** socat in the namespace: TCP serverAddress:port → the host-side Unix socket `socket` (one child per connection). */
+  const relayInto = async (socket: string, port: number): Promise<void> => {
+    const relay = startDaemon(`socat (boot network :${port})`, "ip", [
+      "netns",
+      "exec",
+      netns,
+      "socat",
+      `TCP-LISTEN:${port},bind=${serverAddress},reuseaddr,fork`,
+      `UNIX-CONNECT:${socket}`,
+    ]);
+    daemons.push(relay);
+    await waitFor(
+      `socat did not listen on ${serverAddress}:${port}`,
+      async () => (await runProcess("ip", ["netns", "exec", netns, "ss", "-Htln", `sport = :${port}`])).stdout.toString().includes(`${serverAddress}:${port}`),
+      { timeoutMs: 20_000, abort: () => (relay.hasExited() ? `socat exited: ${relay.output()}` : undefined) },
+    );
+  };
+
   let portSeq = 0;
   return {
     netns,
@@ -219,22 +251,16 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
     async expose(target, port) {
       const socket = join(dir, `gateway-${port}.sock`);
       const g = await startGateway(socket, target);
-      // socat in the namespace: TCP serverAddress:port → the forwarder's Unix socket (one child per connection)
-      const relay = startDaemon(`socat (boot network :${port})`, "ip", [
-        "netns",
-        "exec",
-        netns,
-        "socat",
-        `TCP-LISTEN:${port},bind=${serverAddress},reuseaddr,fork`,
-        `UNIX-CONNECT:${socket}`,
-      ]);
-      daemons.push(relay);
-      await waitFor(
-        `socat did not listen on ${serverAddress}:${port}`,
-        async () => (await runProcess("ip", ["netns", "exec", netns, "ss", "-Htln", `sport = :${port}`])).stdout.toString().includes(`${serverAddress}:${port}`),
-        { timeoutMs: 20_000, abort: () => (relay.hasExited() ? `socat exited: ${relay.output()}` : undefined) },
-      );
+      await relayInto(socket, port);
       const exposed: Gateway = { url: `http://${serverAddress}${port === 80 ? "" : `:${port}`}`, requests: g.requests, close: g.close };
+      gateways.push(exposed);
+      return exposed;
+    },
+    async exposeTcp(target, port) {
+      const socket = join(dir, `gateway-${port}.sock`);
+      const g = await startTcpRelay(socket, target);
+      await relayInto(socket, port);
+      const exposed: TcpGateway = { address: `${serverAddress}:${port}`, connections: g.connections, close: g.close };
       gateways.push(exposed);
       return exposed;
     },
@@ -299,6 +325,42 @@ async function startGateway(socket: string, target: string): Promise<Pick<Gatewa
     close: () =>
       new Promise<void>((res) => {
         server.closeAllConnections();
+        server.close(() => res());
+      }),
+  };
+}
+
+/** A byte-for-byte relay on the Unix socket `socket` to `target` (a loopback host:port), counting connections. */
+async function startTcpRelay(socket: string, target: string): Promise<Pick<TcpGateway, "connections" | "close">> {
+  const m = /^(127\.0\.0\.1|localhost):(\d{1,5})$/.exec(target);
+  if (!m) throw new Error(`a TCP gateway relays to a loopback host:port, not ${target}`);
+  const [host, port] = [m[1] as string, Number(m[2])];
+  let count = 0;
+  const open = new Set<Socket>();
+  const server = createNetServer((down) => {
+    count++;
+    const up = connect({ host, port });
+    for (const s of [down, up]) {
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {
+        down.destroy();
+        up.destroy();
+      });
+    }
+    down.pipe(up);
+    up.pipe(down);
+  });
+  if (existsSync(socket)) rmSync(socket);
+  await new Promise<void>((res, rej) => {
+    server.once("error", rej);
+    server.listen(socket, () => res());
+  });
+  return {
+    connections: () => count,
+    close: () =>
+      new Promise<void>((res) => {
+        for (const s of open) s.destroy();
         server.close(() => res());
       }),
   };

@@ -105,6 +105,31 @@ export function serveHookos(net: BootNetwork, mac: string, o: { image: string; b
   });
 }
 
+/** What the node's DaemonSets get on Talos, served to the lab OS by its boot server (tests/scripts/vm/labos-init.sh). */
+export interface LabosServed {
+  /** The node agent's FLEETD_* environment (the renew DaemonSet's `env:`). */
+  env: Record<string, string>;
+  /** The action bundle (its `renew` command is the node agent). */
+  bundle: string;
+  /** spire-agent's config: the shipped agent.conf with the site's server address and port. */
+  agentConf: string;
+  /** The SPIRE server's trust bundle (PEM) the site distributes to its agents. */
+  spireBundle: string;
+}
+
+/** The boot server serves `mac`'s lab OS its node agent's env, the action bundle, agent.conf and the SPIRE bundle. */
+export function serveLabos(net: BootNetwork, mac: string, o: LabosServed): void {
+  for (const [k, v] of Object.entries(o.env)) {
+    if (!/^FLEETD_[A-Z0-9_]+$/.test(k) || !/^[A-Za-z0-9_.:/@,+=-]*$/.test(v)) throw new Error(`${k}=${v}: not a line the lab OS takes`);
+  }
+  net.serveTo(mac, {
+    "labos.env": Object.entries(o.env).map(([k, v]) => `${k}=${v}\n`).join(""),
+    "action.mjs": { copyOf: o.bundle },
+    "agent.conf": o.agentConf,
+    "spire-bundle.pem": o.spireBundle,
+  });
+}
+
 /** Bundles the compiled action (run `pnpm -s build` first) into `out`, as the image build (tests/src/images/build.ts) does. */
 export async function actionBundle(out: string): Promise<string> {
   const r = await runProcess(process.execPath, [join(repo, "tink-action/scripts/bundle.mjs"), out], { timeoutMs: 120_000 });

@@ -10,7 +10,13 @@
 // secrets.LoadBundle, validates it, and requires the controlplane config to carry exactly its secrets (the
 // bootstrap token excepted: fleetd renders a per-node one). Errors name fields, never secret values.
 //
-//	validate-config [--strict] [--dump] [--type worker|controlplane] [--secrets FILE] FILE
+// --write-files ROOT (the lab OS, tests/scripts/vm/labos-init.sh): once the config is valid, writes its
+// machine.files under ROOT as Talos's machined does at boot for op "create" (cfg.Machine().Files(): the path must
+// be under /var and must not exist yet; the parent directories are made; the content is written as it is, with
+// the file's permissions). Other ops are refused (fleetd's configs carry only "create"). It prints each path and
+// size in the JSON ("files"), never the content.
+//
+//	validate-config [--strict] [--dump] [--type worker|controlplane] [--secrets FILE] [--write-files ROOT] FILE
 package main
 
 import (
@@ -19,6 +25,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/siderolabs/talos/pkg/machinery/config"
@@ -44,6 +52,57 @@ type result struct {
 	Warnings []string `json:"warnings"`
 	// Canonical is the config as Talos re-encodes what it loaded (with --dump): what Talos understood.
 	Canonical string `json:"canonical,omitempty"`
+	// Files are the machine.files written (--write-files): path, size and mode, never the content.
+	Files []writtenFile `json:"files,omitempty"`
+}
+
+type writtenFile struct {
+	Path  string `json:"path"`
+	Bytes int    `json:"bytes"`
+	Mode  string `json:"mode"`
+}
+
+// writeFiles writes cfg's machine.files (op create) under root, as Talos's machined does at boot.
+func writeFiles(cfg config.Config, root string) ([]writtenFile, error) {
+	out := []writtenFile{}
+
+	files, err := cfg.Machine().Files()
+	if err != nil {
+		return out, err
+	}
+
+	for _, f := range files {
+		p := filepath.Clean(f.Path())
+		if f.Op() != "create" {
+			return out, fmt.Errorf("machine.files %s: op %q (the lab writes op create only)", p, f.Op())
+		}
+
+		if !filepath.IsAbs(p) || !(p == "/var" || strings.HasPrefix(p, "/var/")) {
+			return out, fmt.Errorf("machine.files %s: create is allowed under /var only", p)
+		}
+
+		dst := filepath.Join(root, p)
+		if _, err := os.Lstat(dst); err == nil {
+			return out, fmt.Errorf("machine.files %s: file must not exist", p)
+		}
+
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return out, err
+		}
+
+		perm := f.Permissions().Perm()
+		if err := os.WriteFile(dst, []byte(f.Content()), perm); err != nil {
+			return out, err
+		}
+
+		if err := os.Chmod(dst, perm); err != nil { // WriteFile's mode is filtered by the umask
+			return out, err
+		}
+
+		out = append(out, writtenFile{Path: p, Bytes: len(f.Content()), Mode: fmt.Sprintf("%04o", perm)})
+	}
+
+	return out, nil
 }
 
 func flatten(err error) []string {
@@ -145,10 +204,11 @@ func main() {
 	dump := flag.Bool("dump", false, "also print the loaded config as Talos re-encodes it")
 	typeName := flag.String("type", "", "also check the requirements of this machine type: worker or controlplane")
 	bundlePath := flag.String("secrets", "", "with --type controlplane: the secrets bundle the config must carry")
+	writeRoot := flag.String("write-files", "", "once the config is valid, write its machine.files under this root as Talos does")
 	flag.Parse()
 
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: validate-config [--strict] [--dump] [--type worker|controlplane] [--secrets FILE] FILE")
+		fmt.Fprintln(os.Stderr, "usage: validate-config [--strict] [--dump] [--type worker|controlplane] [--secrets FILE] [--write-files ROOT] FILE")
 		os.Exit(2)
 	}
 
@@ -223,6 +283,17 @@ func main() {
 	}
 
 	res.Valid = len(res.Errors) == 0
+
+	if res.Valid && *writeRoot != "" {
+		files, err := writeFiles(cfg, *writeRoot)
+		res.Files = files
+
+		if err != nil {
+			res.Stage = "write-files"
+			res.Errors = append(res.Errors, err.Error())
+			res.Valid = false
+		}
+	}
 
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
