@@ -7,6 +7,12 @@
 # node does with it:
 #  - writes the config's machine.files as Talos does at boot (validate-config --write-files: op create under
 #    /var), i.e. fleetd's seed files in /var/lib/fleetd/seed/;
+#  - the kubelet's TLS bootstrap: the same CSR flow a kubelet's first start runs, not a kubelet (served as
+#    kubelet-bootstrap.mjs, tests/src/vm/kubeletBootstrap.ts): a fresh EC P-256 key, a CSR for
+#    O=system:nodes CN=system:node:<the config's hostname> posted as a CertificateSigningRequest (signer
+#    kubernetes.io/kube-apiserver-client-kubelet) to the config's cluster endpoint with the config's per-node
+#    bootstrap token, approved by fleetd's CSR gate, signed by kube-controller-manager, and proven by a
+#    SelfSubjectReview with the issued certificate (the API server names it system:node:<hostname>);
 #  - runs fleetd's node agent (the action bundle's `renew`, fetched from the boot server with the DaemonSet's
 #    FLEETD_* env as labos.env): `--seed-only` copies the seed once into /var/lib/fleetd/devid/ (the init
 #    container), then `renew` runs (the main container): a runtime attestation with the LDevID and LAK at its
@@ -18,7 +24,7 @@
 #    data_dir kept and does not attest again: SPIRE goes on naming it by the provision pass's LDevID (README).
 # Markers go to the serial console ("[fleetd-labos] …"); the install code, keys and blobs are never printed.
 #
-# Not here yet: the kubelet's TLS bootstrap, Talos's own services (this is a busybox stand-in for Talos, not
+# Not here yet: a kubelet (its certificate rotation, its Node object), Talos's own services (this is a busybox stand-in for Talos, not
 # Talos), anything that survives a reboot (/var is the initramfs's).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -108,13 +114,29 @@ mark "seed files written: $(cd "$SEED" && for f in *; do printf '%s(%s) ' "$f" "
 # What the node's DaemonSet gets (its env, the SPIRE agent's config and trust bundle) and fleetd's action bundle
 # (the same file the HookOS ran; the node agent is its `renew` command), from the boot server.
 cd /tmp || fail "no /tmp"
-for f in labos.env action.mjs agent.conf spire-bundle.pem; do
+for f in labos.env action.mjs agent.conf spire-bundle.pem kubelet-bootstrap.mjs; do
   tftp -g -r "$f" -l "/tmp/$f" "$LEASE_SERVER" || fail "no $f for this machine on $LEASE_SERVER"
 done
 grep -E '^FLEETD_[A-Z0-9_]+=[A-Za-z0-9_.:/@,+=-]*$' /tmp/labos.env >/tmp/labos.clean
 while IFS= read -r line; do export "$line"; done </tmp/labos.clean
 mkdir -p /etc
 cp /runtime/etc/passwd /runtime/etc/group /etc/
+
+# The kubelet's TLS bootstrap, before the DaemonSets' parts (on Talos the kubelet runs them): the same CSR flow a
+# kubelet's first start runs — not a kubelet binary (no container runtime here; tests/src/vm/kubeletBootstrap.ts):
+# with the config's cluster endpoint, Kubernetes CA and per-node bootstrap token (cluster.token), a fresh EC P-256
+# key and a CSR O=system:nodes CN=system:node:<hostname> (signer kube-apiserver-client-kubelet, usages digital
+# signature + client auth), posted with the token, approved by fleetd's CSR gate, issued by
+# kube-controller-manager, then proven by a SelfSubjectReview with the issued certificate. Its lines say each step;
+# the token's secret and the key are never printed (the key and certificate go to /var/lib/kubelet/pki/).
+node /tmp/kubelet-bootstrap.mjs --config /tmp/config.yaml --out /var/lib/kubelet/pki --timeout-seconds 240 >/tmp/kubelet-bootstrap.out 2>&1
+rc=$?
+while IFS= read -r line; do
+  case "$line" in '{"result":'*) ;; *) mark "$line" ;; esac
+done </tmp/kubelet-bootstrap.out
+mark "kubelet bootstrap exit=$rc"
+[ "$rc" -eq 0 ] || fail "the kubelet's TLS bootstrap got no client certificate"
+
 mark "node agent: action sha256=$(sha256sum /tmp/action.mjs | cut -d' ' -f1) server=${FLEETD_SERVER:-?}"
 
 # The renewal agent's one-time seed copy (the DaemonSet's init container): seed → /var/lib/fleetd/devid/.

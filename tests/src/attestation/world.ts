@@ -53,7 +53,7 @@ import { Tpm12Client, type Tpm12Secrets } from "@fleetd/platform/tpm12client";
 import { TPM_ALG } from "@fleetd/verify/tcg";
 import { startControlPlane, type ControlPlane } from "../harness/kube.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
-import { kubeFromConfig, KubeNodeQuarantine, type Kube } from "@fleetd/platform/kube";
+import { KubeBootstrapTokens, kubeFromConfig, KubeNodeQuarantine, type Kube } from "@fleetd/platform/kube";
 import * as k8s from "@kubernetes/client-node";
 import {
   LABEL_MODE, ownedLabels, WORKFLOW, WorkflowObject, enrollmentWorkflowName, Objects, templateName,
@@ -96,6 +96,14 @@ export interface WorldOptions {
    * the future for them.
    */
   ldevidLifetimeDays?: number;
+  /**
+   * The world's kube-apiserver plays the nodes' workload cluster: its serving certificate also names `apiserverSans`,
+   * the rendered configs name `endpoint` (where machines reach it, e.g. through the lab's boot network) as the
+   * cluster endpoint and its CA as the Kubernetes CA, and the bootstrap tokens are Secrets in it (fleetd's
+   * KubeBootstrapTokens), so that a node's kubelet bootstrap runs against it. Default: none of this (configs name
+   * talosSite's cluster; tokens are recorded in memory).
+   */
+  workloadCluster?: { endpoint: string; apiserverSans: readonly string[] };
   /**
    * The site's Secure Boot authorities (the policy's `site:` sets) the server judges boots by. Default: the test
    * keys the simulated boots are signed with; lab machines with real firmware bring the lab kit's (tests/src/vm/kit.ts).
@@ -284,6 +292,11 @@ export function attestationServer(parts: AttestationServerParts): { service: Att
   return { service, app, outbox };
 }
 
+/** The site's Talos settings with the world's cluster as the workload cluster (WorldOptions.workloadCluster). */
+function workloadSite(site: TalosSiteConfig, wc: WorldOptions["workloadCluster"], cp: ControlPlane): TalosSiteConfig {
+  return wc ? { ...site, cluster: { ...site.cluster, endpoint: wc.endpoint, kubernetesCaCert: cp.caPem } } : site;
+}
+
 export async function startWorld(opts: WorldOptions): Promise<World> {
   const dir = mkdtempSync(join(tmpdir(), "fleetd-world-"));
   const specs = Object.entries(opts.machines ?? {});
@@ -292,7 +305,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
   // TPMs share the first TPM's CA directory and start one after another once it exists.
   const optionsOf = (s: MachineSpec) => (s.pcrBanks ? { ...swtpmOptions, pcrBanks: s.pcrBanks } : swtpmOptions);
   const foreign = new Map(specs.filter(([, s]) => s.manufacturer === "foreign").map(([name, s]) => [name, startSwtpm(optionsOf(s))] as const));
-  const [fleet, tpm, cp] = await Promise.all([startFleet(opts.netbox), startSwtpm(swtpmOptions), startControlPlane()]);
+  const [fleet, tpm, cp] = await Promise.all([startFleet(opts.netbox), startSwtpm(swtpmOptions), startControlPlane(opts.workloadCluster ? { apiserverSans: opts.workloadCluster.apiserverSans } : {})]);
   await installTinkerbellCrds(cp);
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(cp.kubeconfig);
@@ -434,11 +447,16 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
         await fire(hooks, "afterBootstrapToken");
       },
       delete: (id) => t.delete(id),
-    }))(opts.bootstrapTokens ?? { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) }),
+    }))(
+      opts.bootstrapTokens ??
+        (opts.workloadCluster
+          ? new KubeBootstrapTokens(kube)
+          : { create: async (node, token) => void bootstrapTokens.set(token.id, node), delete: async (id) => bootstrapTokens.delete(id) }),
+    ),
     siteAuthoritiesDir: site,
     ekCaDir: tpm.caDir,
     talosVersion: opts.talosVersion,
-    ...(opts.talosSite ? { talosSite: opts.talosSite } : {}),
+    ...(opts.talosSite || opts.workloadCluster ? { talosSite: workloadSite(opts.talosSite ?? siteConfigFixture(opts.talosVersion), opts.workloadCluster, cp) } : {}),
     log,
     metrics,
     now,

@@ -38,10 +38,10 @@ export function kubeBinDir(): Promise<string> {
   return runSetupScript("tests/go/k8s/build.sh", { progress: "# [k8s build] ", needs: "Go >= 1.26 and the Go module proxy" });
 }
 
-async function makePki(dir: string): Promise<void> {
+async function makePki(dir: string, extraSans: readonly string[]): Promise<void> {
   await makeCa(dir, "ca", "fleetd-test-kubernetes-ca");
   await makeLeaf(dir, "ca", "apiserver", "/CN=kube-apiserver",
-    serverExt(["IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]));
+    serverExt([...extraSans, "IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"]));
   await makeLeaf(dir, "ca", "admin", "/O=system:masters/CN=fleetd-test-admin", CLIENT_EXT);
   await makeLeaf(dir, "ca", "controller-manager", "/CN=system:kube-controller-manager", CLIENT_EXT);
   await runOpenssl(ecKeyArgs("sa.key"), dir); // service-account token signing key
@@ -84,6 +84,11 @@ export interface ControlPlaneOptions {
   apiserverArgs?: string[];
   /** Extra kube-controller-manager controllers (e.g. "deployment", "replicaset" for workloads that KWOK runs). */
   extraControllers?: string[];
+  /**
+   * More subjectAltNames of the API server's serving certificate (openssl form, e.g. "IP:10.99.0.1"): addresses
+   * it is reached at through a relay (the lab's boot network).
+   */
+  apiserverSans?: readonly string[];
   /** Readiness timeout for each process; default 120 s (the apiserver's first start on 2 busy cores is slow). */
   timeoutMs?: number;
 }
@@ -114,7 +119,7 @@ async function startOnce(bin: string, opts: ControlPlaneOptions): Promise<Contro
     unregisterDir();
   };
   try {
-    await makePki(dir);
+    await makePki(dir, opts.apiserverSans ?? []);
     const [etcdClient, etcdPeer, apiPort] = await freeLoopbackPorts(3) as [number, number, number];
     const etcdUrl = `http://127.0.0.1:${etcdClient}`;
     const peerUrl = `http://127.0.0.1:${etcdPeer}`;

@@ -26,14 +26,18 @@ import { enrollmentWorkflowName } from "@fleetd/platform/tinkerbell";
 import { nodeEntryId, tpmDevidAgentId, type SpireServerClient } from "@fleetd/platform/spire";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { SEED_FILES } from "@fleetd/platform/talos/config";
+import { KubeBootstrapTokens, KUBELET_CLIENT_SIGNER } from "@fleetd/platform/kube";
+import { APPROVED_REASON, DENIED_REASON } from "@fleetd/talos-config-server/csrGate";
 import { startWorld, type World } from "../attestation/world.js";
 import { advread, TALOS_VERSION } from "../talos/goTools.js";
-import { waitFor } from "../harness/process.js";
+import { runProcess, waitFor } from "../harness/process.js";
 import { AGENT_CONF_SUBSTITUTABLE, renderSpireConf, SHIPPED_AGENT_CONF, startSpireServer, type SpireServer } from "../harness/spire.js";
 import { cnOf, nodeEntries, pollValue, sha1, startSync, syncContext, type Sync } from "../spire/syncRig.js";
 import { authenticodeSha256 } from "./authenticode.js";
-import { LAB_API_PORT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort } from "./bootNetwork.js";
-import { actionBundle, declareNodes, serveHookos, serveLabos, type DeclaredNode, type HookosJob } from "./hookos.js";
+import { LAB_API_PORT, LAB_SEGMENT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort } from "./bootNetwork.js";
+import { actionBundle, declareNodes, kubeletBootstrapBundle, serveHookos, serveLabos, type DeclaredNode, type HookosJob } from "./hookos.js";
+import { bootstrapResultOf, inputsFromTalosConfig } from "./kubeletBootstrap.js";
+import { startWorkloadCluster, type WorkloadCluster } from "./workloadCluster.js";
 import { labKit, type HookosImage, type LabKit, type VarsStore } from "./kit.js";
 import { startMachine, type Machine } from "./machine.js";
 import { manufactureMachineTpm, type MachineTpm } from "./machineTpm.js";
@@ -54,6 +58,8 @@ let net: BootNetwork;
 let gw: Gateway;
 let dir: string;
 let bundle: string;
+/** The kubelet's TLS bootstrap client the lab OS runs (tests/src/vm/kubeletBootstrap.ts, bundled). */
+let kubeletBundle: string;
 const machines: Machine[] = [];
 /** The good machine of the first test, which the provision test boots again: same TPM, disk, NIC, SMBIOS. */
 let good: { node: DeclaredNode; tpm: MachineTpm; mac: string; uuid: string; disk: string; port: SwitchPort } | undefined;
@@ -65,6 +71,14 @@ let spireClient: SpireServerClient | undefined;
 let sync: Sync | undefined;
 /** The port machines reach the SPIRE server's agent API on (10.99.0.1:8081, agent.conf's server_port). */
 const LAB_SPIRE_PORT = 8081;
+/**
+ * Where machines reach the world's kube-apiserver, their workload cluster (a TCP relay: TLS end to end): the
+ * rendered configs' cluster endpoint (the world's `workloadCluster` option: site configuration of this test).
+ */
+const LAB_KUBE_PORT = 6443;
+const LAB_KUBE_ADDRESS = `${LAB_SEGMENT}.1`;
+/** The world's cluster as the workload cluster: fleetd's CSR gate on it (the provision test starts it). */
+let workload: WorkloadCluster | undefined;
 /**
  * LDevID certificates of 15 minutes (notBefore is backdated 5 minutes, so renewal is due 5 minutes after issuance
  * and the certificate expires 10 minutes after it): the lab OS's node agent renews in real time, every certificate
@@ -78,11 +92,17 @@ const labosMarkers: string[] = [];
 before(
   async () => {
     kit = await labKit();
-    w = await startWorld({ talosVersion: TALOS_VERSION, siteAuthoritiesDir: kit.siteAuthoritiesDir, ldevidLifetimeDays: LDEVID_LIFETIME_DAYS });
+    w = await startWorld({
+      talosVersion: TALOS_VERSION,
+      siteAuthoritiesDir: kit.siteAuthoritiesDir,
+      ldevidLifetimeDays: LDEVID_LIFETIME_DAYS,
+      workloadCluster: { endpoint: `https://${LAB_KUBE_ADDRESS}:${LAB_KUBE_PORT}`, apiserverSans: [`IP:${LAB_KUBE_ADDRESS}`] },
+    });
     net = await startBootNetwork({ bootFile: BOOT_FILE });
     gw = await net.expose(w.baseUrl, LAB_API_PORT);
     dir = mkdtempSync(join(tmpdir(), "fleetd-vm-it-"));
     bundle = await actionBundle(join(dir, "fleetd-tink-action.mjs"));
+    kubeletBundle = await kubeletBootstrapBundle(join(dir, "kubelet-bootstrap.mjs"));
   },
   { timeout: 20 * 60_000 },
 );
@@ -91,6 +111,7 @@ after(async () => {
   for (const m of machines) m.remove();
   for (const t of tpms) t.remove();
   await sync?.stop();
+  await workload?.stop();
   spireClient?.close();
   await spireServer?.stop();
   await net?.stop();
@@ -413,12 +434,17 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   const made = await spireClient.batchCreateEntry([{ spiffeId: workloadId, parentId: `spiffe://${td}/node/${g.node.name}`, selectors: [{ type: "unix", value: "uid:0" }] }]);
   assert.deepEqual(made.map((c) => c.status.codeName), ["OK"], JSON.stringify(made));
   assert.deepEqual(await spireClient.listAgents({ byAttestationType: "tpm_devid" }), [], "no agent before the lab OS boots");
+  // The workload cluster for the kubelet's bootstrap: fleetd's CSR gate on the world's kube-apiserver (the
+  // provision pass made the node's bootstrap token a Secret there), reachable at the configs' cluster endpoint.
+  workload = await startWorkloadCluster(w);
+  const kubeGw = await net.exposeTcp(new URL(w.cp.server).host, LAB_KUBE_PORT);
   serveLabos(net, g.mac, {
     // the shipped DaemonSet's signal (its containers share the pod's process namespace); the lab OS restarts it
     env: { FLEETD_SERVER: gw.url, FLEETD_ALLOW_HTTP: "lab", FLEETD_LOG_LEVEL: "info", FLEETD_SPIRE_SIGNAL: "process:spire-agent" },
     bundle,
     agentConf: renderSpireConf(readFileSync(SHIPPED_AGENT_CONF, "utf8"), { server_address: net.serverAddress, server_port: String(LAB_SPIRE_PORT) }, AGENT_CONF_SUBSTITUTABLE),
     spireBundle: await spireServer.bundlePem(),
+    kubeletBootstrap: kubeletBundle,
   });
 
   // The BMC's next boot device: the disk. The firmware boots the lab OS (signed by the Talos key) from its ESP.
@@ -430,7 +456,7 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   const at = (t: string) => marks.find((l) => l.text.includes(t))?.atMs;
   const sec = (ms: number | undefined) => (ms === undefined ? "-" : `${(ms / 1000).toFixed(1)}s`);
   timings.push(
-    `  ${"lab-good-os".padEnd(18)} ${"lab OS: config → SVID → renewal".padEnd(34)} /init ${sec(at("init:"))}  config ${sec(at("config fetched"))}  seed ${sec(at("renew --seed-only exit="))}  runtime ${sec(at("runtime attestation passed"))}  spire-agent ${sec(at("spire-agent healthy"))}  svid ${sec(at("] svid spiffe"))}  renewed ${sec(at("renewed: devid leaf"))}  svid again ${sec(at("svid after renewal") ?? at("no svid after renewal"))}  end ${sec(at("] done"))}  total ${sec(os.elapsedMs())}  QEMU CPU ${os.cpuSeconds().toFixed(1)}s`,
+    `  ${"lab-good-os".padEnd(18)} ${"lab OS: config → SVID → renewal".padEnd(34)} /init ${sec(at("init:"))}  config ${sec(at("config fetched"))}  seed ${sec(at("renew --seed-only exit="))}  runtime ${sec(at("runtime attestation passed"))}  spire-agent ${sec(at("spire-agent healthy"))}  svid ${sec(at("] svid spiffe"))}  renewed ${sec(at("renewed: devid leaf"))}  kubelet cert ${sec(at("kubelet bootstrap: authenticated"))}  svid again ${sec(at("svid after renewal") ?? at("no svid after renewal"))}  end ${sec(at("] done"))}  total ${sec(os.elapsedMs())}  QEMU CPU ${os.cpuSeconds().toFixed(1)}s`,
   );
   labosMarkers.push(...marks.map((l) => `  ${(l.atMs / 1000).toFixed(1).padStart(6)}s ${l.text}`));
   const context = () => `its console markers:\n${marks.map((l) => l.text).join("\n")}\nsync: ${syncContext(sync)}`;
@@ -449,6 +475,52 @@ test("the same machine is provisioned: HookOS attests in provision mode and writ
   const status = async () => (await listDevices(w.admin, { name: g.node.name }))[0]?.status;
   await waitFor("the device did not become active", async () => (await status()) === "active", { timeoutMs: 60_000, intervalMs: 250 }).catch(() => undefined);
   assert.equal(await status(), "active", "the device is active once its config was delivered");
+
+  // The kubelet's TLS bootstrap, as the lab OS runs it: the same CSR flow a kubelet's first start runs (no kubelet
+  // binary: tests/src/vm/kubeletBootstrap.ts), with the config's per-node bootstrap token, against the real
+  // kube-apiserver at the config's cluster endpoint; fleetd's CSR gate approves, kube-controller-manager signs.
+  const served = inputsFromTalosConfig((fetches[0] as { responseBody: Buffer }).responseBody.toString("utf8"));
+  assert.equal(served.endpoint, `https://${LAB_KUBE_ADDRESS}:${LAB_KUBE_PORT}`, "the config names the exposed API server as the cluster endpoint");
+  assert.equal(served.node, g.node.name, "the config's hostname is the node's name");
+  const [tokenId, tokenSecret] = served.token.split(".") as [string, string];
+  assert.doesNotMatch(con, new RegExp(tokenSecret), "the bootstrap token's secret never appears on the console");
+  const csrLine = new RegExp(`\\[fleetd-labos\\] kubelet bootstrap: CSR (csr-[a-z0-9]+) created, requester system:bootstrap:${tokenId}, signer ${KUBELET_CLIENT_SIGNER.replaceAll(".", "\\.")}`).exec(con);
+  assert.ok(csrLine, `the lab OS created its CSR with the config's bootstrap token ${tokenId}; ${context()}`);
+  const csrName = csrLine[1] as string;
+  const csr = await w.kube.certificates.readCertificateSigningRequest({ name: csrName });
+  assert.equal(csr.spec.username, `system:bootstrap:${tokenId}`, "the API server recorded the bootstrap token's identity as the requester");
+  assert.equal(csr.spec.signerName, KUBELET_CLIENT_SIGNER);
+  assert.deepEqual(csr.spec.usages, ["digital signature", "client auth"]);
+  const approval = csr.status?.conditions?.find((c) => c.type === "Approved");
+  assert.equal(approval?.reason, APPROVED_REASON, `approved by fleetd's CSR gate: ${JSON.stringify(csr.status?.conditions)}`);
+  assert.match(approval?.message ?? "", new RegExp(`bootstrap token ${tokenId} was rendered for node ${g.node.name};`));
+  assert.equal(csr.status?.conditions?.filter((c) => c.type === "Approved").length, 1, "one approval (kube-controller-manager's approver is refused by fleetd's admission policy)");
+  assert.ok(csr.status?.certificate, "kube-controller-manager issued the certificate");
+  const kubeletCert = new X509Certificate(Buffer.from(csr.status.certificate, "base64"));
+  assert.ok(kubeletCert.verify(new X509Certificate(w.cp.caPem).publicKey), "issued by the cluster CA");
+  assert.equal(kubeletCert.subject, `O=system:nodes\nCN=system:node:${g.node.name}`);
+  const kubeletCertSha = kubeletCert.fingerprint256.replaceAll(":", "").toLowerCase();
+  assert.match(con, new RegExp(`\\[fleetd-labos\\] kubelet bootstrap: certificate issued: .* sha256 ${kubeletCertSha}`), "the lab OS got exactly that certificate");
+  assert.match(con, new RegExp(`\\[fleetd-labos\\] kubelet bootstrap: authenticated with the issued certificate as system:node:${g.node.name} groups system:nodes,system:authenticated `), "the API server authenticated the lab OS's client certificate as the node (SelfSubjectReview)");
+  assert.ok(kubeGw.connections() > 0, "the lab OS reached the API server through the boot network's relay");
+  const kubeJournal = await journalUntil(g.node.name, new RegExp(`kubelet bootstrap CSR ${csrName} approved`));
+  assert.match(kubeJournal, new RegExp(`kubelet bootstrap CSR ${csrName} approved: client certificate for system:node:${g.node.name} \\(bootstrap token ${tokenId}, now spent\\)`), `the node's journal records the approval:\n${kubeJournal}`);
+  // The negative, on loopback with the same client: another node's fleetd token (edge-1's, as its provision
+  // renders one) in lab-good's config asks for system:node:lab-good: denied by the gate, no certificate.
+  const other = { id: randomBytes(3).toString("hex"), secret: randomBytes(8).toString("hex") };
+  const otherExpiry = new Date(Date.now() + 3600_000);
+  await new KubeBootstrapTokens(w.kube).create("edge-1", other, otherExpiry);
+  await w.store.setBootstrapToken({ deviceId: await w.deviceId("edge-1"), name: "edge-1" }, other.id, otherExpiry.getTime());
+  const otherConfig = join(dir, "lab-good-with-edge-1-token.yaml");
+  writeFileSync(otherConfig, (fetches[0] as { responseBody: Buffer }).responseBody.toString("utf8").replace(served.token, `${other.id}.${other.secret}`).replace(served.endpoint, w.cp.server), { mode: 0o600 });
+  const neg = await runProcess(process.execPath, [kubeletBundle, "--config", otherConfig, "--timeout-seconds", "120"], { timeoutMs: 180_000 });
+  const negResult = bootstrapResultOf(neg.stdout.toString());
+  assert.equal(neg.code, 2, `denied: ${neg.stdout.toString()}${neg.stderr.toString()}`);
+  assert.equal(negResult?.requester, `system:bootstrap:${other.id}`);
+  assert.equal(negResult?.outcome, "denied");
+  assert.equal(negResult?.reason, DENIED_REASON);
+  assert.match(negResult?.message ?? "", new RegExp(`csr\\.subject\\.cn: subject CN is "system:node:${g.node.name}"; the token was rendered for "system:node:edge-1"`));
+  assert.equal((await w.kube.certificates.readCertificateSigningRequest({ name: negResult?.csr ?? "" })).status?.certificate, undefined, "no certificate for the denied CSR");
 
   // The seed files are the config's machine.files, written under their paths; the node agent copied them once.
   const seedLine = marks.find((l) => l.text.includes("seed files written:"))?.text ?? "";

@@ -17,6 +17,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
 import { parse as parseYaml, stringify } from "yaml";
 import type { Mode } from "@fleetd/platform/protocol";
 import { fleetd } from "../netbox/fixture.js";
@@ -115,6 +116,8 @@ export interface LabosServed {
   agentConf: string;
   /** The SPIRE server's trust bundle (PEM) the site distributes to its agents. */
   spireBundle: string;
+  /** The kubelet's TLS bootstrap (kubeletBootstrapBundle): the lab OS's stand-in for the kubelet's first start. */
+  kubeletBootstrap: string;
 }
 
 /** The boot server serves `mac`'s lab OS its node agent's env, the action bundle, agent.conf and the SPIRE bundle. */
@@ -127,7 +130,28 @@ export function serveLabos(net: BootNetwork, mac: string, o: LabosServed): void 
     "action.mjs": { copyOf: o.bundle },
     "agent.conf": o.agentConf,
     "spire-bundle.pem": o.spireBundle,
+    "kubelet-bootstrap.mjs": { copyOf: o.kubeletBootstrap },
   });
+}
+
+/**
+ * Bundles the compiled kubelet bootstrap client (./kubeletBootstrap.ts and the yaml and zod it imports; run
+ * `pnpm -s build` first) into `out`: one ES module the lab OS's Node.js runs.
+ */
+export async function kubeletBootstrapBundle(out: string): Promise<string> {
+  await build({
+    entryPoints: [fileURLToPath(new URL("./kubeletBootstrap.js", import.meta.url))],
+    outfile: out,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    // yaml (CommonJS) calls require() for Node's modules; an ES module bundle has to provide it (as shared/scripts/bundle.mjs)
+    banner: { js: 'import { createRequire as __fleetdCreateRequire } from "node:module"; const require = __fleetdCreateRequire(import.meta.url);' },
+    legalComments: "none",
+    logLevel: "warning",
+  });
+  return out;
 }
 
 /** Bundles the compiled action (run `pnpm -s build` first) into `out`, as the image build (tests/src/images/build.ts) does. */
