@@ -6,6 +6,7 @@
 import { strict as assert } from "node:assert";
 import { generateKeyPairSync } from "node:crypto";
 import { test } from "node:test";
+import * as kube from "@fleetd/platform/kube";
 import { judgeBootstrapCsr, parseCsr, type CsrObject } from "@fleetd/platform/kube";
 import { renderWorkerConfig } from "@fleetd/platform/talos/config";
 import { nodeInputFixture, siteConfigFixture } from "@fleetd/testkit/talosConfig";
@@ -25,6 +26,8 @@ test("the inputs are the rendered config's cluster endpoint, Kubernetes CA, boot
 });
 
 test("the CSR is a kubelet's: fleetd's gate approves it for the token's node and denies it for another", () => {
+  assert.equal(KUBELET_CLIENT_SIGNER, kube.KUBELET_CLIENT_SIGNER);
+  assert.deepEqual(KUBELET_USAGES, kube.KUBELET_USAGES);
   const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
   const der = certificationRequest([["2.5.4.10", "system:nodes"], ["2.5.4.3", "system:node:w1"]], privateKey);
   const parsed = parseCsr(Buffer.from(pem(der)));

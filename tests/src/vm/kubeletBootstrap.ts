@@ -31,6 +31,8 @@ import { parseArgs } from "node:util";
 import { parseAllDocuments } from "yaml";
 import { z } from "zod";
 
+// The same values as @fleetd/platform/kube's (the unit test checks): that entry point would bring the Kubernetes
+// client into this small bundle.
 export const KUBELET_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet";
 export const KUBELET_USAGES = ["digital signature", "client auth"] as const;
 
