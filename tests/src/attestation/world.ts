@@ -171,7 +171,7 @@ export interface World {
   ensureWorkflow(node: string, claims: Pick<Claims, "workflow" | "mode" | "macs" | "bootMac">): Promise<void>;
   /** The NetBox device ID of a node (the key of its attestation state). */
   deviceId(name: string): Promise<number>;
-  /** Bootstrap token Secrets that exist (in memory, without a workload cluster): token id → node. */
+  /** Bootstrap token Secrets that exist (in memory, without a workload cluster; empty with `workloadCluster`, whose tokens are Secrets in the cluster): token id → node. */
   liveTokens(): Map<string, string>;
   /** Another server over the same store, NetBox and CA, with other limits (on its own loopback port). */
   serverWith(limits: Pick<TestLimits, "attestRequestsPerMinute" | "unauthenticatedJournalWindowMs" | "maxPendingEks">): Promise<ExtraServer>;
