@@ -1,9 +1,11 @@
 /**
  * The sync loop: read spire-nodes.json, validate it, reconcile SPIRE's node entries through the reconcile engine
- * (`syncNodeEntries`), ban the agents of nodes that left the list, write the status. A pass runs at once when the
+ * (`syncNodeEntries`), ban the agents of nodes that left the list, delete the agents of nodes whose entry's selectors
+ * moved (a renewed LDevID) so that they attest again, write the status. A pass runs at once when the
  * list's store reports a change (file or ConfigMap watch), else every `intervalSeconds`; after a failed pass
  * (SPIRE down, its datastore failing) the next one comes after a backoff (0.5 s doubling to 30 s, jittered) and
- * the loop converges once SPIRE answers again.
+ * the loop converges once SPIRE answers again. While a re-attestation is pending the next pass comes within
+ * `REATTEST_RECHECK_MS`; one pending for longer than `reattestGiveUpMs` is dropped (logged, counted).
  *
  * A list that is absent, too large, not JSON, invalid or for another trust domain changes no entry: the pass is
  * reported (log, `fleetd_spire_plugin_list_refusals_total{code}`, /readyz `list` detail, the status's error)
@@ -14,7 +16,7 @@ import { Counter, Gauge, type Registry } from "prom-client";
 import { backoffDelayMs, outageOf } from "@fleetd/platform/outage";
 import type { ReconcileMetrics } from "@fleetd/platform/reconcile";
 import {
-  banAgentsOf, DocumentTooLarge, type DocumentStore, NodeListError, nodeListDigest, parseNodeEntryId, parseNodeList, parseSyncStatus, type PendingBan,
+  type AgentApi, banAgentsOf, DocumentTooLarge, type EntryApi, type ReattestApi, type PendingReattest, reattestAgentsOf, type DocumentStore, NodeListError, nodeListDigest, parseNodeEntryId, parseNodeList, parseSyncStatus, type PendingBan,
   SYNC_STATUS_API_VERSION, SYNC_STATUS_MAX_BANS, serializeSyncStatus, type SpireServerClient, syncNodeEntries, type SyncStatus, type NodeList,
 } from "@fleetd/platform/spire";
 import { serviceRegistry } from "@fleetd/platform/service";
@@ -27,6 +29,8 @@ export interface SyncMetrics {
   listRefusals: Counter<"code">;
   entries: Gauge;
   pendingBans: Gauge;
+  reattests: Counter<"result">;
+  pendingReattests: Gauge;
 }
 
 export function createSyncMetrics(): SyncMetrics {
@@ -39,11 +43,19 @@ export function createSyncMetrics(): SyncMetrics {
     listRefusals: new Counter({ name: "fleetd_spire_plugin_list_refusals_total", help: "spire-nodes.json refused (no entry changed), by code", labelNames: ["code"], registers: [registry] }),
     entries: new Gauge({ name: "fleetd_spire_plugin_entries", help: "fleetd's SPIRE node entries after the last pass", registers: [registry] }),
     pendingBans: new Gauge({ name: "fleetd_spire_plugin_pending_bans", help: "Nodes removed from the list whose agents are not banned yet", registers: [registry] }),
+    reattests: new Counter({
+      name: "fleetd_spire_plugin_reattests_total",
+      help: "Re-attestations of nodes whose entry's selectors moved: agents deleted (deleted), tries that failed (error), nodes whose agent attested with the current selectors (done), nodes without an attested agent (no-agent), re-attestations given up (gave-up)",
+      labelNames: ["result"],
+      registers: [registry],
+    }),
+    pendingReattests: new Gauge({ name: "fleetd_spire_plugin_pending_reattests", help: "Nodes whose entry's selectors moved and whose agent has not attested with them yet", registers: [registry] }),
   };
 }
 
 export interface EntrySyncOptions {
-  client: SpireServerClient;
+  /** A SpireServerClient (tests pass a fake). */
+  client: EntryApi & AgentApi & ReattestApi;
   trustDomain: string;
   /** SHA-1 of each root of spire-server's LDevID CA bundle, read at every pass (a list naming another root is refused). */
   trustedRoots: () => readonly string[];
@@ -56,7 +68,18 @@ export interface EntrySyncOptions {
   pageSize?: number;
   batchSize?: number;
   now?: () => Date;
+  /** A re-attestation pending longer than this is given up (default `REATTEST_GIVE_UP_MS`). */
+  reattestGiveUpMs?: number;
 }
+
+/**
+ * 24 hours: a node's agent still attesting with the old selectors that long after its entry moved has not been
+ * restarted on the renewed LDevID (renewal is due at two thirds of an LDevID's lifetime of days, so the old LDevID
+ * is still valid then); it is logged and left to the old LDevID's expiry.
+ */
+export const REATTEST_GIVE_UP_MS = 24 * 3600_000;
+/** While a re-attestation is pending the next pass comes within this (a spire-agent restarted after a renewal). */
+export const REATTEST_RECHECK_MS = 5_000;
 
 export type PassOutcome = "converged" | "item-errors" | "list-refused" | "no-list" | "spire-unavailable" | "error" | "dry-run";
 
@@ -68,15 +91,19 @@ export interface PassResult {
   deletes: number;
   unchanged: number;
   banned: string[];
-  /** Dry run: the plan (entry IDs per operation, bans). */
-  plan?: { create: string[]; update: string[]; delete: string[]; ban: string[] };
+  /** Agents deleted so that they attest again with their node's current LDevID. */
+  reattested: string[];
+  /** Dry run: the plan (entry IDs per operation, bans, nodes whose agents are to attest again). */
+  plan?: { create: string[]; update: string[]; delete: string[]; ban: string[]; reattest: string[] };
   error?: string;
 }
 
 const banKey = (b: PendingBan): string => `${b.node}|${b.selectors.map((s) => `${s.type}:${s.value}`).sort().join(",")}`;
+const reattestKey = (r: PendingReattest): string => banKey({ node: r.node, selectors: r.previous });
 
 export class EntrySync {
   private readonly pending = new Map<string, PendingBan>();
+  private readonly reattests = new Map<string, PendingReattest>();
   private bans: SyncStatus["bans"] = [];
   private lastStatus: string | undefined;
   private running: Promise<void> | undefined;
@@ -143,7 +170,8 @@ export class EntrySync {
           this.trigger();
           return;
         }
-        const wait = this.failures > 0 ? backoffDelayMs(this.failures, Math.random(), { baseMs: 500, capMs: 30_000 }) : this.o.intervalMs;
+        const base = this.failures > 0 ? backoffDelayMs(this.failures, Math.random(), { baseMs: 500, capMs: 30_000 }) : this.o.intervalMs;
+        const wait = this.reattests.size > 0 ? Math.min(base, REATTEST_RECHECK_MS) : base;
         this.timer = setTimeout(() => this.trigger(), wait);
         this.timer.unref();
       });
@@ -168,11 +196,12 @@ export class EntrySync {
       if (got) {
         const s = parseSyncStatus(got.bytes);
         for (const b of s.pendingBans) this.pending.set(banKey(b), b);
+        for (const r of s.pendingReattests ?? []) this.reattests.set(reattestKey(r), r);
         this.bans = s.bans;
       }
       this.loaded = true;
     } catch (e) {
-      this.o.log.warn({ err: e instanceof Error ? e.message : String(e), store: this.o.status.describe }, "could not read the previous status (pending bans from before are not known)");
+      this.o.log.warn({ err: e instanceof Error ? e.message : String(e), store: this.o.status.describe }, "could not read the previous status (pending bans and re-attestations from before are not known)");
       this.loaded = true;
     }
   }
@@ -200,7 +229,7 @@ export class EntrySync {
    */
   async pass(dryRun: boolean): Promise<PassResult> {
     const { log, metrics } = this.o;
-    const empty = { creates: 0, updates: 0, deletes: 0, unchanged: 0, banned: [] as string[] };
+    const empty = { creates: 0, updates: 0, deletes: 0, unchanged: 0, banned: [] as string[], reattested: [] as string[] };
     let read;
     try {
       read = await this.readList();
@@ -231,8 +260,9 @@ export class EntrySync {
     const digest = nodeListDigest(list);
     const listed = new Set(list.nodes.map((n) => n.name));
     try {
-      const { report, removedNodes } = await syncNodeEntries(this.o.client, list, {
+      const { report, removedNodes, movedNodes } = await syncNodeEntries(this.o.client, list, {
         dryRun,
+        ...(this.o.now ? { now: this.o.now } : {}),
         metrics: this.engineMetrics,
         ...(this.o.pageSize !== undefined ? { pageSize: this.o.pageSize } : {}),
         ...(this.o.batchSize !== undefined ? { batchSize: this.o.batchSize } : {}),
@@ -241,15 +271,32 @@ export class EntrySync {
       const counts = { creates: report.creates.length, updates: report.updates.length, deletes: report.deletes.length, unchanged: report.unchanged };
       if (dryRun) {
         const ban = [...new Set(report.deletes.map((d) => parseNodeEntryId(d.key)?.name).filter((n): n is string => n !== undefined && !listed.has(n)))].sort();
+        // a dry run writes nothing, so no update reports its selectors: the pending re-attestations and every updated
+        // node (an update may or may not move the selectors)
+        const reattest = [...new Set([...[...this.reattests.values()].map((r) => r.node), ...report.updates.map((u) => parseNodeEntryId(u.key)?.name).filter((n): n is string => n !== undefined)])].sort();
         return {
-          outcome: "dry-run", digest, ...counts, banned: [],
-          plan: { create: report.creates.map((c) => c.key), update: report.updates.map((u) => u.key), delete: report.deletes.map((d) => d.key), ban },
+          outcome: "dry-run", digest, ...counts, banned: [], reattested: [],
+          plan: { create: report.creates.map((c) => c.key), update: report.updates.map((u) => u.key), delete: report.deletes.map((d) => d.key), ban, reattest },
         };
       }
       for (const b of removedNodes) this.pending.set(banKey(b), b);
       // A node back in the list (re-admitted before its ban ran) is not banned.
       for (const [k, b] of this.pending) if (listed.has(b.node)) this.pending.delete(k);
+      for (const r of movedNodes) {
+        // a later move of the same node: its older pending re-attestations now wait for the newest selectors (an
+        // agent still on an older generation is deleted for each, an agent on the newest ends them all)
+        for (const x of this.reattests.values()) if (x.node === r.node) x.current = r.current;
+        this.reattests.set(reattestKey(r), r);
+      }
+      // a node that left the list is banned instead: also its agents still carrying a previous entry's selectors
+      for (const [k, r] of this.reattests) {
+        if (listed.has(r.node)) continue;
+        this.reattests.delete(k);
+        const ban = { node: r.node, selectors: r.previous };
+        this.pending.set(banKey(ban), ban);
+      }
       const banned = await this.runBans();
+      const reattested = await this.runReattests();
       const itemErrors = [...report.creates, ...report.updates, ...report.deletes].filter((x) => x.outcome !== "ok");
       const errorText = itemErrors.length > 0 ? `${itemErrors.length} entry write(s) failed, e.g. ${itemErrors[0]?.key}: ${itemErrors[0]?.error ?? itemErrors[0]?.outcome}` : undefined;
       const banError = this.pending.size > 0 ? `${this.pending.size} ban(s) pending` : undefined;
@@ -257,6 +304,7 @@ export class EntrySync {
       const entries = report.byKey.size;
       metrics.entries.set(entries);
       metrics.pendingBans.set(this.pending.size);
+      metrics.pendingReattests.set(this.reattests.size);
       const outageInItems = itemErrors.some((x) => outageOf(x.cause) !== undefined);
       this.failures = converged ? 0 : this.failures + 1;
       if (!converged && outageInItems) this.spireState = { ok: false, detail: errorText ?? "SPIRE failed some writes" };
@@ -264,9 +312,10 @@ export class EntrySync {
       metrics.passes.inc({ outcome });
       const error = [errorText, banError].filter((x) => x !== undefined).join("; ");
       await this.writeStatus({ listDigest: digest, converged, entries, ...(error ? { error } : {}) });
-      const changed = counts.creates + counts.updates + counts.deletes + banned.length > 0;
-      (changed || !converged ? log.info.bind(log) : log.debug.bind(log))({ digest, ...counts, banned, converged, ...(error ? { error } : {}) }, "sync pass");
-      return { outcome, digest, ...counts, banned, ...(error ? { error } : {}) };
+      const changed = counts.creates + counts.updates + counts.deletes + banned.length + reattested.length > 0;
+      const pendingReattests = this.reattests.size;
+      (changed || !converged ? log.info.bind(log) : log.debug.bind(log))({ digest, ...counts, banned, reattested, pendingReattests, converged, ...(error ? { error } : {}) }, "sync pass");
+      return { outcome, digest, ...counts, banned, reattested, ...(error ? { error } : {}) };
     } catch (e) {
       const o = outageOf(e);
       const detail = e instanceof Error ? e.message : String(e);
@@ -306,6 +355,37 @@ export class EntrySync {
     return all;
   }
 
+  /** Deletes the agents of the pending re-attestations; a failed try stays pending, a done or given-up one does not. */
+  private async runReattests(): Promise<string[]> {
+    const all: string[] = [];
+    const now = (this.o.now?.() ?? new Date()).getTime();
+    const giveUp = this.o.reattestGiveUpMs ?? REATTEST_GIVE_UP_MS;
+    for (const [k, r] of [...this.reattests].sort(([a], [c]) => (a < c ? -1 : 1))) {
+      if (now - Date.parse(r.since) > giveUp) {
+        this.reattests.delete(k);
+        this.o.metrics.reattests.inc({ result: "gave-up" });
+        this.o.log.warn({ node: r.node, since: r.since, previous: r.previous, current: r.current }, "gave up re-attesting the agents of a node whose entry moved: no agent attested with the current selectors (is its spire-agent restarted on the renewed LDevID?)");
+        continue;
+      }
+      try {
+        const out = await reattestAgentsOf(this.o.client, r);
+        this.o.metrics.reattests.inc({ result: "deleted" }, out.deleted.length);
+        all.push(...out.deleted);
+        r.deletions += out.deleted.length;
+        if (out.deleted.length > 0) this.o.log.info({ node: r.node, agents: out.deleted }, "agents of a node whose entry moved deleted: they attest again with the node's current LDevID");
+        if (out.done) {
+          this.reattests.delete(k);
+          this.o.metrics.reattests.inc({ result: out.done === "attested" ? "done" : "no-agent" });
+          this.o.log.info({ node: r.node, deletions: r.deletions }, out.done === "attested" ? "an agent of the node attested with its entry's current selectors" : "no attested agent of the node to re-attest");
+        }
+      } catch (e) {
+        this.o.metrics.reattests.inc({ result: "error" });
+        this.o.log.warn({ node: r.node, err: e instanceof Error ? e.message : String(e) }, "deleting the agents of a node whose entry moved failed; it stays pending");
+      }
+    }
+    return all;
+  }
+
   private async writeStatus(s: Pick<SyncStatus, "listDigest" | "converged"> & { entries?: number; error?: string }): Promise<void> {
     const prev = this.lastStatus ? parseSyncStatus(this.lastStatus) : undefined;
     const body: Omit<SyncStatus, "at"> = {
@@ -314,6 +394,7 @@ export class EntrySync {
       converged: s.converged,
       entries: s.entries ?? prev?.entries ?? 0,
       pendingBans: [...this.pending.values()],
+      ...(this.reattests.size > 0 ? { pendingReattests: [...this.reattests.values()] } : {}),
       bans: this.bans,
       ...(s.error !== undefined ? { error: s.error } : {}),
     };

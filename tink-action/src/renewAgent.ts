@@ -22,7 +22,7 @@ export interface AgentDeps {
    * calls `hooks.beforeConfirm` with the issued certificates before it confirms them (the agent stages them there).
    */
   attest: (purpose: RenewPurpose, current: DevidSet, hooks?: AttestHooks) => Promise<RuntimeAttestResult>;
-  /** Restart spire-agent so it reads the renewed files. */
+  /** Restart spire-agent so it loads the renewed files (it attests with them once spire-plugin's sync deletes its agent). */
   signalSpire: () => SignalResult;
   /** Told after each attempt (the health endpoint reads it). */
   onStatus?: (s: AgentStatus) => void;
@@ -186,7 +186,7 @@ export class RenewAgent {
 
   private restartSpire(): void {
     const s = this.deps.signalSpire();
-    if (s.pids.length) this.deps.log.info({ pids: s.pids }, "signalled spire-agent to restart and attest with the renewed LDevID");
+    if (s.pids.length) this.deps.log.info({ pids: s.pids }, "signalled spire-agent to restart and load the renewed LDevID (it attests with it once spire-plugin's sync deletes its old agent)");
     else this.deps.log.warn({ code: "spire-signal", note: s.note ?? null }, `spire-agent was not signalled: ${s.note ?? "nothing to signal"}`);
   }
 

@@ -2,7 +2,7 @@
  * `fleetd-tink-action renew` — the node agent on Talos (a DaemonSet container next to spire-agent; manifests/
  * renew-daemonset.yaml). It copies the seed Talos wrote into the devid directory once, runs a runtime attestation
  * at every start, renews the LDevID/LAK certificates at two thirds of their lifetime, swaps the files atomically,
- * restarts spire-agent so it attests with the renewed LDevID, and reports its own verdict (status file, /readyz).
+ * restarts spire-agent so it loads the renewed LDevID (spire-plugin's sync then makes it attest with it), and reports its own verdict (status file, /readyz).
  * See devidStore.ts (files), renewSchedule.ts (when and the verdict), spireSignal.ts (the restart), README "renew".
  *
  * Modes: (default) run until SIGTERM/SIGINT; `--once`: seed, one attempt, exit; `--seed-only`: seed and check the

@@ -1,7 +1,10 @@
 /**
- * Making spire-agent read the renewed LDevID. Its tpm_devid plugin reads `devid_cert_path` and the key blobs when
- * the agent attests, so "re-read" means "restart" (research/spire.md §3.2–3.4). The mechanism is configuration
- * (`FLEETD_SPIRE_SIGNAL`):
+ * Making spire-agent load the renewed LDevID. Its tpm_devid plugin reads `devid_cert_path` and the key blobs when
+ * spire-agent starts (SPIRE v1.13.3: the plugin's Configure), so "re-read" means "restart". The restart does not
+ * attest by itself: a spire-agent that finds a valid agent SVID in its data_dir loads it and SPIRE keeps the old
+ * CN's selectors; it attests with the loaded renewed LDevID when spire-plugin's sync, having moved the node entry to
+ * the new CN, deletes the agent (spire-plugin/README.md, "Re-attestation after a renewal"). The mechanism is
+ * configuration (`FLEETD_SPIRE_SIGNAL`):
  *   none               nothing is signalled; the renewed files are used at spire-agent's next start
  *   process:<name>     every process whose /proc/<pid>/comm is <name> gets the signal — for the shipped DaemonSet,
  *                      where the renew agent is a container in spire-agent's pod with `shareProcessNamespace: true`

@@ -223,6 +223,11 @@ export interface SpireAgentOptions {
   tpmSocketPath: string;
   devid: DevidFiles;
   timeoutMs?: number;
+  /**
+   * The agent's data_dir, kept across starts (not removed by stop) as a persistent volume would: a start that finds
+   * a valid agent SVID there loads it and does not attest. Default: a fresh directory of this start.
+   */
+  dataDir?: string;
 }
 
 export interface SpireAgent {
@@ -240,8 +245,8 @@ export async function startSpireAgent(server: SpireServer, opts: SpireAgentOptio
   const bin = await spireBinDir();
   const shipped = readFileSync(SHIPPED_AGENT_CONF, "utf8");
   const dir = mkdtempSync(join(tmpdir(), "fleetd-spire-agent-"));
-  const data = join(dir, "data");
-  mkdirSync(data);
+  const data = opts.dataDir ?? join(dir, "data");
+  mkdirSync(data, { recursive: true });
   const bundle = join(dir, "bundle.pem");
   writeFileSync(bundle, await server.bundlePem());
   const socketPath = join(dir, "public", "api.sock");

@@ -231,7 +231,7 @@ test("dry run: the plan is computed against the real server, nothing is written"
   const seen: string[] = [];
   const r = await dryRun(cfg, { logger: pino({ level: "silent" }), onRpc: (rpc) => seen.push(rpc) });
   assert.equal(r.outcome, "dry-run");
-  assert.deepEqual(r.plan, { create: [nodeEntryId("node-new", root)], update: [], delete: [nodeEntryId("node-00004", root)], ban: ["node-00004"] });
+  assert.deepEqual(r.plan, { create: [nodeEntryId("node-new", root)], update: [], delete: [nodeEntryId("node-00004", root)], ban: ["node-00004"], reattest: [] });
   assert.ok(seen.every((x) => !WRITES.has(x)), `only reads: ${seen.join(", ")}`);
   assert.equal(rpcs.length, before);
   assert.equal(readFileSync(statusFile(), "utf8"), statusBefore, "the status is not written");

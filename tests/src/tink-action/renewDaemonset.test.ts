@@ -102,14 +102,14 @@ test("privileged only where /dev/tpmrm0 is opened, and the file says why; otherw
   assert.equal(pod?.automountServiceAccountToken, false, "no API token");
 });
 
-test("the restart mechanism: one PID namespace for the pod and FLEETD_SPIRE_SIGNAL=process:spire-agent; spire-agent's data_dir is not kept, so a restart attests again", () => {
+test("the restart mechanism: one PID namespace for the pod and FLEETD_SPIRE_SIGNAL=process:spire-agent; spire-agent's data_dir is an emptyDir (a new pod attests at start; a container restart keeps the agent SVID and spire-plugin's sync makes it attest again)", () => {
   assert.equal(pod?.shareProcessNamespace, true);
   const spire = pod?.containers.find((c) => c.name === "spire-agent") as Container;
   const conf = readFileSync(join(repo, "spire-plugin/examples/agent.conf"), "utf8");
   const dataDir = /data_dir = "([^"]+)"/.exec(conf)?.[1];
   const m = spire.volumeMounts?.find((x) => x.mountPath === dataDir);
   assert.ok(m, "agent.conf's data_dir is mounted");
-  assert.ok(volume(m.name)?.emptyDir && !volume(m.name)?.hostPath, "an emptyDir: no cached agent SVID survives a restart");
+  assert.ok(volume(m.name)?.emptyDir && !volume(m.name)?.hostPath, "an emptyDir, not a hostPath: no cached agent SVID survives the pod");
   const renew = pod?.containers.find((c) => c.name === "fleetd-renew") as Container;
   assert.equal(renew.env?.find((e) => e.name === "FLEETD_SPIRE_SIGNAL")?.value, "process:spire-agent");
 });

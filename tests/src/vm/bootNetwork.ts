@@ -315,11 +315,7 @@ async function startGateway(socket: string, target: string): Promise<Pick<Gatewa
       up.end(requestBody);
     });
   });
-  if (existsSync(socket)) rmSync(socket);
-  await new Promise<void>((res, rej) => {
-    server.once("error", rej);
-    server.listen(socket, () => res());
-  });
+  await listenOn(server, socket);
   return {
     requests,
     close: () =>
@@ -328,6 +324,15 @@ async function startGateway(socket: string, target: string): Promise<Pick<Gatewa
         server.close(() => res());
       }),
   };
+}
+
+/** `server` listening on the Unix socket `socket` (a stale socket file from an earlier run removed first). */
+async function listenOn(server: { once(e: "error", f: (e: Error) => void): unknown; listen(path: string, f: () => void): unknown }, socket: string): Promise<void> {
+  if (existsSync(socket)) rmSync(socket);
+  await new Promise<void>((res, rej) => {
+    server.once("error", rej);
+    server.listen(socket, () => res());
+  });
 }
 
 /** A byte-for-byte relay on the Unix socket `socket` to `target` (a loopback host:port), counting connections. */
@@ -351,11 +356,7 @@ async function startTcpRelay(socket: string, target: string): Promise<Pick<TcpGa
     down.pipe(up);
     up.pipe(down);
   });
-  if (existsSync(socket)) rmSync(socket);
-  await new Promise<void>((res, rej) => {
-    server.once("error", rej);
-    server.listen(socket, () => res());
-  });
+  await listenOn(server, socket);
   return {
     connections: () => count,
     close: () =>

@@ -1,6 +1,6 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import { banAgentsOf, fullSpec, MANAGED_ENTRY_FIELDS, nodeEntryBackend, sameEntry, syncNodeEntries, type AgentApi, type EntryApi } from "./entrySync.js";
+import { banAgentsOf, fullSpec, MANAGED_ENTRY_FIELDS, nodeEntryBackend, reattestAgentsOf, sameEntry, syncNodeEntries, type AgentApi, type EntryApi, type PendingReattest, type ReattestApi } from "./entrySync.js";
 import { nodeEntries, nodeEntryId, type NodeList } from "./nodeList.js";
 import type { Agent, Entry, EntryField, EntrySpec } from "./wire.js";
 import type { DeleteResult, EntryResult } from "./server.js";
@@ -152,4 +152,63 @@ test("bans: agents whose selectors include all of the removed entry's, not banne
   assert.deepEqual(r, [`spiffe://${TD}/spire/agent/tpm_devid/match`]);
   assert.deepEqual(banned, r);
   assert.deepEqual(asked, { byAttestationType: "tpm_devid", byBanned: false, bySelectors: { selectors: sel, match: "MATCH_SUPERSET" } });
+});
+
+const AT = new Date("2026-06-01T00:00:00.000Z");
+const cnSel = (cn: string) => ({ type: "tpm_devid", value: `subject:cn:${cn}` });
+const fpSel = (fp: string) => ({ type: "tpm_devid", value: `ca:fingerprint:${fp}` });
+
+test("re-attestations: an update that moves a listed node's CN is one; unchanged, created and removed nodes are none", async () => {
+  const spire = new FakeSpire();
+  await syncNodeEntries(spire, list([["a", 1], ["b", 1], ["c", 1]]));
+  const r = await syncNodeEntries(spire, list([["a", 2], ["b", 1], ["d", 1]]), { now: () => AT });
+  assert.deepEqual(r.report.updates.map((u) => u.key), [nodeEntryId("a", FP)]);
+  assert.deepEqual(r.movedNodes, [{ node: "a", previous: [cnSel("a.g1"), fpSel(FP)], current: [[cnSel("a.g2"), fpSel(FP)]], since: AT.toISOString(), deletions: 0 }]);
+  assert.deepEqual(r.removedNodes.map((b) => b.node), ["c"], "a removed node is banned, not re-attested");
+  // a dry run writes nothing: no move
+  const dry = await syncNodeEntries(spire, list([["a", 3], ["b", 1], ["d", 1]]), { dryRun: true });
+  assert.deepEqual(dry.movedNodes, []);
+});
+
+test("re-attestations: a root no longer listed (its entry deleted, the node listed under the other root) is one", async () => {
+  const spire = new FakeSpire();
+  const FP2 = "d".repeat(40);
+  const two: NodeList = { ...list([["a", 1]]), caFingerprints: [FP, FP2] };
+  await syncNodeEntries(spire, two);
+  const r = await syncNodeEntries(spire, { ...list([["a", 1]]), caFingerprints: [FP2] }, { now: () => AT });
+  assert.deepEqual(r.removedNodes, [], "the node is listed: no ban");
+  assert.deepEqual(r.movedNodes, [{ node: "a", previous: [cnSel("a.g1"), fpSel(FP)], current: [[cnSel("a.g1"), fpSel(FP2)]], since: AT.toISOString(), deletions: 0 }]);
+});
+
+test("reattestAgentsOf: deletes the agents with the previous selectors only; never one carrying the current ones, a banned one or another node's", async () => {
+  const agent = (id: string, selectors: Agent["selectors"], banned = false): Agent => ({ id: `spiffe://${TD}/spire/agent/tpm_devid/${id}`, attestationType: "tpm_devid", x509SvidSerialNumber: "1", x509SvidExpiresAt: 0, selectors, banned, canReattest: true, agentVersion: "1.13.3" });
+  const r: PendingReattest = { node: "a", previous: [cnSel("a.g1"), fpSel(FP)], current: [[cnSel("a.g2"), fpSel(FP)]], since: AT.toISOString(), deletions: 0 };
+  let agents: Agent[] = [];
+  const deleted: string[] = [];
+  const asked: unknown[] = [];
+  const api: ReattestApi = {
+    // the server's answer is not trusted for the match: everything is returned, the client checks
+    listAgents: async (f) => {
+      asked.push(f);
+      return agents;
+    },
+    deleteAgent: async (id) => void deleted.push(id),
+  };
+  agents = [agent("old", [...r.previous, { type: "tpm_devid", value: "issuer:cn:ca" }]), agent("banned", r.previous, true), agent("other", [cnSel("b.g1"), fpSel(FP)]), agent("new", r.current[0] as Agent["selectors"])];
+  assert.deepEqual(await reattestAgentsOf(api, r), { deleted: [`spiffe://${TD}/spire/agent/tpm_devid/old`], done: "attested" });
+  assert.deepEqual(deleted, [`spiffe://${TD}/spire/agent/tpm_devid/old`]);
+  assert.deepEqual(asked[0], { byAttestationType: "tpm_devid", byBanned: false, bySelectors: { selectors: r.previous, match: "MATCH_SUPERSET" } });
+  assert.deepEqual(asked[1], { byAttestationType: "tpm_devid", byBanned: false, bySelectors: { selectors: r.current[0], match: "MATCH_SUPERSET" } });
+  // an agent carrying both (never the case with one root, but checked) is not deleted
+  deleted.length = 0;
+  agents = [agent("both", [...r.previous, ...(r.current[0] as Agent["selectors"])])];
+  assert.deepEqual(await reattestAgentsOf(api, r), { deleted: [], done: "attested" });
+  assert.deepEqual(deleted, []);
+  // deleted now, not attested with the current selectors yet: still pending
+  agents = [agent("old", r.previous)];
+  assert.deepEqual(await reattestAgentsOf(api, r), { deleted: [`spiffe://${TD}/spire/agent/tpm_devid/old`] });
+  // none of either: done when nothing was ever deleted for it (no agent to move), pending otherwise
+  agents = [];
+  assert.deepEqual(await reattestAgentsOf(api, r), { deleted: [], done: "no-agent" });
+  assert.deepEqual(await reattestAgentsOf(api, { ...r, deletions: 1 }), { deleted: [] });
 });

@@ -13,15 +13,27 @@
  * A node that leaves the list loses its entry and its agents are banned: ListAgents (tpm_devid, not banned)
  * with the removed entry's selectors (`subject:cn:<CN>` and `ca:fingerprint:<root>`, MATCH_SUPERSET, checked
  * again here), then BanAgent each. Not by the agent ID SPIRE derives from the LDevID leaf (SHA-1 of its DER):
- * neither NetBox nor the list holds the leaf, and the selectors are exactly what made an agent that node. Agents
- * of an older LDevID generation cannot re-attest (their certificate's CN no longer matches) and their SVIDs
- * expire. A ban not yet done (SPIRE down) is kept pending and retried on every pass.
+ * neither NetBox nor the list holds the leaf, and the selectors are exactly what made an agent that node. A ban
+ * not yet done (SPIRE down) is kept pending and retried on every pass.
+ *
+ * A node whose entry's selectors move (a renewed LDevID: the CN's next generation, an update of the entry; or a root
+ * no longer listed: its entry is deleted, the ID holding the root, while the node's other entries stay) needs its
+ * agent to attest again: SPIRE keeps the selectors an agent attested with until it attests again, and a
+ * spire-agent started with a valid agent SVID in its data_dir loads it and does not attest (a restart after the
+ * renewal is not enough), so the moved entry would match no agent and the node's workloads would get no SVID
+ * until the agent SVID's own rotation. So the agents (tpm_devid, not banned) carrying the entry's previous
+ * selectors are deleted (DeleteAgent, not BanAgent): the agent's next call to SPIRE is refused with
+ * AGENT_NOT_ATTESTED and spire-agent attests again (tpm_devid is re-attestable) with the LDevID its tpm_devid
+ * plugin loaded when spire-agent started. That re-attestation is pending until an agent carrying the entry's
+ * current selectors is listed: a spire-agent not yet restarted on the renewed files attests again with the old
+ * leaf (the old selectors again) and is deleted again on the next pass, until it has been restarted. An agent
+ * carrying the current selectors is never deleted, and only fleetd's own entries are followed.
  */
 import { reconcile, type ItemResult, type ReconcileBackend, type ReconcileMetrics, type ReconcileReport } from "../reconcile/engine.js";
 import { nodeEntries, parseNodeEntryId, type NodeEntrySpec, type NodeList } from "./nodeList.js";
 import type { SpireServerClient } from "./server.js";
 import { serverId } from "./spiffeId.js";
-import type { Entry, EntryField, Selector } from "./wire.js";
+import type { Agent, Entry, EntryField, Selector } from "./wire.js";
 
 /** Every field of an entry fleetd manages: the update mask (never left out: SPIRE would overwrite all fields). */
 export const MANAGED_ENTRY_FIELDS: readonly EntryField[] = ["spiffeId", "parentId", "selectors", "x509SvidTtl", "jwtSvidTtl", "federatesWith", "admin", "downstream", "expiresAt", "dnsNames", "storeSvid", "hint"];
@@ -76,6 +88,8 @@ export function sameEntry(current: Entry, declared: NodeEntrySpec): boolean {
 export type EntryApi = Pick<SpireServerClient, "listEntriesPage" | "batchCreateEntry" | "batchUpdateEntry" | "batchDeleteEntry">;
 /** What the bans call. */
 export type AgentApi = Pick<SpireServerClient, "listAgents" | "banAgent">;
+/** What the re-attestations call. */
+export type ReattestApi = Pick<SpireServerClient, "listAgents" | "deleteAgent">;
 
 export interface NodeEntryBackendOptions {
   trustDomain: string;
@@ -85,6 +99,8 @@ export interface NodeEntryBackendOptions {
   batchSize?: number;
   /** Called with every entry a delete removed (or found already gone): the bans are derived from them. */
   onDeleted?: (e: Entry) => void;
+  /** Called with every entry an update wrote (before, after): the re-attestations are derived from them. */
+  onUpdated?: (before: Entry, after: Entry) => void;
 }
 
 const OK = 0;
@@ -121,7 +137,14 @@ export function nodeEntryBackend(client: EntryApi, o: NodeEntryBackendOptions): 
         batch.map((u) => fullSpec({ ...u.declared, id: u.current.id })),
         MANAGED_ENTRY_FIELDS,
       );
-      return results.map((r) => (r.status.code === OK && r.entry ? { ok: true, object: r.entry } : { ok: false, error: `${r.status.codeName}: ${r.status.message}` }));
+      return results.map((r, i) => {
+        if (r.status.code === OK && r.entry) {
+          const before = batch[i]?.current;
+          if (before) o.onUpdated?.(before, r.entry);
+          return { ok: true, object: r.entry };
+        }
+        return { ok: false, error: `${r.status.codeName}: ${r.status.message}` };
+      });
     },
     async delete(batch): Promise<ItemResult<unknown>[]> {
       const results = await client.batchDeleteEntry(batch.map((e) => e.id));
@@ -174,18 +197,101 @@ export async function banAgentsOf(client: AgentApi, ban: PendingBan): Promise<st
   return banned;
 }
 
+/**
+ * A node whose entry's selectors moved: the agents carrying `previous` (and none of the `current` sets) are to be
+ * deleted so that they attest again, until an agent carrying one of the `current` sets is listed (or `since` is
+ * older than the give-up time).
+ */
+export interface PendingReattest {
+  node: string;
+  /** The selectors of the node's entry before the update (or of its entry a root change removed). */
+  previous: Selector[];
+  /** The selectors of each of the node's entries now (one per root of the list). */
+  current: Selector[][];
+  /** When the move was written (ISO 8601). */
+  since: string;
+  /** Agents deleted for it so far. */
+  deletions: number;
+}
+
+const copySelectors = (x: readonly Selector[]): Selector[] => x.map((s) => ({ type: s.type, value: s.value }));
+
+/**
+ * The re-attestations a run calls for: for each entry of a listed node that an update changed or a delete removed
+ * (`before`: the entry as it was), one whose selectors are none of the node's declared entries' selectors now (a
+ * renewed LDevID's CN; a root no longer listed). Entries fleetd does not own and nodes not listed give none.
+ */
+export function pendingReattestsOf(before: readonly Entry[], list: NodeList, at: Date): PendingReattest[] {
+  const declared = new Map<string, Selector[][]>();
+  for (const d of nodeEntries(list)) {
+    const name = parseNodeEntryId(d.id)?.name;
+    if (name !== undefined) declared.set(name, [...(declared.get(name) ?? []), copySelectors(d.selectors)]);
+  }
+  const out: PendingReattest[] = [];
+  const seen = new Set<string>();
+  for (const e of before) {
+    const name = parseNodeEntryId(e.id)?.name;
+    const current = name !== undefined ? declared.get(name) : undefined;
+    if (name === undefined || !current) continue;
+    const keys = e.selectors.map(selKey);
+    if (current.some((c) => sameSet(c.map(selKey), keys))) continue;
+    const k = `${name}|${[...keys].sort().join(",")}`;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    out.push({ node: name, previous: copySelectors(e.selectors), current, since: at.toISOString(), deletions: 0 });
+  }
+  return out;
+}
+
+export interface ReattestOutcome {
+  /** Agents carrying the previous selectors that were deleted now. */
+  deleted: string[];
+  /**
+   * Nothing is pending any more: an agent carrying the current selectors is listed ("attested"), or none carries
+   * either and none was ever deleted for it ("no-agent": the node had no attested agent to move; a spire-agent
+   * that starts later attests with the files it finds).
+   */
+  done?: "attested" | "no-agent";
+}
+
+const agentFilter = (selectors: Selector[]) => ({ byAttestationType: "tpm_devid", byBanned: false, bySelectors: { selectors, match: "MATCH_SUPERSET" as const } });
+
+/**
+ * One try of a pending re-attestation: deletes every agent (tpm_devid, not banned) whose selectors include all of
+ * `r.previous` and not all of any `r.current` set, then reports whether an agent carrying all of one is listed
+ * (the caller counts `deleted` into `r.deletions`).
+ */
+export async function reattestAgentsOf(client: ReattestApi, r: PendingReattest): Promise<ReattestOutcome> {
+  const deleted: string[] = [];
+  const carriesCurrent = (a: Agent): boolean => !a.banned && r.current.some((c) => hasAll(a.selectors, c));
+  for (const a of await client.listAgents(agentFilter(r.previous))) {
+    if (a.banned || !hasAll(a.selectors, r.previous) || carriesCurrent(a)) continue;
+    await client.deleteAgent(a.id);
+    deleted.push(a.id);
+  }
+  for (const c of r.current) {
+    if ((await client.listAgents(agentFilter(c))).some(carriesCurrent)) return { deleted, done: "attested" };
+  }
+  if (deleted.length === 0 && r.deletions === 0) return { deleted, done: "no-agent" };
+  return { deleted };
+}
+
 export interface SyncOptions {
   dryRun?: boolean;
   metrics?: ReconcileMetrics;
   signal?: AbortSignal;
   pageSize?: number;
   batchSize?: number;
+  /** The time recorded in re-attestations (tests). */
+  now?: () => Date;
 }
 
 export interface SyncResult {
   report: ReconcileReport<Entry, string>;
   /** Nodes whose entries were removed in this run and that are not in the list any more (their agents get banned). */
   removedNodes: PendingBan[];
+  /** Listed nodes whose entries' selectors this run moved (their agents are to attest again): `pendingReattestsOf`. */
+  movedNodes: PendingReattest[];
 }
 
 /**
@@ -194,11 +300,13 @@ export interface SyncResult {
  */
 export async function syncNodeEntries(client: EntryApi, list: NodeList, o: SyncOptions = {}): Promise<SyncResult> {
   const deleted: Entry[] = [];
+  const changed: Entry[] = [];
   const backend = nodeEntryBackend(client, {
     trustDomain: list.trustDomain,
     ...(o.pageSize !== undefined ? { pageSize: o.pageSize } : {}),
     ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
     onDeleted: (e) => deleted.push(e),
+    onUpdated: (before) => changed.push(before),
   });
   const report = await reconcile(backend, nodeEntries(list), {
     ...(o.dryRun !== undefined ? { dryRun: o.dryRun } : {}),
@@ -209,5 +317,6 @@ export async function syncNodeEntries(client: EntryApi, list: NodeList, o: SyncO
   const removedNodes = deleted
     .map(pendingBanOf)
     .filter((b): b is PendingBan => b !== undefined && !listed.has(b.node));
-  return { report, removedNodes };
+  const movedNodes = pendingReattestsOf([...changed, ...deleted], list, o.now?.() ?? new Date());
+  return { report, removedNodes, movedNodes };
 }

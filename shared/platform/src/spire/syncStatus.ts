@@ -23,6 +23,12 @@ export const SyncStatus = z.strictObject({
   /** fleetd's entries after the pass. */
   entries: z.number().int().min(0),
   pendingBans: z.array(z.strictObject({ node: z.string().min(1).max(63), selectors: z.array(Sel).max(8) })).max(100_000),
+  /**
+   * Nodes whose entry's selectors moved (a renewed LDevID) and whose agent has not attested with them yet: its
+   * agents carrying the previous selectors are deleted on every pass so that they attest again. Not part of
+   * `converged` (a node's renewal does not hold back another node's retirement). Absent when none.
+   */
+  pendingReattests: z.array(z.strictObject({ node: z.string().min(1).max(63), previous: z.array(Sel).max(8), current: z.array(z.array(Sel).max(8)).max(8), since: z.iso.datetime({ offset: true }), deletions: z.number().int().min(0) })).max(100_000).optional(),
   bans: z.array(z.strictObject({ node: z.string().min(1).max(63), agents: z.array(z.string().max(2048)).max(1000), at: z.iso.datetime({ offset: true }) })).max(SYNC_STATUS_MAX_BANS),
   /** Why the last pass did not converge (a refused list, SPIRE down, item errors). */
   error: z.string().max(4000).optional(),
