@@ -24,8 +24,8 @@
 #    data_dir kept and does not attest again: SPIRE goes on naming it by the provision pass's LDevID (README).
 # Markers go to the serial console ("[fleetd-labos] …"); the install code, keys and blobs are never printed.
 #
-# Not here yet: a kubelet (its certificate rotation, its Node object), Talos's own services (this is a busybox stand-in for Talos, not
-# Talos), anything that survives a reboot (/var is the initramfs's).
+# Not here yet: a kubelet (its certificate rotation, its Node object), Talos's own services (this is a busybox
+# stand-in for Talos, not Talos), anything that survives a reboot (/var is the initramfs's).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export HOME=/root
