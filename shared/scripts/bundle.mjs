@@ -19,6 +19,21 @@ export const PARTS = {
   "spire-plugin": { entry: "dist/main.js", out: "spire-plugin.mjs", natives: [] },
 };
 
+/**
+ * esbuild's options for one ES module that the pinned Node.js 24 runs with no node_modules beside it (every part's
+ * bundle, and the lab OS's programs under tests/src/vm/).
+ */
+export const ESM_NODE_BUNDLE = Object.freeze({
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node24",
+  // CommonJS dependencies (pino, yaml, …) call require() for Node's modules; an ES module bundle has to provide it.
+  banner: { js: 'import { createRequire as __fleetdCreateRequire } from "node:module"; const require = __fleetdCreateRequire(import.meta.url);' },
+  legalComments: "none",
+  logLevel: "warning",
+});
+
 /** Bundles `part` into `outfile` (default <part>/dist/bundle/<out>; run after `tsc -b`); prints and returns the path. */
 export async function bundlePart(build, part, outfile) {
   const p = PARTS[part];
@@ -26,17 +41,10 @@ export async function bundlePart(build, part, outfile) {
   const pkg = join(root, part);
   const out = resolve(outfile ?? join(pkg, "dist/bundle", p.out));
   const result = await build({
+    ...ESM_NODE_BUNDLE,
     entryPoints: [join(pkg, p.entry)],
     outfile: out,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node24",
-    // CommonJS dependencies (pino, …) call require() for Node's modules; an ES module bundle has to provide it.
-    banner: { js: 'import { createRequire as __fleetdCreateRequire } from "node:module"; const require = __fleetdCreateRequire(import.meta.url);' },
     external: NATIVE,
-    legalComments: "none",
-    logLevel: "warning",
     metafile: true,
   });
   // External modules are never among the inputs: what the bundle would still import at run time is in its outputs.

@@ -5,7 +5,7 @@ import {
   type AgentApi, type DocumentStore, type EntryApi, fullSpec, parseSyncStatus, type ReattestApi, type SyncStatus,
 } from "@fleetd/platform/spire";
 import type { Agent, Entry, EntryField, EntrySpec, Selector } from "@fleetd/platform/spire";
-import { createSyncMetrics, EntrySync, REATTEST_GIVE_UP_MS, type SyncMetrics } from "./sync.js";
+import { createSyncMetrics, EntrySync, REATTEST_GIVE_UP_MS, REATTEST_RECHECK_CAP_MS, REATTEST_RECHECK_MS, type SyncMetrics } from "./sync.js";
 
 const TD = "lab.test";
 const FP = "c".repeat(40);
@@ -61,7 +61,9 @@ class FakeSpire implements EntryApi, AgentApi, ReattestApi {
     this.check();
     return ids.map((id) => (this.entries.delete(id), { status: ok, id }));
   }
+  listAgentCalls = 0;
   async listAgents(f: Parameters<AgentApi["listAgents"]>[0] = {}): Promise<Agent[]> {
+    this.listAgentCalls++;
     this.check(true);
     const want = new Set((f.bySelectors?.selectors ?? []).map((s) => `${s.type}:${s.value}`));
     return [...this.agents.values()].filter((a) => (f.byBanned === undefined || a.banned === f.byBanned) && [...want].every((w) => a.selectors.some((s) => `${s.type}:${s.value}` === w)));
@@ -190,6 +192,47 @@ test("a node with no attested agent is not waited for; one whose agent never com
   await sync.pass(false);
   assert.equal(statusDoc().pendingReattests, undefined);
   assert.deepEqual(await counter("fleetd_spire_plugin_reattests_total"), { deleted: 1, "no-agent": 1, "gave-up": 1 });
+});
+
+test("a node whose agent does not come back is tried again after a back-off of its own (5 s doubling to the cap), not at every pass; a try that deleted an agent is followed at once", async () => {
+  const { spire, list, sync, statusDoc, clock } = rig();
+  const later = (ms: number) => (clock.now = new Date(clock.now.getTime() + ms));
+  list.set(listText([["a", 1]]));
+  spire.attest("a1", [cnSel("a.g1"), fpSel(FP)]);
+  await sync.pass(false);
+  list.set(listText([["a", 2]]));
+  assert.deepEqual((await sync.pass(false)).reattested, [agentId("a1")], "the move deletes the old agent");
+  // the agent has not attested again yet: the next pass tries (a deletion was progress), finds nothing, backs off
+  let calls = spire.listAgentCalls;
+  await sync.pass(false);
+  assert.ok(spire.listAgentCalls > calls, "tried at the next pass after a deletion");
+  const tries: number[] = [];
+  for (const wait of [REATTEST_RECHECK_MS - 1, 1, 2 * REATTEST_RECHECK_MS - 1, 1]) {
+    later(wait);
+    calls = spire.listAgentCalls;
+    await sync.pass(false);
+    tries.push(spire.listAgentCalls - calls > 0 ? 1 : 0);
+  }
+  assert.deepEqual(tries, [0, 1, 0, 1], "tried after 5 s, then after 10 s — never in between");
+  // the back-off stops doubling at the cap
+  for (let i = 0; i < 12; i++) {
+    later(REATTEST_RECHECK_CAP_MS);
+    await sync.pass(false);
+  }
+  later(REATTEST_RECHECK_CAP_MS - 1);
+  calls = spire.listAgentCalls;
+  await sync.pass(false);
+  assert.equal(spire.listAgentCalls, calls, "not due before the cap");
+  later(1);
+  await sync.pass(false);
+  assert.ok(spire.listAgentCalls > calls, "due at the cap");
+  // the agent attests again with the old leaf (not restarted on the renewed files): deleted, and tried at once after
+  spire.attest("a1", [cnSel("a.g1"), fpSel(FP)]);
+  later(REATTEST_RECHECK_CAP_MS);
+  assert.deepEqual((await sync.pass(false)).reattested, [agentId("a1")]);
+  spire.attest("a2", [cnSel("a.g2"), fpSel(FP)]);
+  await sync.pass(false);
+  assert.equal(statusDoc().pendingReattests, undefined, "done at the pass after the deletion, no back-off in between");
 });
 
 test("a removed node's agents are still banned (not deleted), and its pending re-attestation is dropped", async () => {

@@ -5,7 +5,10 @@
  * list's store reports a change (file or ConfigMap watch), else every `intervalSeconds`; after a failed pass
  * (SPIRE down, its datastore failing) the next one comes after a backoff (0.5 s doubling to 30 s, jittered) and
  * the loop converges once SPIRE answers again. While a re-attestation is pending the next pass comes within
- * `REATTEST_RECHECK_MS`; one pending for longer than `reattestGiveUpMs` is dropped (logged, counted).
+ * `REATTEST_RECHECK_MS`; a node whose agents did not move in a try (nothing deleted, no agent with the current
+ * selectors yet, or SPIRE failing) is tried again after a back-off of its own (5 s doubling to
+ * `REATTEST_RECHECK_CAP_MS`), so a fleet renewing at once costs SPIRE a few listings per node, not one every
+ * 5 s for a day; one pending for longer than `reattestGiveUpMs` is dropped (logged, counted).
  *
  * A list that is absent, too large, not JSON, invalid or for another trust domain changes no entry: the pass is
  * reported (log, `fleetd_spire_plugin_list_refusals_total{code}`, /readyz `list` detail, the status's error)
@@ -80,6 +83,8 @@ export interface EntrySyncOptions {
 export const REATTEST_GIVE_UP_MS = 24 * 3600_000;
 /** While a re-attestation is pending the next pass comes within this (a spire-agent restarted after a renewal). */
 export const REATTEST_RECHECK_MS = 5_000;
+/** The longest back-off between two tries of one node's pending re-attestation (see the file comment). */
+export const REATTEST_RECHECK_CAP_MS = 5 * 60_000;
 
 export type PassOutcome = "converged" | "item-errors" | "list-refused" | "no-list" | "spire-unavailable" | "error" | "dry-run";
 
@@ -104,6 +109,8 @@ const reattestKey = (r: PendingReattest): string => banKey({ node: r.node, selec
 export class EntrySync {
   private readonly pending = new Map<string, PendingBan>();
   private readonly reattests = new Map<string, PendingReattest>();
+  /** Per pending re-attestation (its key): tries without progress in a row and when the next try is due (ms). */
+  private readonly reattestBackoff = new Map<string, { tries: number; dueAt: number }>();
   private bans: SyncStatus["bans"] = [];
   private lastStatus: string | undefined;
   private running: Promise<void> | undefined;
@@ -171,7 +178,7 @@ export class EntrySync {
           return;
         }
         const base = this.failures > 0 ? backoffDelayMs(this.failures, Math.random(), { baseMs: 500, capMs: 30_000 }) : this.o.intervalMs;
-        const wait = this.reattests.size > 0 ? Math.min(base, REATTEST_RECHECK_MS) : base;
+        const wait = this.reattests.size > 0 ? Math.min(base, this.nextReattestInMs()) : base;
         this.timer = setTimeout(() => this.trigger(), wait);
         this.timer.unref();
       });
@@ -285,8 +292,13 @@ export class EntrySync {
       for (const r of movedNodes) {
         // a later move of the same node: its older pending re-attestations now wait for the newest selectors (an
         // agent still on an older generation is deleted for each, an agent on the newest ends them all)
-        for (const x of this.reattests.values()) if (x.node === r.node) x.current = r.current;
+        for (const [k, x] of this.reattests) {
+          if (x.node !== r.node) continue;
+          x.current = r.current;
+          this.reattestBackoff.delete(k);
+        }
         this.reattests.set(reattestKey(r), r);
+        this.reattestBackoff.delete(reattestKey(r));
       }
       // a node that left the list is banned instead: also its agents still carrying a previous entry's selectors
       for (const [k, r] of this.reattests) {
@@ -355,31 +367,56 @@ export class EntrySync {
     return all;
   }
 
-  /** Deletes the agents of the pending re-attestations; a failed try stays pending, a done or given-up one does not. */
+  /** How long until the first pending re-attestation is due (at least 1 s, at most REATTEST_RECHECK_MS if one is due now). */
+  private nextReattestInMs(): number {
+    const now = (this.o.now?.() ?? new Date()).getTime();
+    let next = REATTEST_RECHECK_CAP_MS;
+    for (const k of this.reattests.keys()) next = Math.min(next, (this.reattestBackoff.get(k)?.dueAt ?? 0) - now);
+    return Math.max(next <= 0 ? REATTEST_RECHECK_MS : next, 1_000);
+  }
+
+  /** A try of `k` that moved nothing: the next one after 5 s, 10 s, … up to REATTEST_RECHECK_CAP_MS. */
+  private backOffReattest(k: string, now: number): void {
+    const tries = (this.reattestBackoff.get(k)?.tries ?? 0) + 1;
+    this.reattestBackoff.set(k, { tries, dueAt: now + Math.min(REATTEST_RECHECK_MS * 2 ** (tries - 1), REATTEST_RECHECK_CAP_MS) });
+  }
+
+  /**
+   * Deletes the agents of the pending re-attestations that are due; a failed try stays pending, a done or
+   * given-up one does not. A try that deleted agents is followed by another at the next pass (the agents attest
+   * again within seconds); one that moved nothing backs off (`backOffReattest`).
+   */
   private async runReattests(): Promise<string[]> {
     const all: string[] = [];
     const now = (this.o.now?.() ?? new Date()).getTime();
     const giveUp = this.o.reattestGiveUpMs ?? REATTEST_GIVE_UP_MS;
+    for (const k of this.reattestBackoff.keys()) if (!this.reattests.has(k)) this.reattestBackoff.delete(k);
     for (const [k, r] of [...this.reattests].sort(([a], [c]) => (a < c ? -1 : 1))) {
       if (now - Date.parse(r.since) > giveUp) {
         this.reattests.delete(k);
+        this.reattestBackoff.delete(k);
         this.o.metrics.reattests.inc({ result: "gave-up" });
         this.o.log.warn({ node: r.node, since: r.since, previous: r.previous, current: r.current }, "gave up re-attesting the agents of a node whose entry moved: no agent attested with the current selectors (is its spire-agent restarted on the renewed LDevID?)");
         continue;
       }
+      if ((this.reattestBackoff.get(k)?.dueAt ?? 0) > now) continue;
       try {
         const out = await reattestAgentsOf(this.o.client, r);
         this.o.metrics.reattests.inc({ result: "deleted" }, out.deleted.length);
         all.push(...out.deleted);
         r.deletions += out.deleted.length;
         if (out.deleted.length > 0) this.o.log.info({ node: r.node, agents: out.deleted }, "agents of a node whose entry moved deleted: they attest again with the node's current LDevID");
+        if (out.deleted.length > 0) this.reattestBackoff.delete(k);
+        else if (!out.done) this.backOffReattest(k, now);
         if (out.done) {
           this.reattests.delete(k);
+          this.reattestBackoff.delete(k);
           this.o.metrics.reattests.inc({ result: out.done === "attested" ? "done" : "no-agent" });
           this.o.log.info({ node: r.node, deletions: r.deletions }, out.done === "attested" ? "an agent of the node attested with its entry's current selectors" : "no attested agent of the node to re-attest");
         }
       } catch (e) {
         this.o.metrics.reattests.inc({ result: "error" });
+        this.backOffReattest(k, now);
         this.o.log.warn({ node: r.node, err: e instanceof Error ? e.message : String(e) }, "deleting the agents of a node whose entry moved failed; it stays pending");
       }
     }

@@ -18,6 +18,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { ESM_NODE_BUNDLE } from "../../../shared/scripts/bundle.mjs";
 import { parse as parseYaml, stringify } from "yaml";
 import type { Mode } from "@fleetd/platform/protocol";
 import { fleetd } from "../netbox/fixture.js";
@@ -139,18 +140,7 @@ export function serveLabos(net: BootNetwork, mac: string, o: LabosServed): void 
  * `pnpm -s build` first) into `out`: one ES module the lab OS's Node.js runs.
  */
 export async function kubeletBootstrapBundle(out: string): Promise<string> {
-  await build({
-    entryPoints: [fileURLToPath(new URL("./kubeletBootstrap.js", import.meta.url))],
-    outfile: out,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node24",
-    // yaml (CommonJS) calls require() for Node's modules; an ES module bundle has to provide it (as shared/scripts/bundle.mjs)
-    banner: { js: 'import { createRequire as __fleetdCreateRequire } from "node:module"; const require = __fleetdCreateRequire(import.meta.url);' },
-    legalComments: "none",
-    logLevel: "warning",
-  });
+  await build({ ...ESM_NODE_BUNDLE, entryPoints: [fileURLToPath(new URL("./kubeletBootstrap.js", import.meta.url))], outfile: out });
   return out;
 }
 
