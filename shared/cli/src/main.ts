@@ -32,6 +32,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
   "kube setup": { summary: "apply the CSR gate's RBAC and approval policy to the workload cluster (idempotent; --print for YAML)", load: () => import("./kubeSetup.js") },
   "retire status": { summary: "show each node retirement's steps (progress records in the management cluster)", load: () => import("./retire-status.js") },
   pending: { summary: "list unknown EKs waiting for an operator (from talos-config-server's state database)", load: () => import("./pending.js") },
+  lab: { summary: "the lab (a checkout only): up, down, provision|attest|wipe|retire NODE, console NODE", load: () => import("./lab.js") },
 };
 
 function usage(): string {

@@ -242,5 +242,11 @@ mark "spire-agent attested again: $REATTESTED"
 svid 60 || fail "no X.509-SVID after the renewal: $(tail -c 600 /tmp/svid.txt | tr '\n' ' ')"
 mark "svid after renewal $SVID devid leaf sha1=$(sha1of "$LEAF2")"
 mark "done"
+# A node keeps running (the lab's continuous story retires it later: FLEETD_LABOS_KEEP_RUNNING=yes in labos.env);
+# its node agent and spire-agent go on until the machine is powered off.
+if [ "${FLEETD_LABOS_KEEP_RUNNING:-}" = yes ]; then
+  mark "running until powered off"
+  while :; do sleep 3600; done
+fi
 poweroff -f
 sleep 30

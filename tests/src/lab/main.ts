@@ -128,7 +128,20 @@ try {
 } finally {
   await tpm?.stop();
 }
-if (!process.argv.includes("--tpm-only")) {
+if (process.argv.includes("--machines")) {
+  process.stdout.write("\nThe machines: one continuous story on one set of platforms, real firmware, real boots\n");
+  let world: LabWorld | undefined;
+  try {
+    await report.step("start the platforms and the lab machines (NetBox, Kubernetes + Tinkerbell + Rufio, SPIRE, the CA, the attestation server, netbox-script, the boot network, QEMU machines with swtpm)", async () => {
+      world = await startLabWorld({ progress: (l) => process.stdout.write(`      · ${l}\n`) });
+      return `machines: ${Object.values(world.machines).map((m) => `${m.node} (${m.kind}, ${m.mac})`).join(", ")}`;
+    });
+    if (world) await machineStory(report, world);
+  } finally {
+    if (world?.notes.length) process.stdout.write(`\nnoticed on the way:\n${world.notes.join("\n")}\n`);
+    await world?.stop();
+  }
+} else if (!process.argv.includes("--tpm-only")) {
   process.stdout.write("\nPart 2: from a NetBox record to an active, attested Talos node\n");
   await lifecycle(report);
   process.stdout.write("\nPart 3: the platforms — Tinkerbell, Rufio and a Redfish BMC: provision, then retirement\n");
@@ -139,3 +152,5 @@ process.exitCode = report.finish() ? 0 : 1;
 import { Report } from "./report.js";
 import { lifecycle } from "./lifecycle.js";
 import { platforms } from "./platforms.js";
+import { startLabWorld, type LabWorld } from "./world.js";
+import { machineStory } from "./story.js";

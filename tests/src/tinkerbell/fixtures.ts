@@ -5,7 +5,7 @@
  */
 import * as k8s from "@kubernetes/client-node";
 import { z } from "zod";
-import { startControlPlane, type ControlPlane } from "../harness/kube.js";
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from "../harness/kube.js";
 import { startTinkerbell, type Tinkerbell } from "../harness/tinkerbell.js";
 import { installTinkerbellCrds } from "../harness/tinkerbellCrds.js";
 import { pollValue } from "../harness/ports.js";
@@ -23,8 +23,8 @@ export interface Env {
   stop(): Promise<void>;
 }
 
-export async function startEnv(namespace: string, opts: { autoEnrollment?: boolean } = {}): Promise<Env> {
-  const cp = await startControlPlane();
+export async function startEnv(namespace: string, opts: { autoEnrollment?: boolean; controlPlane?: ControlPlaneOptions } = {}): Promise<Env> {
+  const cp = await startControlPlane(opts.controlPlane);
   try {
     const crds = await installTinkerbellCrds(cp);
     const kc = new k8s.KubeConfig();

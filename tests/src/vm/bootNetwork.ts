@@ -80,6 +80,10 @@ export interface BootNetwork {
   readonly dir: string;
   /** Files (name → content, or a file to copy) TFTP serves to the machine with this MAC, and only to it. */
   serveTo(mac: string, files: Record<string, string | Uint8Array | { copyOf: string }>): void;
+  /** Stops serving these files to the machine with this MAC (its boot file: its firmware's PXE then fails over to the disk). */
+  unserve(mac: string, names: readonly string[]): void;
+  /** Whether TFTP serves `name` to the machine with this MAC. */
+  serves(mac: string, name: string): boolean;
   addPort(opts?: { lldp?: { device: string; port: string } }): Promise<SwitchPort>;
   /** `target` (http://127.0.0.1:PORT on the host) at serverAddress:`port` for the machines, recording what passes. */
   expose(target: string, port: number): Promise<Gateway>;
@@ -213,6 +217,13 @@ export async function startBootNetwork(opts: { bootFile?: string } = {}): Promis
         writeFileSync(join(d, name), data, { mode: 0o644 });
       }
     },
+    unserve(mac, names) {
+      for (const name of names) {
+        if (!/^[A-Za-z0-9._-]+$/.test(name)) throw new Error(`not a plain file name: ${name}`);
+        rmSync(join(tftpRoot, tftpDirOf(mac), name), { force: true });
+      }
+    },
+    serves: (mac, name) => /^[A-Za-z0-9._-]+$/.test(name) && existsSync(join(tftpRoot, tftpDirOf(mac), name)),
     async addPort(o = {}) {
       const tap = `tap${portSeq++}`;
       await ip(["-n", netns, "tuntap", "add", "dev", tap, "mode", "tap"]);

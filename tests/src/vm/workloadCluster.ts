@@ -21,6 +21,7 @@ import pino from "pino";
 import { kubeFromConfig, type Kube } from "@fleetd/platform/kube";
 import { startCsrGate, type CsrGate } from "@fleetd/talos-config-server/csrGate";
 import type { World } from "../attestation/world.js";
+import type { ControlPlane } from "../harness/kube.js";
 
 const CLI = fileURLToPath(new URL("../../../shared/cli/dist/main.js", import.meta.url));
 export const GATE_NAMESPACE = "fleetd";
@@ -41,8 +42,11 @@ function crb(name: string, role: string, groups: string[]): k8s.V1ClusterRoleBin
   };
 }
 
+/** What the gate needs of a world: its cluster (as admin), the attestation state store, the NetBox journal. */
+export type WorkloadParts = Pick<World, "kube" | "store" | "inventory"> & { cp: Pick<ControlPlane, "kubeconfig" | "server" | "caPem"> };
+
 /** Sets up the world's cluster as the workload cluster and starts fleetd's CSR gate on it. */
-export async function startWorkloadCluster(w: World): Promise<WorkloadCluster> {
+export async function startWorkloadCluster(w: WorkloadParts): Promise<WorkloadCluster> {
   const admin = w.kube;
   await admin.core.createNamespace({ body: { metadata: { name: GATE_NAMESPACE } } });
   await admin.core.createNamespacedServiceAccount({ namespace: GATE_NAMESPACE, body: { metadata: { name: GATE_ACCOUNT } } });
