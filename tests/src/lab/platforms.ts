@@ -45,6 +45,11 @@ export async function platforms(report: Report): Promise<void> {
       if (!line || !first?.journalled.includes(wf) || (again?.journalled.length ?? 0) > 0) throw new Error(`journalled ${JSON.stringify(first)}, then ${JSON.stringify(again)}; line ${line}`);
       return `${line}\n(the next pass journals nothing: the Workflow carries fleetd.io/outcome-journalled)`;
     });
+    await report.step("the machine is handed over to its installed OS: fleetd's Rufio Job powers it off, sets its boot device to the disk, powers it on", async () => {
+      const b = await world.bootedInstalledOs(wf);
+      if (b.bootDevice !== "Hdd" || b.power !== "On") throw new Error(`after ${b.job} the BMC boots ${String(b.bootDevice)}, power ${b.power}`);
+      return `Job ${b.job} completed; BMC boot device ${b.bootDevice}, power ${b.power}; boots by the BMC: ${real.boots.join(", ")}`;
+    });
     await report.step("status decommissioning: retirement runs its steps — the wipe Workflow's containers (attest, whole disk, TPM), Rufio powers the machine off, NetBox offline", async () => {
       const { wipe, actions: names, journal } = await world.retire("lab: retire");
       const steps = journal.map((j) => j.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));

@@ -482,9 +482,9 @@ test("the management RBAC manifest is enough: every effect runs as a ServiceAcco
   // (patch). The first restart in a fresh cluster waits up to ~30 s: the garbage collector watches a new CRD's
   // objects only after its next discovery pass.
   await failBootJob(b.name, "Rufio: task failed");
-  assert.deepEqual(await followWorkflows({ objects: eff.objects, journal: new Entries(), bootRetries: 1 }), { journalled: [], restarted: [b.name], errors: [] });
+  assert.deepEqual(await followWorkflows({ objects: eff.objects, journal: new Entries(), bootRetries: 1 }), { journalled: [], booted: [], restarted: [b.name], errors: [] });
   await failBootJob(b.name, "Rufio: task failed");
-  assert.deepEqual(await followWorkflows({ objects: eff.objects, journal: new Entries(), bootRetries: 1 }), { journalled: [b.name], restarted: [], errors: [] });
+  assert.deepEqual(await followWorkflows({ objects: eff.objects, journal: new Entries(), bootRetries: 1 }), { journalled: [b.name], booted: [], restarted: [], errors: [] });
   const job = await eff.powerOff(n, "rbac-off");
   assert.deepEqual(await eff.jobState(job), { state: "pending" });
   // retirement's power-off after a failed Job: the failed Job deleted, the same one created again
@@ -586,7 +586,7 @@ test("Workflow outcomes: a boot-Job failure starts the same Workflow again after
   const n = node("out-1", "0c:c4:7a:00:0a:01", { type: "redfish", address: "10.30.0.61", credentials: own("out-1") });
   const a = await effects.start(n, { mode: "provision", requestId: "out-1" });
   const first = await get(tink("workflows"), a.name);
-  assert.deepEqual(await follow(), { journalled: [], restarted: [], errors: [] }, "an unfinished Workflow is left alone");
+  assert.deepEqual(await follow(), { journalled: [], booted: [], restarted: [], errors: [] }, "an unfinished Workflow is left alone");
 
   for (const attempt of [1, 2]) {
     const before = await get(tink("workflows"), a.name);
@@ -607,12 +607,12 @@ test("Workflow outcomes: a boot-Job failure starts the same Workflow again after
   }
   // the budget is spent: journalled as failed, once
   await failBootJob(a.name, "power on: connection refused");
-  assert.deepEqual(await follow(), { journalled: [a.name], restarted: [], errors: [] });
+  assert.deepEqual(await follow(), { journalled: [a.name], booted: [], restarted: [], errors: [] });
   assert.equal(journal.entries.at(-1)!.entry.kind, "danger");
   assert.match(journal.entries.at(-1)!.entry.summary, /failed: the boot Job failed before any action ran, also after 2 restart\(s\); no action ran/);
   assert.deepEqual(journal.entries.at(-1)!.entry.reasons, [{ check: "workflow.boot-job", detail: `netboot-${a.name}: \`BootJobFailed: power on: connection refused\`` }]);
   const count = journal.entries.length;
-  assert.deepEqual(await follow(), { journalled: [], restarted: [], errors: [] }, "journalled once");
+  assert.deepEqual(await follow(), { journalled: [], booted: [], restarted: [], errors: [] }, "journalled once");
   assert.equal(journal.entries.length, count);
 
   // an action that failed, with the agent's message as tink-server records it; then a success
@@ -632,7 +632,27 @@ test("Workflow outcomes: a boot-Job failure starts the same Workflow again after
   // retirement's own wipe Workflows are retirement's to follow
   const r = await effects.start(node("out-2", "0c:c4:7a:00:0a:02"), { mode: "wipe", requestId: "retire-out-2", retirement: true });
   await setWorkflowState(r.name, "FAILED");
-  assert.deepEqual(await follow(), { journalled: [c.name], restarted: [], errors: [] });
+  assert.deepEqual(await follow(), { journalled: [c.name], booted: [], restarted: [], errors: [] });
   assert.deepEqual([journal.entries.at(-1)!.entry.kind, journal.entries.at(-1)!.entry.summary], ["success", `wipe Workflow ${c.name} succeeded: fleetd-attest → wipe-disk`]);
   assert.equal(journal.entries.filter((e) => e.node === "out-2").length, 0);
+
+  // A provision Workflow that succeeded leaves the machine in HookOS: with a BMC fleetd boots the installed OS (a
+  // Rufio Job: off, boot device disk once, on), before journalling; again on a retry, the same Job.
+  const p = await effects.start(n, { mode: "provision", requestId: "out-4" });
+  const succeed = (name: string, mac: string) => custom().patchNamespacedCustomObjectStatus({ ...tink("workflows"), name, body: { status: {
+    state: "SUCCESS", tasks: [{ id: "t", name: "provision", agentID: mac, actions: ["fleetd-attest", "wipe-disk", "install-talos", "fleetd-write-meta"].map((x, i) => ({ id: `a${i}`, name: x, image: "x", state: "SUCCESS" })) }],
+  } } }, k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  await succeed(p.name, n.macs[0] ?? "");
+  assert.deepEqual(await follow(), { journalled: [p.name], booted: [`${p.name}-boot-disk`], restarted: [], errors: [] });
+  const job = await get(bmcApi("jobs"), `${p.name}-boot-disk`);
+  assert.deepEqual(at(job, "spec"), { machineRef: { name: "out-1", namespace: NS }, tasks: [{ powerAction: "off" }, { oneTimeBootDeviceAction: { device: ["disk"], efiBoot: true } }, { powerAction: "on" }] });
+  assert.equal((job.metadata as { labels?: Record<string, string> }).labels?.["fleetd.io/node"], "out-1");
+  assert.deepEqual([journal.entries.at(-1)!.node, journal.entries.at(-1)!.entry.kind, journal.entries.at(-1)!.entry.summary], ["out-1", "success", `provision Workflow ${p.name} succeeded: fleetd-attest → wipe-disk → install-talos → fleetd-write-meta; booting the installed OS: Rufio Job ${p.name}-boot-disk (power off, boot device disk, power on)`]);
+  assert.deepEqual(await follow(), { journalled: [], booted: [], restarted: [], errors: [] }, "booted and journalled once");
+  // without a BMC there is no Job: the journal says what the operator does
+  const q = await effects.start(node("out-3", "0c:c4:7a:00:0a:03"), { mode: "provision", requestId: "out-5" });
+  await succeed(q.name, "0c:c4:7a:00:0a:03");
+  assert.deepEqual(await follow(), { journalled: [q.name], booted: [], restarted: [], errors: [] });
+  assert.match(journal.entries.at(-1)!.entry.summary, /; no BMC: power-cycle the machine to boot the installed OS \(its netboot is off now\)$/);
+  assert.equal(await apiStatus(get(bmcApi("jobs"), `${q.name}-boot-disk`)), 404);
 });

@@ -195,6 +195,10 @@ test("intake → admission → provision with the real tink-agent: tink-server e
   const ended = (await readJournal(w.f.admin, d.id)).filter((e) => e.comments.includes(`provision Workflow ${wf} succeeded: fleetd-attest → wipe-disk → install-talos → fleetd-write-meta`));
   assert.equal(ended.length, 1, "the SUCCESS journalled once");
   assert.equal(ended[0]?.kind, "success");
+  // ... and the machine was handed over to the installed OS: fleetd's Rufio Job (off, boot device disk, on)
+  assert.match(ended[0]?.comments ?? "", new RegExp(`booting the installed OS: Rufio Job ${wf}-boot-disk \\(power off, boot device disk, power on\\)`));
+  const booted = await w.bootedInstalledOs(wf);
+  assert.deepEqual([booted.bootDevice, booted.power], ["Hdd", "On"], `the BMC boots the disk, powered on: ${JSON.stringify(booted)}`);
   assert.deepEqual(hostDisksFingerprint(), hostDisks, `the host's own disks (${Object.keys(hostDisks).join(", ")}) are untouched: only the lab's loop device was written`);
 });
 

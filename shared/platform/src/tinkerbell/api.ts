@@ -82,6 +82,7 @@ export const WorkflowObject = AnyObject.extend({
       hardwareRef: z.string().optional(),
       hardwareMap: z.record(z.string(), z.string()).optional(),
       disabled: z.boolean().optional(),
+      bootOptions: z.object({ toggleAllowNetboot: z.boolean().optional(), bootMode: z.string().optional() }).passthrough().optional(),
     })
     .passthrough()
     .default({}),

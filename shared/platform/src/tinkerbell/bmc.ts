@@ -7,9 +7,9 @@ import { isAlreadyExists } from "../kube/client.js";
 import { AnyObject, BMC_JOB, BMC_MACHINE, isOurs, JobObject, LABEL_NODE } from "./api.js";
 import { resolveCredentials } from "./credentials.js";
 import { TinkerbellError } from "./errors.js";
-import { buildPowerOffJob, jobStateOf, type JobState } from "./job.js";
+import { buildBootDiskJob, buildPowerOffJob, jobStateOf, type JobState } from "./job.js";
 import { buildMachine, type MachineOptions, type SecretRef } from "./machine.js";
-import { machineName } from "./names.js";
+import { machineName, requireNodeName } from "./names.js";
 import type { NamedNode } from "./node.js";
 import type { Objects } from "./objects.js";
 import { syncObjects } from "./sync.js";
@@ -34,6 +34,24 @@ export async function powerOff(objs: Objects, node: NamedNode, requestId: string
   const job = buildPowerOffJob(node.name, requestId, objs.namespace);
   const machine = await objs.get(BMC_MACHINE, job.spec.machineRef.name, AnyObject);
   if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no-bmc", `${node.name}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's (ensure the BMC Machine first)`);
+  try {
+    await objs.create(BMC_JOB, job);
+  } catch (e) {
+    if (!isAlreadyExists(e)) throw e;
+    const live = await objs.get(BMC_JOB, job.metadata.name, AnyObject);
+    if (!live || !isOurs(live.metadata)) throw new TinkerbellError("not-ours", `Job ${objs.namespace}/${job.metadata.name} exists and is not fleetd's`);
+  }
+  return job.metadata.name;
+}
+
+/**
+ * Creates the Job that boots the OS provision Workflow `workflow` installed on `node` (off, boot device disk, on);
+ * the same Workflow again → the same Job. Refuses when the node has no Machine of fleetd's. Returns its name.
+ */
+export async function bootInstalledOs(objs: Objects, node: string, workflow: string): Promise<string> {
+  const job = buildBootDiskJob(requireNodeName(node), workflow, objs.namespace);
+  const machine = await objs.get(BMC_MACHINE, job.spec.machineRef.name, AnyObject);
+  if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no-bmc", `${node}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's to boot the installed OS with`);
   try {
     await objs.create(BMC_JOB, job);
   } catch (e) {

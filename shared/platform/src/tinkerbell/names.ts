@@ -29,6 +29,8 @@ export const hardwareName = (node: NodeName): string => node;
 export const machineName = (node: NodeName): string => node;
 export const bmcSecretName = (node: NodeName): string => `fleetd-bmc-${node}`;
 export const powerOffJobName = (node: NodeName, requestId: string): string => `fleetd-${node}-poweroff-${requestTag(requestId)}`;
+/** The Job that boots the OS a provision Workflow installed: `<workflow>-boot-disk` (at most 100 characters). */
+export const bootDiskJobName = (workflow: string): string => `${workflow}-boot-disk`;
 
 /** The Workflow tink-server creates for an auto-enrolled agent (TB tink/server/internal/grpc/kube.go makeValidName). */
 export function enrollmentWorkflowName(agentId: string): string {

@@ -37,7 +37,7 @@ test("outcome: a boot-Job failure restarts within the budget (the count from the
 
 test("outcome: success lists the actions; a timeout names the action and the global timeout; a failed template is a reason", () => {
   const ok = judgeOutcome(wf({ state: "SUCCESS", tasks: [{ actions: [{ name: "a" }, { name: "b" }] }] }), 3);
-  assert.deepEqual(ok, { kind: "journal", entry: { kind: "success", summary: "provision Workflow fleetd-n1-provision-0123456789 succeeded: a → b" } });
+  assert.deepEqual(ok, { kind: "journal", entry: { kind: "success", summary: "provision Workflow fleetd-n1-provision-0123456789 succeeded: a → b; no BMC: power-cycle the machine to boot the installed OS (its netboot is off now)" } });
   const t = judgeOutcome(wf({ state: "TIMEOUT", globalTimeout: 5400, currentState: { actionName: "install-talos", state: "TIMEOUT" }, tasks: [{ actions: [{ name: "install-talos", state: "TIMEOUT", message: "x".repeat(2000) }] }] }), 3);
   assert.ok(t.kind === "journal");
   assert.equal(t.entry.summary, "provision Workflow fleetd-n1-provision-0123456789 timed out at action install-talos (global timeout 5400 s)");
@@ -49,6 +49,20 @@ test("outcome: success lists the actions; a timeout names the action and the glo
   assert.equal(md.entry.reasons?.[0]?.detail, "wipe-disk (FAILED): `x  [click](https://evil.example) # owned`");
   const tpl = judgeOutcome(wf({ state: "FAILED", templateRendering: "failed" }), 3);
   assert.ok(tpl.kind === "journal" && tpl.entry.reasons?.some((r) => r.check === "workflow.template"));
+});
+
+test("outcome: a provision that succeeded boots the installed OS through the BMC (bootMode netboot), or tells the operator to; other modes do not", () => {
+  const withBmc = WorkflowObject.parse({ metadata: { name: "fleetd-n1-provision-0123456789", labels: ours }, spec: { templateRef: "fleetd-provision", bootOptions: { toggleAllowNetboot: true, bootMode: "netboot" } }, status: { state: "SUCCESS" } });
+  const v = judgeOutcome(withBmc, 3);
+  assert.ok(v.kind === "journal");
+  assert.equal(v.bootDiskJob, "fleetd-n1-provision-0123456789-boot-disk");
+  assert.match(v.entry.summary, /succeeded; booting the installed OS: Rufio Job fleetd-n1-provision-0123456789-boot-disk \(power off, boot device disk, power on\)$/);
+  const without = judgeOutcome(wf({ state: "SUCCESS" }), 3);
+  assert.ok(without.kind === "journal" && without.bootDiskJob === undefined && /no BMC: power-cycle the machine/.test(without.entry.summary));
+  const attest = judgeOutcome(WorkflowObject.parse({ ...withBmc, metadata: { ...withBmc.metadata, labels: { ...ours, "fleetd.io/mode": "attest" } } }), 3);
+  assert.ok(attest.kind === "journal" && attest.bootDiskJob === undefined && !/boot/.test(attest.entry.summary));
+  const failed = judgeOutcome(WorkflowObject.parse({ ...withBmc, status: { state: "FAILED", currentState: { actionName: "wipe-disk" } } }), 3);
+  assert.ok(failed.kind === "journal" && failed.bootDiskJob === undefined, "a failed provision boots nothing");
 });
 
 test("property: any status the schema admits gets a verdict, never a throw; only FAILED restarts", () => {

@@ -6,7 +6,11 @@
  *  - its boot Job failed (or could not be set up) before any action ran and the site's budget is not spent →
  *    started again (bootRestart.ts), journalled as a warning;
  *  - otherwise its end is journalled on the device (success, or danger naming the action, its state and the
- *    message the agent reported), then the Workflow is annotated so no pass journals it twice.
+ *    message the agent reported), then the Workflow is annotated so no pass journals it twice;
+ *  - a provision Workflow that succeeded leaves the machine in HookOS (tink-controller only turns its netboot
+ *    off): with a BMC (the Workflow's bootMode netboot) fleetd boots the installed OS — a Rufio Job
+ *    `<workflow>-boot-disk` (power off, boot device disk once, power on) — before journalling; without one the
+ *    journal says to power-cycle the machine.
  * Workflows retirement started (label fleetd.io/retirement) are retirement's to follow, and intake Workflows are
  * tink-server's: both are skipped. judgeOutcome is pure; followWorkflows is the loop body.
  */
@@ -15,12 +19,14 @@ import { ANNOTATION_OUTCOME, isOurs, LABEL_MANAGED_BY, LABEL_MODE, LABEL_NODE, L
 import { bootFailure, bootRestartsOf, restartWorkflow } from "./bootRestart.js";
 import type { Objects } from "./objects.js";
 import { isFinished } from "./workflowState.js";
+import { bootInstalledOs } from "./bmc.js";
+import { bootDiskJobName } from "./names.js";
 import { mdCode } from "@fleetd/verify/text";
 
 export type OutcomeVerdict =
   | { kind: "skip"; why: "not fleetd's" | "retirement's" | "unfinished" | "journalled" }
   | { kind: "restart"; attempt: number; of: number; entry: JournalEntry }
-  | { kind: "journal"; entry: JournalEntry };
+  | { kind: "journal"; entry: JournalEntry; bootDiskJob?: string };
 
 
 type RecordedAction = NonNullable<NonNullable<NonNullable<WorkflowObject["status"]>["tasks"]>[number]["actions"]>[number];
@@ -54,7 +60,15 @@ export function judgeOutcome(wf: WorkflowObject, bootRetries: number): OutcomeVe
     return { kind: "journal", entry: { kind: "danger", summary: `${title} failed: the boot Job failed before any action ran${restarts > 0 ? `, also after ${restarts} restart(s)` : ""}; no action ran`, reasons: [check] } };
   }
   const actions = (wf.status?.tasks ?? []).flatMap((t) => t.actions ?? []);
-  if (state === "SUCCESS") return { kind: "journal", entry: { kind: "success", summary: `${title} succeeded${actions.length ? `: ${actions.map((x) => x.name ?? "?").join(" → ")}` : ""}` } };
+  if (state === "SUCCESS") {
+    const summary = `${title} succeeded${actions.length ? `: ${actions.map((x) => x.name ?? "?").join(" → ")}` : ""}`;
+    if (mode !== "provision") return { kind: "journal", entry: { kind: "success", summary } };
+    if (wf.spec.bootOptions?.bootMode === "netboot") {
+      const job = bootDiskJobName(m.name);
+      return { kind: "journal", entry: { kind: "success", summary: `${summary}; booting the installed OS: Rufio Job ${job} (power off, boot device disk, power on)` }, bootDiskJob: job };
+    }
+    return { kind: "journal", entry: { kind: "success", summary: `${summary}; no BMC: power-cycle the machine to boot the installed OS (its netboot is off now)` } };
+  }
   const a = failedAction(wf, actions);
   const reasons: NonNullable<JournalEntry["reasons"]> = [];
   if (a) reasons.push({ check: state === "TIMEOUT" ? "workflow.timeout" : "workflow.action", detail: `${a.name} (${a.state || state})${a.message ? `: ${mdCode(a.message)}` : ""}` });
@@ -77,13 +91,15 @@ export interface FollowDeps {
 
 export interface FollowReport {
   journalled: string[];
+  /** Boot Jobs created for provision Workflows that succeeded (`<workflow>-boot-disk`). */
+  booted: string[];
   restarted: string[];
   errors: { workflow: string; error: string }[];
 }
 
 /** One pass over fleetd's Workflows in the namespace (see the file comment). */
 export async function followWorkflows(d: FollowDeps): Promise<FollowReport> {
-  const report: FollowReport = { journalled: [], restarted: [], errors: [] };
+  const report: FollowReport = { journalled: [], booted: [], restarted: [], errors: [] };
   const all = await d.objects.list(WORKFLOW, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, WorkflowObject);
   for (const wf of all) {
     if (wf.metadata.deletionTimestamp) continue;
@@ -100,7 +116,13 @@ export async function followWorkflows(d: FollowDeps): Promise<FollowReport> {
         }
         continue;
       }
-      // journal first, then mark: a crash in between journals it twice rather than never
+      // the boot Job first (the same Job again on a retry), then the journal, then the mark: a crash in between
+      // journals it twice rather than never
+      if (v.bootDiskJob !== undefined) {
+        if (node === undefined) throw new Error(`Workflow ${wf.metadata.name} has no ${LABEL_NODE} label: no node to boot`);
+        await bootInstalledOs(d.objects, node, wf.metadata.name);
+        report.booted.push(v.bootDiskJob);
+      }
       await d.journal.record(node, v.entry);
       await d.objects.mergePatch(WORKFLOW, wf.metadata.name, { metadata: { annotations: { [ANNOTATION_OUTCOME]: wf.status?.state ?? "" } } });
       report.journalled.push(wf.metadata.name);
