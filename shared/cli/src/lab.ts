@@ -17,7 +17,7 @@ const isLabModule = (m: unknown): m is LabModule =>
   typeof m === "object" && m !== null && "labCommands" in m && typeof (m as { labCommands: unknown }).labCommands === "object";
 
 export const command: CliCommand = {
-  usage: "up [--json] | down | provision|attest|wipe|retire NODE | console NODE",
+  usage: "up [--nodes N] [--json] | down | provision|attest|wipe|retire NODE | console NODE",
   async run(args): Promise<ExitCode> {
     if (!existsSync(LAB_CLI)) throw new CliUsageError(`the lab runs from a fleetd checkout after \`pnpm -s build\` (${LAB_CLI} is missing)`);
     const m: unknown = await import(pathToFileURL(LAB_CLI).href);

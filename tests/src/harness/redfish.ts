@@ -32,9 +32,10 @@ const SystemJson = z.object({
 export type RedfishSystem = z.infer<typeof SystemJson>;
 
 export interface RedfishEmulator {
-  /** https://127.0.0.1:<port> */
+  /** https://<host>:<port> */
   readonly url: string;
-  readonly host: "127.0.0.1";
+  /** A loopback address (127.0.0.1 unless asked for another: several BMCs on one port, as a site's BMCs are). */
+  readonly host: string;
   readonly port: number;
   readonly username: string;
   readonly password: string;
@@ -62,6 +63,9 @@ export interface RedfishOptions {
   powerState?: "On" | "Off";
   /** The NIC's MAC; default a random locally administered one. */
   mac?: string;
+  /** Listen on this loopback address (127.x.y.z; default 127.0.0.1) and, with `port`, on that port. */
+  host?: string;
+  port?: number;
   timeoutMs?: number;
 }
 
@@ -93,7 +97,9 @@ async function startOnce(venv: string, opts: RedfishOptions): Promise<RedfishEmu
     unregisterDir();
   };
   try {
-    const [port] = await freeLoopbackPorts(1) as [number];
+    const host = opts.host ?? "127.0.0.1";
+    if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host)) throw new Error(`a BMC emulator listens on loopback only, not ${host}`);
+    const port = opts.port ?? ((await freeLoopbackPorts(1)) as [number])[0];
     const username = "fleetd-bmc";
     const password = randomBytes(12).toString("base64url");
     const systemId = randomUUID();
@@ -101,7 +107,7 @@ async function startOnce(venv: string, opts: RedfishOptions): Promise<RedfishEmu
 
     const cert = await runProcess("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
       "-keyout", "bmc.key", "-out", "bmc.crt", "-days", "2", "-subj", "/CN=fleetd-test-bmc",
-      "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:FALSE"], { cwd: dir, timeoutMs: 30_000 });
+      "-addext", `subjectAltName=IP:${host}`, "-addext", "basicConstraints=critical,CA:FALSE"], { cwd: dir, timeoutMs: 30_000 });
     if (cert.code !== 0) throw new Error(`openssl req failed: ${cert.stderr.toString("utf8")}`);
 
     // bcrypt hash with the venv's own bcrypt (the library sushy checks it with); the password goes via stdin.
@@ -113,7 +119,7 @@ async function startOnce(venv: string, opts: RedfishOptions): Promise<RedfishEmu
 
     const py = (v: unknown) => JSON.stringify(v); // a JSON string or list literal is a Python literal too
     writeFileSync(join(dir, "emulator.conf"), [
-      `SUSHY_EMULATOR_LISTEN_IP = ${py("127.0.0.1")}`,
+      `SUSHY_EMULATOR_LISTEN_IP = ${py(host)}`,
       `SUSHY_EMULATOR_LISTEN_PORT = ${port}`,
       `SUSHY_EMULATOR_SSL_CERT = ${py(join(dir, "bmc.crt"))}`,
       `SUSHY_EMULATOR_SSL_KEY = ${py(join(dir, "bmc.key"))}`,
@@ -129,7 +135,7 @@ async function startOnce(venv: string, opts: RedfishOptions): Promise<RedfishEmu
     });
     const d = daemon;
     const certPem = readFileSync(join(dir, "bmc.crt"), "utf8");
-    const url = `https://127.0.0.1:${port}`;
+    const url = `https://${host}:${port}`;
 
     const req = (method: string, path: string, body?: unknown, auth: { username: string; password: string } | null = { username, password }) =>
       new Promise<{ status: number; body: string }>((res, rej) => {
@@ -137,7 +143,7 @@ async function startOnce(venv: string, opts: RedfishOptions): Promise<RedfishEmu
         const headers: Record<string, string> = {};
         if (auth) headers.authorization = `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString("base64")}`;
         if (payload) headers["content-type"] = "application/json";
-        const r = request({ host: "127.0.0.1", port, path, method, ca: certPem, headers, timeout: 10_000 }, (resp) => {
+        const r = request({ host, port, path, method, ca: certPem, headers, timeout: 10_000 }, (resp) => {
           let text = "";
           resp.on("data", (b: Buffer) => (text += b.toString("utf8")));
           resp.on("end", () => res({ status: resp.statusCode ?? 0, body: text }));
@@ -158,7 +164,7 @@ async function startOnce(venv: string, opts: RedfishOptions): Promise<RedfishEmu
       return SystemJson.parse(JSON.parse(r.body));
     };
     return {
-      url, host: "127.0.0.1", port, username, password, systemId, mac, certPem,
+      url, host, port, username, password, systemId, mac, certPem,
       system,
       powerState: async () => (await system()).PowerState,
       bootSource: async () => {

@@ -1,6 +1,6 @@
 /**
  * `pnpm -s fleetd lab …` (shared/cli/src/lab.ts loads this from the checkout):
- *   up [--json]                    start the lab (./daemon.ts, detached) or find it running; print its endpoints
+ *   up [--nodes N] [--json]        start the lab (./daemon.ts, detached) or find it running; print its endpoints
  *   provision|attest|wipe NODE     set NetBox desired_action on NODE, as an operator (alice) does in the UI
  *   retire NODE                    set NODE's status to decommissioning, as an operator does
  *   console NODE                   follow NODE's serial console (its current boot; Ctrl-C to stop)
@@ -53,9 +53,11 @@ function printEndpoints(s: LabState, json: boolean): void {
 }
 
 const up: CliCommand = {
-  usage: "[--json]",
+  usage: "[--nodes N] [--json]",
   async run(args): Promise<ExitCode> {
-    const { values } = parseOptions(args, { json: { type: "boolean" } });
+    const { values } = parseOptions(args, { json: { type: "boolean" }, nodes: { type: "string" } });
+    const nodes = values["nodes"] === undefined ? 1 : Number(values["nodes"]);
+    if (!Number.isInteger(nodes) || nodes < 1 || nodes > 8) throw new CliUsageError("--nodes: a number of machines from 1 to 8 (each a QEMU machine: 1 vCPU, 1 GiB)");
     const dir = labDir();
     mkdirSync(dir, { recursive: true });
     const running = daemonPid(dir);
@@ -69,7 +71,7 @@ const up: CliCommand = {
     const logFile = join(dir, LOG_FILE);
     writeFileSync(logFile, "");
     const out = openSync(logFile, "a");
-    const child = spawn(process.execPath, [DAEMON], { detached: true, stdio: ["ignore", out, out], env: process.env });
+    const child = spawn(process.execPath, [DAEMON], { detached: true, stdio: ["ignore", out, out], env: { ...process.env, FLEETD_LAB_NODES: String(nodes) } });
     closeSync(out);
     if (child.pid === undefined) throw new Error("could not start the lab's daemon");
     writeFileSync(join(dir, PID_FILE), String(child.pid));

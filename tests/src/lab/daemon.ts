@@ -45,7 +45,10 @@ function linkConsoles(w: LabWorld): void {
 
 try {
   log(`starting the lab in ${dir}`);
-  world = await startLabWorld({ progress: log });
+  // `fleetd lab up --nodes N`: N machines that go all the way (worker-1 … worker-N), each behind its BMC
+  const n = Number(process.env["FLEETD_LAB_NODES"] ?? "1");
+  if (!Number.isInteger(n) || n < 1 || n > 8) throw new Error(`FLEETD_LAB_NODES=${process.env["FLEETD_LAB_NODES"] ?? ""}: 1 to 8 machines`);
+  world = await startLabWorld({ progress: log, machines: Object.fromEntries(Array.from({ length: n }, (_, i) => [`worker-${i + 1}`, "good" as const])) });
   const w = world;
   for (const node of Object.keys(w.machines)) {
     await w.powerOn(node);

@@ -51,14 +51,28 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
   const m1 = w.machines["worker-1"];
   const m2 = w.machines["worker-2"];
   const m3 = w.machines["worker-3"];
-  if (!m1 || !m2 || !m3) throw new Error("the story needs worker-1, worker-2 and worker-3");
+  const m4 = w.machines["worker-4"];
+  if (!m1 || !m2 || !m3 || !m4) throw new Error("the story needs worker-1 … worker-4");
   const ctx = () => `notes:\n${w.notes.slice(-20).join("\n")}`;
   const until = <T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>) => pollValue(what, probe, { timeoutMs, intervalMs: 1000, context: ctx });
 
-  await report.step("worker-3 (Secure Boot off) and worker-2 (an unapproved TPM) are switched on: tink-server enrolls both into fleetd's intake", async () => {
+  await report.step("worker-4, worker-3 (Secure Boot off) and worker-2 (an unapproved TPM) are switched on; tink-server enrolls the two whose HookOS runs into fleetd's intake", async () => {
+    await w.powerOn("worker-4");
     await w.powerOn("worker-3");
     await w.powerOn("worker-2");
-    return `${m3.mac}, ${m2.mac} netboot the signed HookOS (no Hardware names them)`;
+    return `${m4.mac} netboots a HookOS signed by an unlisted key; ${m3.mac}, ${m2.mac} the signed HookOS (no Hardware names them)`;
+  });
+
+  await report.step("worker-4: the firmware refuses its HookOS (signed by a key no db lists); nothing of it runs, the server never hears of it; its disk is byte-identical", async () => {
+    const b = m4.boots.at(-1);
+    if (!b) throw new Error("worker-4 did not boot");
+    await b.waitForConsole(/BdsDxe: failed to load Boot\d+ "UEFI PXEv4[^"]*" from .*: Access Denied/, "the firmware's refusal", 20 * MIN);
+    await b.stop();
+    const con = b.console();
+    if (/EFI stub|\[fleetd-hookos\]|Linux version/.test(con)) throw new Error("something of the refused image ran");
+    if (evidenceOf(w, m4.serial).length > 0 || w.api.requests.some((r) => r.requestBody.toString().includes(m4.serial))) throw new Error("worker-4 reached the server");
+    if (fileSha256(m4.disk) !== m4.diskSha256) throw new Error("worker-4's disk changed");
+    return "OVMF: Access Denied (the image was downloaded, then refused)";
   });
 
   await report.step("worker-3 is refused by the `hookos` profile for Secure Boot off, journalled; nothing signed; its disk is byte-identical", async () => {
@@ -164,7 +178,7 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
 
   await report.step("the journals tell each node's story; `fleetd inventory check` is clean", async () => {
     const out: string[] = [];
-    for (const node of ["worker-1", "worker-2", "worker-3"]) {
+    for (const node of ["worker-1", "worker-2", "worker-3", "worker-4"]) {
       out.push(`${node}:`, ...(await w.journal(node)).map((e) => `  ${e.comments.split("\n")[0]?.replace(/^\*\*fleetd\*\* /, "") ?? ""}`));
     }
     const check = fleetd(["inventory", "check", w.nodesFile, "--config", w.f.configFile(w.f.apply.token)], {}, 120_000);

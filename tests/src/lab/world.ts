@@ -79,7 +79,9 @@ export type LabMachineKind =
   /** Its node approves another TPM's EKs (a motherboard swap): waits as pending, disk untouched. */
   | "unapproved-tpm"
   /** Secure Boot off in its variable store: refused by the `hookos` profile, journalled, disk untouched. */
-  | "secure-boot-off";
+  | "secure-boot-off"
+  /** Netbooted a HookOS signed by a key no db lists: the firmware refuses to run it; the server never hears of it. */
+  | "unlisted-key";
 
 export interface LabMachine {
   node: string;
@@ -206,7 +208,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     await net.expose(new URL(osImage.url).origin, LAB_PORTS.osImage);
 
     // the machines' TPMs (one manufacturer), EK bindings, disks, switch ports
-    const kinds = o.machines ?? { "worker-1": "good", "worker-2": "unapproved-tpm", "worker-3": "secure-boot-off" };
+    const kinds = o.machines ?? { "worker-1": "good", "worker-2": "unapproved-tpm", "worker-3": "secure-boot-off", "worker-4": "unlisted-key" };
     const manufacturer = join(dir, "manufacturer");
     const first = await manufactureMachineTpm({ caDir: manufacturer });
     const rest = await Promise.all(Object.keys(kinds).slice(1).map(() => manufactureMachineTpm({ caDir: manufacturer })));
@@ -217,6 +219,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     const machines: Record<string, LabMachine> = {};
     const nodes: Record<string, unknown> = {};
     let i = 0;
+    let bmcPort: number | undefined;
     for (const [node, kind] of Object.entries(kinds)) {
       const n = ++i;
       const tpm = tpms[n - 1] as MachineTpm;
@@ -225,7 +228,9 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       const mac = macOf(n);
       const disk = newDisk(join(dir, `${node}.img`));
       const approved = kind === "unapproved-tpm" ? (approvedElsewhere as MachineTpm).ek : tpm.ek;
-      const bmc = kind === "good" ? await startRedfishEmulator({ powerState: "Off", mac }) : undefined;
+      // every BMC on one port (the site configuration's), each on its own loopback address, as a site's BMCs are
+      const bmc = kind === "good" ? await startRedfishEmulator({ powerState: "Off", mac, host: `127.0.0.${10 + n}`, ...(bmcPort ? { port: bmcPort } : {}) }) : undefined;
+      bmcPort ??= bmc?.port;
       if (bmc) stops.push(() => bmc.stop());
       nodes[node] = {
         serial: `LAB-${String(n).padStart(4, "0")}`,
@@ -235,7 +240,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
         switch: sw,
         address: { cidr: `10.20.0.${50 + n}/24`, gateway: "10.20.0.1" },
         installDisk: "/dev/vda",
-        bmc: bmc ? { type: "redfish", address: "127.0.0.1", credentials: `secret:${NS}/fleetd-bmc-${node}` } : { type: "none" },
+        bmc: bmc ? { type: "redfish", address: bmc.host, credentials: `secret:${NS}/fleetd-bmc-${node}` } : { type: "none" },
         tpm: "2.0",
         ek: [{ alg: "rsa", sha256: approved.rsa.binding }, { alg: "ecc", sha256: approved.ecc.binding }],
       };
@@ -243,7 +248,6 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       if (bmc) await env.core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: `fleetd-bmc-${node}` }, stringData: { username: bmc.username, password: bmc.password } } });
     }
     const bmcs = Object.values(machines).flatMap((m) => (m.bmc ? [m.bmc.emulator] : []));
-    if (bmcs.length > 1) throw new Error("the lab's site configuration names one BMC port: one machine with a BMC for now");
     const nodesFile = join(dir, "nodes.yaml");
     writeFileSync(nodesFile, stringify({ nodes }));
     say("NetBox: fleetd setup, the lab's nodes file applied (planned devices)");
@@ -352,7 +356,8 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
         bundle, agentConf, spireBundle, kubeletBootstrap: kubeletBundle,
       });
     }
-    const gate = startNetbootGate(kube, net, Object.values(machines).map((m) => m.mac), kit.image("hookos"), hookosJob(), notes);
+    // what each machine netboots: the signed HookOS; worker-4's is signed by a key no db lists
+    const gate = startNetbootGate(kube, net, Object.values(machines).map((m) => ({ mac: m.mac, image: kit.image(m.kind === "unlisted-key" ? "hookos-rogue" : "hookos") })), hookosJob(), notes);
     stops.push(() => gate.stop());
 
     const varsOf = (m: LabMachine): VarsStore => (m.kind === "secure-boot-off" ? "secureboot-off" : "secureboot");
@@ -454,7 +459,7 @@ const HardwareList = z.object({
  * Netboot as Smee decides it: a MAC no Hardware names (an unknown machine: tink-server enrolls it) or whose
  * Hardware interface allows PXE is served the signed HookOS and its job; any other is served no boot file.
  */
-function startNetbootGate(kube: Kube, net: BootNetwork, macs: string[], hookos: string, job: (mac: string) => string, notes: string[]): { stop(): Promise<void> } {
+function startNetbootGate(kube: Kube, net: BootNetwork, machines: { mac: string; image: string }[], job: (mac: string) => string, notes: string[]): { stop(): Promise<void> } {
   const list = async () => {
     const raw = (await kube.custom.listNamespacedCustomObject({ group: "tinkerbell.org", version: "v1alpha1", namespace: NS, plural: "hardware" })) as unknown;
     return HardwareList.parse(raw).items;
@@ -463,12 +468,12 @@ function startNetbootGate(kube: Kube, net: BootNetwork, macs: string[], hookos: 
   const served = new Map<string, boolean>();
   const tick = async () => {
     const hw = await list();
-    for (const mac of macs) {
+    for (const { mac, image } of machines) {
       const iface = hw.flatMap((h) => h.spec.interfaces ?? []).find((x) => x.dhcp?.mac?.toLowerCase() === mac);
       const allow = iface === undefined || iface.netboot?.allowPXE === true;
       if (served.get(mac) === allow) continue;
       served.set(mac, allow);
-      if (allow) net.serveTo(mac, { [BOOT_FILE]: { copyOf: hookos }, "job.env": job(mac) });
+      if (allow) net.serveTo(mac, { [BOOT_FILE]: { copyOf: image }, "job.env": job(mac) });
       else net.unserve(mac, [BOOT_FILE]);
       notes.push(`${new Date().toISOString()} netboot ${allow ? "served" : "off"} for ${mac}${iface ? " (its Hardware)" : " (no Hardware: enrollment)"}`);
     }

@@ -70,6 +70,8 @@ export function followBmc(o: BmcMachineOptions): BmcMachine {
   let running: BmcBoot | undefined;
   let active = true;
   let failures = 0;
+  /** When this follower told the BMC of a power-off the guest made (until the BMC reads Off). */
+  let offSince: number | undefined;
   const note = (s: string) => notes.push(`${new Date().toISOString()} ${s}`);
   const systemPath = `/redfish/v1/Systems/${o.bmc.systemId}`;
 
@@ -100,8 +102,15 @@ export function followBmc(o: BmcMachineOptions): BmcMachine {
       if (power !== "Off") {
         const r = await o.bmc.request("POST", `${systemPath}/Actions/ComputerSystem.Reset`, { ResetType: "ForceOff" });
         if (r.status >= 300) note(`telling the BMC of the power-off failed: HTTP ${r.status} ${r.body.slice(0, 200)}`);
+        // sushy's fake driver changes the power state 1–11 s after the request: until it reads Off, "On" is the
+        // old state, not a power-on
+        else offSince = Date.now();
       }
       return;
+    }
+    if (offSince !== undefined) {
+      if (power === "On" && Date.now() - offSince < 30_000) return;
+      offSince = undefined;
     }
     if (power === "On" && !running) return start("power-on");
     if (power === "Off" && b) {
