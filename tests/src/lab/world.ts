@@ -25,12 +25,10 @@
  * refuses them). The one Smee decision that matters here — whether a machine netboots — is made the same way.
  */
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { createGzip } from "node:zlib";
-import { closeSync, createReadStream, createWriteStream, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync, writeFileSync, writeSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pipeline } from "node:stream/promises";
+import { basename, join } from "node:path";
 import { z } from "zod";
 import { pino } from "pino";
 import { stringify } from "yaml";
@@ -50,7 +48,7 @@ import { attestationServer } from "../attestation/world.js";
 import { CountingStore } from "../attestation/testServer.js";
 import { podman, pushImage, startRegistry, type LocalRegistry } from "../harness/podman.js";
 import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.js";
-import { serveFile, type ServedFile } from "../harness/loopDisk.js";
+import { labOsImage, serveFile, type ServedFile } from "../harness/loopDisk.js";
 import { createSoftHsmCa, startSoftHsm } from "../harness/softhsm.js";
 import { AGENT_CONF_SUBSTITUTABLE, renderSpireConf, SHIPPED_AGENT_CONF, startSpireServer, type SpireServer } from "../harness/spire.js";
 import { builtImage, builtLabImage, readBuiltImages, readBuiltLabImages } from "../images/built.js";
@@ -200,10 +198,9 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       kube: await net.exposeTcp(new URL(env.cp.server).host, LAB_PORTS.kube),
     };
 
-    // the OS image the provision Workflow's install-talos streams: the lab OS disk, gzipped
-    const osGz = join(dir, "labos.raw.gz");
-    await pipeline(createReadStream(kit.labos.disk), createGzip({ level: 6 }), createWriteStream(osGz));
-    const osImage = await serveFile(osGz);
+    // the OS image the provision Workflow's install-talos streams: the kit's lab OS disk, gzipped (scripts/lab-os)
+    const labOs = await labOsImage();
+    const osImage = await serveFile(labOs.gz);
     stops.push(() => osImage.close());
     await net.expose(new URL(osImage.url).origin, LAB_PORTS.osImage);
 
@@ -249,7 +246,13 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     }
     const bmcs = Object.values(machines).flatMap((m) => (m.bmc ? [m.bmc.emulator] : []));
     const nodesFile = join(dir, "nodes.yaml");
-    writeFileSync(nodesFile, stringify({ nodes }));
+    writeFileSync(nodesFile, stringify({
+      version: 1,
+      site: { name: "fleetd lab", slug: "fleetd-lab" },
+      models: { "lab-vm": { manufacturer: "QEMU", model: "lab machine (q35, OVMF, swtpm)" }, s5248: { manufacturer: "Dell", model: "S5248F-ON" } },
+      switches: { "tor-lab": { model: "s5248" } },
+      nodes,
+    }));
     say("NetBox: fleetd setup, the lab's nodes file applied (planned devices)");
     for (const args of [["netbox", "setup", "--config", f.configFile(f.nb.authorization.replace(/^Bearer /, ""))], ["inventory", "apply", nodesFile, "--config", f.configFile(f.apply.token)]]) {
       const r = fleetd(args, {}, 180_000);
@@ -295,7 +298,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
         clearTpmOnRetire: true,
         server: { url: api.url, lab: true },
         images,
-        talosImageUrl: `http://${GATEWAY}:${LAB_PORTS.osImage}/labos.raw.gz`,
+        talosImageUrl: `http://${GATEWAY}:${LAB_PORTS.osImage}/${basename(labOs.gz)}`,
         intake: { enabled: true },
       }),
     } as never);
