@@ -22,13 +22,19 @@
 #   runtime/    the read-only share the lab's machines mount over virtio-9p: Node.js 24 (.ci/node24.sh), lldpd and
 #               lldpcli (Debian's, for the action's LLDP claim), and the libraries they load; Talos's META reader
 #               and config validator (tests/go/talos advread, validate-config --write-files; static) and SPIRE's
-#               spire-agent (tests/go/spire, v1.13.3; cgo, so its libc too) for the lab OS
+#               spire-agent (tests/go/spire, v1.13.3; cgo, so its libc too) for the lab OS; and for the HookOS's
+#               agent mode (hookos-init.sh, FLEETD_AGENT=tink-agent): the real Tinkerbell agent (tink-agent, cmd/agent
+#               of the pinned github.com/tinkerbell/tinkerbell, tests/go/tinkerbell-bin; static), Debian's podman
+#               (its Docker API is the agent's `docker` runtime), conmon and runc, their libraries, and the
+#               containers configuration in etc/containers (policy.json; storage.conf: overlay on the guest's
+#               tmpfs; containers.conf: runc, cgroupfs, host network by default; registries.conf is the job's)
 #   kernel/     the kernel version and its package name
 #
 # Inputs: Debian's linux-image (the version linux-image-amd64 depends on, fetched with `apt-get download`),
 # busybox-static, systemd-boot-efi (the stub), ovmf (the empty variable store), lldpd, the pinned Node.js 24,
 # virt-firmware from PyPI (virt-firmware.sh), Talos's Go tools (tests/go/talos/build.sh), SPIRE's spire-agent
-# (tests/go/spire/build.sh; .ci/setup builds it before this kit), and the files of this directory.
+# (tests/go/spire/build.sh; .ci/setup builds it before this kit), tink-agent (tests/go/tinkerbell-bin/build.sh,
+# also built before), podman, conmon and runc (Debian's), and the files of this directory.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
@@ -36,13 +42,17 @@ CACHE_ROOT="${FLEETD_CACHE:-$HOME/.cache/fleetd}/vm"
 STUB=/usr/lib/systemd/boot/efi/linuxx64.efi.stub
 OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
 # Modules the HookOS loads (with their dependencies, resolved from the modules' own .modinfo): the virtio PCI
-# transport, the NIC, the disk, and 9p for the runtime share.
+# transport, the NIC, the disk, and 9p for the runtime share. The agent mode loads AGENT_MODULES too: overlay (the
+# container storage) and what podman's default network needs (CNI's bridge plugin: a bridge, veth pairs, and
+# iptables NAT with the matches the bridge, firewall and portmap plugins use; crc32c_generic first: libcrc32c
+# asks the crypto API for crc32c, which a HookOS without modprobe cannot load on demand), as on a Docker HookOS.
 MODULES=(virtio_pci virtio_net virtio_blk 9pnet_virtio 9p)
+AGENT_MODULES=(overlay bridge veth crc32c_generic ip_tables iptable_filter iptable_nat xt_MASQUERADE xt_comment xt_conntrack xt_addrtype xt_multiport xt_mark xt_tcpudp)
 
 log() { printf '\033[1m[vm-kit]\033[0m %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-for t in qemu-system-x86_64 sbsign sbattach objcopy objdump mkfs.vfat mmd mcopy sgdisk cpio swtpm lldpd; do
+for t in qemu-system-x86_64 sbsign sbattach objcopy objdump mkfs.vfat mmd mcopy sgdisk cpio swtpm lldpd podman conmon runc xtables-legacy-multi; do
   command -v "$t" >/dev/null || die "$t is missing (run .ci/setup)"
 done
 [ -f "$STUB" ] || die "$STUB is missing (systemd-boot-efi; run .ci/setup)"
@@ -64,17 +74,20 @@ VFW="$(bash "$HERE/virt-firmware.sh")"
 NODE_DIR="$(bash "$REPO/.ci/node24.sh")"
 TALOS_DIR="$(bash "$REPO/tests/go/talos/build.sh")"
 SPIRE_DIR="$(bash "$REPO/tests/go/spire/build.sh")"
+TINK_DIR="$(bash "$REPO/tests/go/tinkerbell-bin/build.sh")"
+[ -x "$TINK_DIR/tink-agent" ] || die "$TINK_DIR/tink-agent is missing (tests/go/tinkerbell-bin/build.sh)"
 # The lab OS's config URL: the boot network's API address (LAB_SEGMENT.1, LAB_API_PORT in tests/src/vm/bootNetwork.ts).
 LABOS_CONFIG_URL='http://10.99.0.1/talos/config?uuid=${uuid}&code=${code}'
 ver() { dpkg-query -W -f='${Version}' "$1"; }
 KEY="$(
   {
     echo "$KPKG $KVER_PKG"
-    for p in busybox-static systemd-boot-efi ovmf lldpd libc6; do echo "$p $(ver "$p")"; done
+    for p in busybox-static systemd-boot-efi ovmf lldpd libc6 podman conmon runc containernetworking-plugins iptables; do echo "$p $(ver "$p")"; done
     "$NODE_DIR/bin/node" --version
     "$VFW/bin/pip" show virt-firmware 2>/dev/null | awk '/^Version:/ {print $2}'
     basename "$TALOS_DIR"
     basename "$SPIRE_DIR"
+    basename "$TINK_DIR"
     cat "$HERE/build.sh" "$HERE/hookos-init.sh" "$HERE/labos-init.sh" "$HERE/udhcpc.sh"
   } | sha256sum | cut -c1-16
 )"
@@ -88,7 +101,7 @@ if [ -f "$OUT/READY" ]; then echo "$OUT"; exit 0; fi
 start=$(date +%s)
 tmp="$(mktemp -d "$CACHE_ROOT/.kit-build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp"/{keys,vars,site,hookos,labos,runtime/bin,runtime/lib/x86_64-linux-gnu,runtime/lib64,runtime/etc,kernel,work}
+mkdir -p "$tmp"/{keys,vars,site,hookos,labos,runtime/bin,runtime/cni,runtime/lib/x86_64-linux-gnu,runtime/lib64,runtime/etc/containers,kernel,work}
 W="$tmp/work"
 
 # ---- the kernel: Debian's package, its signature stripped (the lab signs the whole UKI with its own key) ----
@@ -126,6 +139,10 @@ visit() {
   order+=("$m")
 }
 for m in "${MODULES[@]}"; do visit "$m"; done
+base=${#order[@]}
+for m in "${AGENT_MODULES[@]}"; do visit "$m"; done
+agent_order=("${order[@]:base}")
+order=("${order[@]:0:base}")
 # make_initramfs INIT OUT: busybox, INIT as /init, the udhcpc script, the modules and their order
 make_initramfs() {
   local R="$W/initramfs-$(basename "$2")" m
@@ -133,11 +150,12 @@ make_initramfs() {
   cp /bin/busybox "$R/bin/busybox"
   install -m 0755 "$1" "$R/init"
   install -m 0755 "$HERE/udhcpc.sh" "$R/udhcpc.sh"
-  for m in "${order[@]}"; do cp "$(modpath "$m")" "$R/modules/$m.ko"; done
+  for m in "${order[@]}" "${agent_order[@]}"; do cp "$(modpath "$m")" "$R/modules/$m.ko"; done
   printf '%s\n' "${order[@]}" >"$R/modules/order"
+  printf '%s\n' "${agent_order[@]}" >"$R/modules/agent-order"
   (cd "$R" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet --reproducible | gzip -9n >"$2")
 }
-log "initramfs: busybox, modules ${order[*]}; /init: hookos-init.sh, labos-init.sh"
+log "initramfs: busybox, modules ${order[*]}, agent mode ${agent_order[*]}; /init: hookos-init.sh, labos-init.sh"
 make_initramfs "$HERE/hookos-init.sh" "$W/hookos-initrd.img"
 make_initramfs "$HERE/labos-init.sh" "$W/labos-initrd.img"
 
@@ -209,17 +227,56 @@ cp "$tmp/keys/talos.crt" "$tmp/site/lab-db.pem"
 cp "$tmp/keys/hookos.crt" "$tmp/site/hookos-signer.pem"
 
 # ---- the runtime share: node, lldpd, lldpcli and their libraries ----
-log "runtime share: node $("$NODE_DIR/bin/node" --version), lldpd, lldpcli, advread, validate-config, spire-agent"
+log "runtime share: node $("$NODE_DIR/bin/node" --version), lldpd, lldpcli, advread, validate-config, spire-agent, tink-agent, podman, conmon, runc, CNI plugins, iptables"
 ln "$NODE_DIR/bin/node" "$tmp/runtime/bin/node" 2>/dev/null || cp "$NODE_DIR/bin/node" "$tmp/runtime/bin/node"
 cp /usr/sbin/lldpd /usr/sbin/lldpcli "$tmp/runtime/bin/"
 cp "$TALOS_DIR/advread" "$TALOS_DIR/validate-config" "$tmp/runtime/bin/"
 ln "$SPIRE_DIR/spire-agent" "$tmp/runtime/bin/spire-agent" 2>/dev/null || cp "$SPIRE_DIR/spire-agent" "$tmp/runtime/bin/spire-agent"
-for b in "$tmp/runtime/bin/node" /usr/sbin/lldpd /usr/sbin/lldpcli "$tmp/runtime/bin/spire-agent"; do
+# The agent mode: tink-agent (static), podman, conmon, runc (Debian's; their libraries below).
+ln "$TINK_DIR/tink-agent" "$tmp/runtime/bin/tink-agent" 2>/dev/null || cp "$TINK_DIR/tink-agent" "$tmp/runtime/bin/tink-agent"
+cp /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/sbin/xtables-legacy-multi "$tmp/runtime/bin/"
+for n in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do ln -s xtables-legacy-multi "$tmp/runtime/bin/$n"; done
+CNI_PLUGINS=(bridge host-local portmap firewall tuning loopback)
+for p in "${CNI_PLUGINS[@]}"; do cp "/usr/lib/cni/$p" "$tmp/runtime/cni/"; done
+cp -r /usr/lib/x86_64-linux-gnu/xtables "$tmp/runtime/lib/x86_64-linux-gnu/"
+for b in "$tmp/runtime/bin/node" /usr/sbin/lldpd /usr/sbin/lldpcli "$tmp/runtime/bin/spire-agent" /usr/bin/podman /usr/bin/conmon /usr/sbin/runc /usr/sbin/xtables-legacy-multi "${CNI_PLUGINS[@]/#//usr/lib/cni/}" /usr/lib/x86_64-linux-gnu/xtables/*.so; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do cp -L "$lib" "$tmp/runtime/lib/x86_64-linux-gnu/"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$tmp/runtime/lib64/"
 printf 'root:x:0:0:root:/root:/bin/sh\n_lldpd:x:104:111::/run/lldpd:/bin/false\n' >"$tmp/runtime/etc/passwd"
 printf 'root:x:0:\n_lldpd:x:111:\n' >"$tmp/runtime/etc/group"
+# The containers configuration the agent mode copies to /etc/containers (registries.conf is written from the job).
+# podman's Docker API gives a container whose action names no network (the agent sets none then) podman's default
+# network: CNI's bridge with NAT (the plugins in runtime/cni; iptables-legacy), as Docker's bridge on a HookOS.
+cat >"$tmp/runtime/etc/containers/containers.conf" <<'EOF'
+# written by tests/scripts/vm/build.sh: the lab HookOS's agent mode
+[containers]
+log_driver = "k8s-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+conmon_path = ["/runtime/bin/conmon"]
+# The HookOS's root is the initramfs (rootfs), which pivot_root(2) refuses: runc moves and chroots instead.
+no_pivot_root = true
+
+[engine.runtimes]
+runc = ["/runtime/bin/runc"]
+
+[network]
+network_backend = "cni"
+cni_plugin_dirs = ["/runtime/cni"]
+EOF
+cat >"$tmp/runtime/etc/containers/storage.conf" <<'EOF'
+# written by tests/scripts/vm/build.sh: the lab HookOS's agent mode (its /var is a tmpfs)
+[storage]
+driver = "overlay"
+graphroot = "/var/lib/containers/storage"
+runroot = "/run/containers/storage"
+EOF
+printf '{"default": [{"type": "insecureAcceptAnything"}]}\n' >"$tmp/runtime/etc/containers/policy.json"
+printf 'podman %s, conmon %s, runc %s, tink-agent of %s\n' "$(ver podman)" "$(ver conmon)" "$(ver runc)" "$(basename "$TINK_DIR")" >"$tmp/runtime/etc/agent-versions"
 
 rm -rf "$W"
 touch "$tmp/READY"

@@ -64,6 +64,10 @@ export interface TcpGateway {
 export const LAB_SEGMENT = "10.99.0";
 /** The port machines reach the attestation server on (its API and `/talos/config`): http://10.99.0.1. */
 export const LAB_API_PORT = 80;
+/** Where machines reach the lab registry (plain HTTP; the HookOS's agent mode pulls action images there): 10.99.0.1:5000. */
+export const LAB_REGISTRY_PORT = 5000;
+/** Where machines reach tink-server's gRPC (plaintext; the HookOS's agent mode): 10.99.0.1:42113, upstream's port. */
+export const LAB_TINK_GRPC_PORT = 42113;
 
 export interface Gateway {
   /** The URL machines use (the boot server's address, the exposed port). */

@@ -4,14 +4,15 @@
  *    machine (a copy of worker-1 with its own serial, switch port, addresses, and the machine TPM's EK bindings
  *    approved) and the apply account applies it (`fleetd inventory apply`), exactly the production path;
  *  - `serveHookos`: what its boot server serves it (its own TFTP directory): the image its firmware boots, the
- *    job its HookOS fetches (the action's FLEETD_* environment, as a Tinkerbell Template's action carries it)
- *    and the action bundle;
+ *    job its HookOS fetches and, in direct mode, the action bundle. The job is either the action's FLEETD_*
+ *    environment (as a Tinkerbell Template's action carries it) with the steps to run directly, or the agent
+ *    mode's (`AgentJob`): where the real tink-agent in the HookOS finds tink-server and the lab registry;
  *  - `actionBundle`: the action as the image ships it (tink-action/scripts/bundle.mjs: one ES module, no
  *    node_modules), from the compiled workspace.
  *
- * Where the other parts plug in: the real Tinkerbell agent replaces the job (tink-server sends the Workflow's
- * actions; the agent pulls the action image from the lab registry and runs it privileged) — see the lab
- * HookOS's /init, tests/scripts/vm/hookos-init.sh, `run the action`; Smee may replace dnsmasq as the boot server
+ * In agent mode the real Tinkerbell agent replaces the direct steps (tink-server sends the Workflow's actions; the
+ * agent pulls each action's image from the lab registry and runs it privileged through podman's Docker API) — see
+ * the lab HookOS's /init, tests/scripts/vm/hookos-init.sh. Smee may replace dnsmasq as the boot server
  * (bootNetwork.ts says why the lab starts with dnsmasq).
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -81,6 +82,29 @@ export interface HookosJob {
   steps?: readonly ("attest" | "write-meta")[];
 }
 
+/**
+ * The agent mode's job (hookos-init.sh, FLEETD_AGENT=tink-agent): the real tink-agent in the HookOS, its ID the
+ * machine's boot MAC, runs the Workflow tink-server serves it, pulling the action images from the lab registry.
+ */
+export interface AgentJob {
+  /** tink-server's gRPC (plaintext) as the machine reaches it, host:port (e.g. `exposeTcp` at LAB_TINK_GRPC_PORT). */
+  tinkServer: string;
+  /** The lab registry (plain HTTP, insecure for the HookOS's podman) as the machine reaches it, host:port. */
+  registry: string;
+}
+
+/** FLEETD_* lines the lab HookOS exports (it takes no other line, and no value with other characters). */
+function envLines(env: Record<string, string>): string {
+  for (const [k, v] of Object.entries(env)) if (!/^[A-Za-z0-9_.:/@,+=-]*$/.test(v)) throw new Error(`${k}: ${v} has characters the lab HookOS does not take`);
+  return Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join("");
+}
+
+/** The agent mode's job file. */
+export function agentJobEnv(job: AgentJob): string {
+  for (const [k, v] of Object.entries(job)) if (!/^[^\s:/]+:\d{1,5}$/.test(v)) throw new Error(`${k}: expected host:port, got ${JSON.stringify(v)}`);
+  return envLines({ FLEETD_AGENT: "tink-agent", FLEETD_TINK_SERVER: job.tinkServer, FLEETD_REGISTRY: job.registry });
+}
+
 /** The action's environment: FLEETD_* lines the lab HookOS exports (it takes no other line). */
 export function jobEnv(job: HookosJob): string {
   const env: Record<string, string> = {
@@ -94,15 +118,19 @@ export function jobEnv(job: HookosJob): string {
     FLEETD_LOG_LEVEL: "info",
     FLEETD_STEPS: (job.steps ?? ["attest"]).join(","),
   };
-  for (const [k, v] of Object.entries(env)) if (!/^[A-Za-z0-9_.:/@,+=-]*$/.test(v)) throw new Error(`${k}: ${v} has characters the lab HookOS does not take`);
-  return Object.entries(env).map(([k, v]) => `${k}=${v}\n`).join("");
+  return envLines(env);
 }
 
-/** The boot server serves `mac`: `image` as the boot file, then (when given) its job and the action bundle. */
-export function serveHookos(net: BootNetwork, mac: string, o: { image: string; bootFile: string; job?: HookosJob; bundle?: string }): void {
+/**
+ * The boot server serves `mac`: `image` as the boot file, then (when given) its job — the direct steps (`job`, with
+ * the action `bundle`) or the agent mode (`agent`) — and the action bundle.
+ */
+export function serveHookos(net: BootNetwork, mac: string, o: { image: string; bootFile: string; job?: HookosJob; agent?: AgentJob; bundle?: string }): void {
+  if (o.job && o.agent) throw new Error("a HookOS job is either the direct steps or the agent mode, not both");
   net.serveTo(mac, {
     [o.bootFile]: { copyOf: o.image },
     ...(o.job ? { "job.env": jobEnv(o.job) } : {}),
+    ...(o.agent ? { "job.env": agentJobEnv(o.agent) } : {}),
     ...(o.bundle ? { "action.mjs": { copyOf: o.bundle } } : {}),
   });
 }
