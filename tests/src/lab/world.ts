@@ -57,8 +57,8 @@ import { Decisions } from "../netbox/handlerFixture.js";
 import { TALOS_VERSION } from "../talos/goTools.js";
 import { kubernetesSection, startEnv, type Env } from "../tinkerbell/fixtures.js";
 import { followBmc, type BmcMachine } from "../vm/bmcMachine.js";
-import { LAB_API_PORT, LAB_SEGMENT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort, type TcpGateway } from "../vm/bootNetwork.js";
-import { actionBundle, kubeletBootstrapBundle, serveLabos } from "../vm/hookos.js";
+import { LAB_API_PORT, LAB_REGISTRY_PORT, LAB_SEGMENT, LAB_TINK_GRPC_PORT, startBootNetwork, type BootNetwork, type Gateway, type SwitchPort, type TcpGateway } from "../vm/bootNetwork.js";
+import { actionBundle, agentJobEnv, kubeletBootstrapBundle, serveLabos } from "../vm/hookos.js";
 import { labKit, type LabKit, type VarsStore } from "../vm/kit.js";
 import { startMachine, type Machine } from "../vm/machine.js";
 import { manufactureMachineTpm, type MachineTpm } from "../vm/machineTpm.js";
@@ -68,7 +68,7 @@ export const NS = "tinkerbell";
 const BOOT_FILE = "hookos.efi";
 const GATEWAY = `${LAB_SEGMENT}.1`;
 /** Where machines reach the platforms (the boot network's gateway). */
-export const LAB_PORTS = { api: LAB_API_PORT, tink: 42113, registry: 5000, osImage: 8080, spire: 8081, kube: 6443 } as const;
+export const LAB_PORTS = { api: LAB_API_PORT, tink: LAB_TINK_GRPC_PORT, registry: LAB_REGISTRY_PORT, osImage: 8080, spire: 8081, kube: 6443 } as const;
 
 /** What a lab machine is in the story. */
 export type LabMachineKind =
@@ -442,16 +442,10 @@ async function pushImages(registry: LocalRegistry): Promise<{ action: string; wi
   };
 }
 
-/** The HookOS job every machine gets: the agent's settings (tink-server, its ID = the boot MAC, the registry). */
+/** The HookOS job every machine gets: the agent mode (the real tink-agent; its ID is the boot MAC), where tink-server and the registry are. */
 function hookosJob(): (mac: string) => string {
-  return (mac) =>
-    [
-      "FLEETD_AGENT=tink-agent",
-      `FLEETD_TINK_SERVER=${GATEWAY}:${LAB_PORTS.tink}`,
-      `FLEETD_WORKER_ID=${mac.toLowerCase()}`,
-      `FLEETD_REGISTRY=${GATEWAY}:${LAB_PORTS.registry}`,
-      "",
-    ].join("\n");
+  const job = agentJobEnv({ tinkServer: `${GATEWAY}:${LAB_PORTS.tink}`, registry: `${GATEWAY}:${LAB_PORTS.registry}` });
+  return () => job;
 }
 
 const HardwareList = z.object({
