@@ -54,6 +54,9 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
   const m4 = w.machines["worker-4"];
   if (!m1 || !m2 || !m3 || !m4) throw new Error("the story needs worker-1 … worker-4");
   const ctx = () => `notes:\n${w.notes.slice(-20).join("\n")}`;
+  /** The provision's netboot (boot n of worker-1); the installed OS's boot is the first from the disk after it. */
+  let provisionBoot = Number.POSITIVE_INFINITY;
+  const installedBoot = () => m1.bmc?.follower.boots().find((b) => b.n > provisionBoot && b.from === "disk");
   const until = <T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>) => pollValue(what, probe, { timeoutMs, intervalMs: 1000, context: ctx });
 
   await report.step("worker-4, worker-3 (Secure Boot off) and worker-2 (an unapproved TPM) are switched on; tink-server enrolls the two whose HookOS runs into fleetd's intake", async () => {
@@ -118,6 +121,7 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
       return /admission/i.test(t) ? t : undefined;
     });
     const boot = await until("worker-1's netboot by Rufio", 15 * MIN, async () => m1.bmc?.follower.boots().find((b) => b.n >= 2 && b.from === "network"));
+    provisionBoot = boot.n;
     return `${j.split("\n").find((l) => /admission/i.test(l)) ?? ""}\nboot ${boot.n} from ${boot.from} (BMC boot device ${boot.override ?? "-"})`;
   });
 
@@ -129,7 +133,7 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
   });
 
   await report.step("fleetd's boot Job hands worker-1 to its installed OS: the lab OS (signed by the lab's Talos key) boots from the disk", async () => {
-    const boot = await until("worker-1's boot from its disk", 15 * MIN, async () => m1.bmc?.follower.boots().find((b) => b.from === "disk"));
+    const boot = await until("worker-1's boot from its disk", 15 * MIN, async () => installedBoot());
     await boot.machine.waitForConsole(/\[fleetd-labos\] config fetched/, "the lab OS's config fetch", 15 * MIN);
     return `boot ${boot.n} from the disk (BMC boot device ${boot.override ?? "-"})`;
   });
@@ -143,8 +147,8 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
   });
 
   await report.step("SPIFFE ID: spire-agent in worker-1 attests with tpm_devid as the LDevID fleetd put in its TPM; the node entry is fleetd's; a workload SVID", async () => {
-    const boot = m1.bmc?.follower.boots().find((b) => b.from === "disk");
-    if (!boot) throw new Error("no disk boot");
+    const boot = installedBoot();
+    if (!boot) throw new Error("no boot of the installed OS");
     const svid = await boot.machine.waitForConsole(/\[fleetd-labos\] svid (spiffe:\/\/\S+) devid leaf sha1=([0-9a-f]{40})/, "the workload's SVID", 20 * MIN);
     const issued = evidenceOf(w, m1.serial).filter((e) => e.status === 200 && e.response["issued"] === "new").at(-1);
     const leaf = new Uint8Array(Buffer.from(String(issued?.response["ldevidCertificate"] ?? ""), "base64"));
@@ -155,8 +159,8 @@ export async function machineStory(report: Report, w: LabWorld): Promise<void> {
   });
 
   await report.step("renewal: the node agent's LAK-signed quote passes `talos`, the LDevID is renewed for the same key, spire-agent attests again with it", async () => {
-    const boot = m1.bmc?.follower.boots().find((b) => b.from === "disk");
-    if (!boot) throw new Error("no disk boot");
+    const boot = installedBoot();
+    if (!boot) throw new Error("no boot of the installed OS");
     const again = await boot.machine.waitForConsole(/\[fleetd-labos\] svid after renewal (\S+) devid leaf sha1=([0-9a-f]{40})/, "the SVID after the renewal", 20 * MIN);
     const j = (await journalText(w, "worker-1")).split("\n").find((l) => /issued for the same key/.test(l)) ?? "";
     return `${j}\nSVID after renewal ${again.match[1]} (devid leaf ${again.match[2]})`;
