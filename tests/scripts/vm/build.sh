@@ -27,14 +27,17 @@
 #               of the pinned github.com/tinkerbell/tinkerbell, tests/go/tinkerbell-bin; static), Debian's podman
 #               (its Docker API is the agent's `docker` runtime), conmon and runc, their libraries, and the
 #               containers configuration in etc/containers (policy.json; storage.conf: overlay on the guest's
-#               tmpfs; containers.conf: runc, cgroupfs, host network by default; registries.conf is the job's)
+#               tmpfs; containers.conf: runc without pivot_root, cgroupfs, CNI; registries.conf is the job's), CNI's
+#               bridge, host-local, portmap, firewall, tuning and loopback plugins (runtime/cni) and iptables-legacy
+#               with its extensions (podman's default network: a bridge with NAT)
 #   kernel/     the kernel version and its package name
 #
 # Inputs: Debian's linux-image (the version linux-image-amd64 depends on, fetched with `apt-get download`),
 # busybox-static, systemd-boot-efi (the stub), ovmf (the empty variable store), lldpd, the pinned Node.js 24,
 # virt-firmware from PyPI (virt-firmware.sh), Talos's Go tools (tests/go/talos/build.sh), SPIRE's spire-agent
 # (tests/go/spire/build.sh; .ci/setup builds it before this kit), tink-agent (tests/go/tinkerbell-bin/build.sh,
-# also built before), podman, conmon and runc (Debian's), and the files of this directory.
+# also built before), podman, conmon, runc, containernetworking-plugins and iptables (Debian's), and the files of
+# this directory.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"

@@ -123,7 +123,7 @@ export function jobEnv(job: HookosJob): string {
 
 /**
  * The boot server serves `mac`: `image` as the boot file, then (when given) its job — the direct steps (`job`, with
- * the action `bundle`) or the agent mode (`agent`) — and the action bundle.
+ * the action `bundle`) or the agent mode (`agent`).
  */
 export function serveHookos(net: BootNetwork, mac: string, o: { image: string; bootFile: string; job?: HookosJob; agent?: AgentJob; bundle?: string }): void {
   if (o.job && o.agent) throw new Error("a HookOS job is either the direct steps or the agent mode, not both");
