@@ -280,6 +280,16 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     const spire = await startSpireServer({ devidCaPath: devidCa, endorsementCaPath: join(first.caDir, "issuercert.pem") });
     stops.push(() => spire.stop());
     const spireRelay = await net.exposeTcp(`127.0.0.1:${spire.port}`, LAB_PORTS.spire);
+    // a workload on each node, as an operator registers one: under the node's entry (fleetd's sync makes that one),
+    // told apart by uid 0 (the lab OS runs no kubelet for the k8s workload attestor)
+    const spireAdmin = spire.client();
+    stops.push(() => spireAdmin.close());
+    const workloads = Object.entries(kinds).filter(([, k]) => k === "good").map(([node]) => ({ spiffeId: `spiffe://${spire.trustDomain}/workload/${node}/labos`, parentId: `spiffe://${spire.trustDomain}/node/${node}`, selectors: [{ type: "unix", value: "uid:0" }] }));
+    if (workloads.length > 0) {
+      const made = await spireAdmin.batchCreateEntry(workloads);
+      const bad = made.filter((m) => m.status.codeName !== "OK");
+      if (bad.length > 0) throw new Error(`registering the workload entries: ${JSON.stringify(bad)}`);
+    }
 
     // the site configuration netbox-script and the attestation server read
     const caFile = join(dir, "management-ca.pem");
