@@ -141,7 +141,8 @@ async function deviceOf(s: LabState, node: string) {
   return { nb, d };
 }
 
-const action = (name: "provision" | "attest" | "wipe"): CliCommand => ({
+/** A command on one lab machine's NetBox device, as the lab's operator (alice) acts in the UI: `patch` and what to say. */
+const onDevice = (patch: Parameters<typeof patchDevice>[2], said: (node: string, s: LabState, id: number) => string, comment: string): CliCommand => ({
   usage: "NODE",
   async run(args): Promise<ExitCode> {
     const { positionals } = parseOptions(args, {}, [], 1);
@@ -149,25 +150,16 @@ const action = (name: "provision" | "attest" | "wipe"): CliCommand => ({
     if (!node) throw new CliUsageError("NODE is required");
     const s = running();
     const { nb, d } = await deviceOf(s, node);
-    await patchDevice(nb, d.id, { custom_fields: { desired_action: name } }, null, `fleetd lab ${name}`);
-    process.stdout.write(`desired_action ${name} set on ${node} as ${s.endpoints.netbox.user} (device ${d.id}); its journal: ${s.endpoints.netbox.url}/dcim/devices/${d.id}/journal/; its console: pnpm -s fleetd lab console ${node}\n`);
+    await patchDevice(nb, d.id, patch, null, comment);
+    process.stdout.write(`${said(node, s, d.id)}; its journal: ${s.endpoints.netbox.url}/dcim/devices/${d.id}/journal/; its console: pnpm -s fleetd lab console ${node}\n`);
     return EXIT.ok;
   },
 });
 
-const retire: CliCommand = {
-  usage: "NODE",
-  async run(args): Promise<ExitCode> {
-    const { positionals } = parseOptions(args, {}, [], 1);
-    const node = positionals[0];
-    if (!node) throw new CliUsageError("NODE is required");
-    const s = running();
-    const { nb, d } = await deviceOf(s, node);
-    await patchDevice(nb, d.id, { status: "decommissioning" }, null, "fleetd lab retire");
-    process.stdout.write(`${node} is decommissioning (set as ${s.endpoints.netbox.user}); its journal: ${s.endpoints.netbox.url}/dcim/devices/${d.id}/journal/\n`);
-    return EXIT.ok;
-  },
-};
+const action = (name: "provision" | "attest" | "wipe"): CliCommand =>
+  onDevice({ custom_fields: { desired_action: name } }, (node, s, id) => `desired_action ${name} set on ${node} as ${s.endpoints.netbox.user} (device ${id})`, `fleetd lab ${name}`);
+
+const retire = onDevice({ status: "decommissioning" }, (node, s) => `${node} is decommissioning (set as ${s.endpoints.netbox.user})`, "fleetd lab retire");
 
 const consoleCmd: CliCommand = {
   usage: "NODE [--once]",

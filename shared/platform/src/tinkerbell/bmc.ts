@@ -28,12 +28,13 @@ export async function ensureBmcMachine(objs: Objects, node: NamedNode, o: BmcOpt
   return { machine: machineName(node.name), secret, result: c.created.length ? "created" : c.updated.length ? "updated" : "unchanged" };
 }
 
-/** Creates the power-off Job for this request (the same request again → the same Job). Returns its name. */
-export async function powerOff(objs: Objects, node: NamedNode, requestId: string): Promise<string> {
-  if (!node.bmc) throw new TinkerbellError("no-bmc", `${node.name} has no BMC: it cannot be powered off remotely`);
-  const job = buildPowerOffJob(node.name, requestId, objs.namespace);
+/**
+ * Creates `job` on its node's Machine, which must be fleetd's (`missing`: why not, for the refusal); an existing Job
+ * of that name is this one again (a retry) when it is fleetd's, else refused. Returns the Job's name.
+ */
+async function createJob(objs: Objects, job: { metadata: { name: string }; spec: { machineRef: { name: string } } }, missing: string): Promise<string> {
   const machine = await objs.get(BMC_MACHINE, job.spec.machineRef.name, AnyObject);
-  if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no-bmc", `${node.name}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's (ensure the BMC Machine first)`);
+  if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no-bmc", `${missing}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's`);
   try {
     await objs.create(BMC_JOB, job);
   } catch (e) {
@@ -44,22 +45,18 @@ export async function powerOff(objs: Objects, node: NamedNode, requestId: string
   return job.metadata.name;
 }
 
+/** Creates the power-off Job for this request (the same request again → the same Job). Returns its name. */
+export async function powerOff(objs: Objects, node: NamedNode, requestId: string): Promise<string> {
+  if (!node.bmc) throw new TinkerbellError("no-bmc", `${node.name} has no BMC: it cannot be powered off remotely`);
+  return createJob(objs, buildPowerOffJob(node.name, requestId, objs.namespace), `${node.name} (ensure the BMC Machine first)`);
+}
+
 /**
  * Creates the Job that boots the OS provision Workflow `workflow` installed on `node` (off, boot device disk, on);
  * the same Workflow again → the same Job. Refuses when the node has no Machine of fleetd's. Returns its name.
  */
 export async function bootInstalledOs(objs: Objects, node: string, workflow: string): Promise<string> {
-  const job = buildBootDiskJob(requireNodeName(node), workflow, objs.namespace);
-  const machine = await objs.get(BMC_MACHINE, job.spec.machineRef.name, AnyObject);
-  if (!machine || !isOurs(machine.metadata)) throw new TinkerbellError("no-bmc", `${node}: no Machine ${objs.namespace}/${job.spec.machineRef.name} of fleetd's to boot the installed OS with`);
-  try {
-    await objs.create(BMC_JOB, job);
-  } catch (e) {
-    if (!isAlreadyExists(e)) throw e;
-    const live = await objs.get(BMC_JOB, job.metadata.name, AnyObject);
-    if (!live || !isOurs(live.metadata)) throw new TinkerbellError("not-ours", `Job ${objs.namespace}/${job.metadata.name} exists and is not fleetd's`);
-  }
-  return job.metadata.name;
+  return createJob(objs, buildBootDiskJob(requireNodeName(node), workflow, objs.namespace), `${node} (to boot the installed OS with)`);
 }
 
 export async function jobState(objs: Objects, name: string): Promise<JobState | undefined> {
