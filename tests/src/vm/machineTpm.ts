@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ekBindingFromCertificate, readCertificate } from "@fleetd/verify/ek";
 import { manufacture, type PcrBank } from "../harness/swtpm.js";
-import { registerCleanup, startDaemon, waitFor, type Daemon } from "../harness/process.js";
+import { registerCleanup, runProcess, startDaemon, waitFor, type Daemon } from "../harness/process.js";
+import { freePort, portOpen } from "../harness/ports.js";
 
 export interface MachineTpm {
   /** Everything of this TPM lives below it (removed by `remove()`). */
@@ -40,11 +41,35 @@ export interface MachineTpmOptions {
   pcrBanks?: readonly PcrBank[];
 }
 
+/**
+ * The TPM's dictionary-attack policy as a PC's TPM leaves the factory with it rather than libtpms's (3 tries, a try
+ * forgiven every 1000 s): 32 tries, one forgiven every 10 minutes. A TPM counts a reset without TPM2_Shutdown as a
+ * failed try, and every hard power-off by a BMC (Rufio's `off`, the netboot Jobs') is one — with 3 tries a lab
+ * machine's fourth boot had its EK locked out (TPM_RC_LOCKOUT at ActivateCredential) after intake, provision and the
+ * installed OS. Set with tpm2_dictionarylockout over the lockout hierarchy (empty auth, as manufactured), then an
+ * orderly TPM2_Shutdown.
+ */
+async function setDictionaryAttackPolicy(dir: string, stateDir: string): Promise<void> {
+  const port = await freePort();
+  const tcti = `swtpm:host=127.0.0.1,port=${port}`;
+  const d = startDaemon("swtpm (manufacturing)", "swtpm", ["socket", "--tpm2", "--tpmstate", `dir=${stateDir}`, "--server", `type=tcp,port=${port},bindaddr=127.0.0.1`, "--ctrl", `type=tcp,port=${port + 1},bindaddr=127.0.0.1`, "--flags", "not-need-init,startup-clear", "--log", `file=${join(dir, "manufacturing.log")},level=1`]);
+  try {
+    await waitFor("the manufacturing swtpm did not listen", async () => portOpen(port), { timeoutMs: 20_000, abort: () => (d.hasExited() ? `swtpm exited: ${d.output()}` : undefined) });
+    for (const args of [["dictionarylockout", "--setup-parameters", "--max-tries=32", "--recovery-time=600", "--lockout-recovery-time=600"], ["shutdown"]]) {
+      const r = await runProcess(`tpm2_${args[0]}`, [...args.slice(1), "-T", tcti], { timeoutMs: 30_000 });
+      if (r.code !== 0) throw new Error(`tpm2_${args.join(" ")}: ${r.stderr.toString()}`);
+    }
+  } finally {
+    await d.stop();
+  }
+}
+
 export async function manufactureMachineTpm(opts: MachineTpmOptions): Promise<MachineTpm> {
   const dir = mkdtempSync(join(tmpdir(), "fleetd-vm-tpm-"));
   const unregister = registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
   try {
     const layout = await manufacture(dir, { caDir: opts.caDir, pcrBanks: opts.pcrBanks ?? ["sha256"], ekCerts: true, platformCert: true }, 120_000);
+    await setDictionaryAttackPolicy(dir, layout.stateDir);
     const ek = (file: string) => {
       const certFile = join(layout.certsDir, file);
       return { certFile, binding: ekBindingFromCertificate(readCertificate(new Uint8Array(readFileSync(certFile))).cert) };
