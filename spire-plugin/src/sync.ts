@@ -20,7 +20,7 @@ import { backoffDelayMs, outageOf } from "@fleetd/platform/outage";
 import type { ReconcileMetrics } from "@fleetd/platform/reconcile";
 import {
   type AgentApi, banAgentsOf, DocumentTooLarge, type EntryApi, type ReattestApi, type PendingReattest, reattestAgentsOf, type DocumentStore, NodeListError, nodeListDigest, parseNodeEntryId, parseNodeList, parseSyncStatus, type PendingBan,
-  SYNC_STATUS_API_VERSION, SYNC_STATUS_MAX_BANS, serializeSyncStatus, type SpireServerClient, syncNodeEntries, type SyncStatus, type NodeList,
+  SYNC_STATUS_API_VERSION, SYNC_STATUS_MAX_BANS, serializeSyncStatus, syncNodeEntries, type SyncStatus, type NodeList,
 } from "@fleetd/platform/spire";
 import { serviceRegistry } from "@fleetd/platform/service";
 

@@ -1,16 +1,12 @@
 #!/bin/busybox sh
 # /init of the lab HookOS (the initramfs inside the signed UKI that build.sh makes). It stands in for HookOS's
 # userland: it brings up the boot interface with DHCP, mounts securityfs, fetches its job from the boot server
-# (TFTP, the same server that served the UKI) and runs fleetd's actions from the read-only runtime share
-# (virtio-9p): directly under Node.js 24, then powers the machine off; or, in agent mode, through the real
-# Tinkerbell agent and podman, until the machine is powered off. Every step prints a marker line on the serial console
+# (TFTP, the same server that served the UKI) and runs the real Tinkerbell agent and podman from the read-only
+# runtime share (virtio-9p) until the machine is powered off. Every step prints a marker line on the serial console
 # ("[fleetd-hookos] …"); the harness (tests/src/vm/machine.ts) waits on them.
 #
-# Two modes, chosen by the job (FLEETD_* lines; only lines of the form FLEETD_NAME=value, no quotes, no shell
-# syntax, are taken):
-#  - direct (the default): the job is the stand-in for a Tinkerbell workflow as the agent receives it: FLEETD_*
-#    settings (the action's `environment:`), FLEETD_STEPS (the actions, in order), plus the action bundle, run
-#    under Node.js from the runtime share — a direct run of the action's bundle, not the agent;
+# The job (FLEETD_* lines; only lines of the form FLEETD_NAME=value, no quotes, no shell syntax, are taken) must be
+# the agent mode's:
 #  - FLEETD_AGENT=tink-agent: the real Tinkerbell agent (tink-agent, its `docker` runtime) against podman's Docker
 #    API (`podman system service`, runc, overlay storage on a tmpfs), both from the runtime share. The agent's ID
 #    is the boot NIC's MAC; it asks tink-server at FLEETD_TINK_SERVER (host:port, plaintext gRPC) for its
@@ -74,92 +70,62 @@ for b in /runtime/bin/*; do ln -s "$b" /usr/bin/; done
 mkdir -p /run/lldpd /etc
 cp /runtime/etc/passwd /runtime/etc/group /etc/
 
-# The job: FLEETD_* settings (and, in direct mode, the action bundle), from the boot server.
+# The job: FLEETD_* settings, from the boot server.
 cd /tmp || fail "no /tmp"
 tftp -g -r job.env -l /tmp/job.env "$LEASE_SERVER" || fail "no job for this machine on $LEASE_SERVER"
 grep -E '^FLEETD_[A-Z0-9_]+=[A-Za-z0-9_.:/@,+=-]*$' /tmp/job.env >/tmp/job.clean
 while IFS= read -r line; do export "$line"; done </tmp/job.clean
 
 # ---- agent mode: podman's Docker API and the real tink-agent ----
-if [ "${FLEETD_AGENT:-}" = tink-agent ]; then
-  mark "runtime $(cat /runtime/etc/agent-versions)"
-  [ -n "${FLEETD_TINK_SERVER:-}" ] || fail "agent mode: the job names no FLEETD_TINK_SERVER"
-  [ -n "${FLEETD_REGISTRY:-}" ] || fail "agent mode: the job names no FLEETD_REGISTRY"
-  ID="$(cat "/sys/class/net/$IFACE/address")"
-  mark "agent mode: tink-agent id=$ID tink-server=$FLEETD_TINK_SERVER registry=$FLEETD_REGISTRY"
-  while read -r m; do
-    insmod "/modules/$m.ko" || fail "insmod $m"
-  done </modules/agent-order
-  # iptables (CNI's NAT) reads its extensions from /usr/lib/x86_64-linux-gnu/xtables.
-  mkdir -p /usr/lib
-  ln -s /runtime/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu
-  mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "cannot mount cgroup2"
-  # podman's locks are POSIX shared memory (/dev/shm); containers get their own /dev/pts from runc.
-  mkdir -p /dev/shm /dev/pts
-  mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "cannot mount /dev/shm"
-  mount -t devpts devpts /dev/pts || true
-  # Controllers for the containers' cgroups (podman's cgroupfs manager makes them below the root).
-  for c in cpu io memory pids; do echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true; done
-  # Image storage and podman's scratch space: RAM, as on HookOS. A tmpfs's default size (half the RAM, 476 MiB of
-  # the lab's 1 GiB) does not hold fleetd's three action images (about 510 MiB unpacked) and a pull's blobs.
-  mkdir -p /var /lib/firmware /run/podman /etc/containers
-  mount -t tmpfs -o mode=0755,size=85% tmpfs /var || fail "cannot mount /var"
-  mkdir -p /var/tmp /var/lib/containers
-  chmod 1777 /var/tmp
-  cp /runtime/etc/containers/* /etc/containers/
-  printf 'unqualified-search-registries = []\n\n[[registry]]\nlocation = "%s"\ninsecure = true\n' "$FLEETD_REGISTRY" >/etc/containers/registries.conf
-  printf '127.0.0.1 localhost\n' >/etc/hosts
-  : >/etc/resolv.conf
-  # Memory as the containers fill the tmpfs (the guest has 1 GiB and no swap).
-  (
-    while :; do
-      mark "memory: $(awk '/^(MemTotal|MemAvailable|Shmem):/ {printf "%s %d MiB ", $1, $2 / 1024}' /proc/meminfo)"
-      sleep 20
-    done
-  ) &
-  podman system service --time=0 unix:///run/podman/podman.sock >/tmp/podman.log 2>&1 &
-  PODMAN=$!
-  i=0
-  while [ ! -S /run/podman/podman.sock ]; do
-    kill -0 "$PODMAN" 2>/dev/null || fail "podman system service exited: $(tail -5 /tmp/podman.log)"
-    i=$((i + 1))
-    [ "$i" -lt 600 ] || fail "podman system service did not open its socket in 60 s: $(tail -5 /tmp/podman.log)"
-    sleep 0.1
+[ "${FLEETD_AGENT:-}" = tink-agent ] || fail "the job is not the agent mode's (FLEETD_AGENT=tink-agent)"
+mark "runtime $(cat /runtime/etc/agent-versions)"
+[ -n "${FLEETD_TINK_SERVER:-}" ] || fail "agent mode: the job names no FLEETD_TINK_SERVER"
+[ -n "${FLEETD_REGISTRY:-}" ] || fail "agent mode: the job names no FLEETD_REGISTRY"
+ID="$(cat "/sys/class/net/$IFACE/address")"
+mark "agent mode: tink-agent id=$ID tink-server=$FLEETD_TINK_SERVER registry=$FLEETD_REGISTRY"
+while read -r m; do
+  insmod "/modules/$m.ko" || fail "insmod $m"
+done </modules/agent-order
+# iptables (CNI's NAT) reads its extensions from /usr/lib/x86_64-linux-gnu/xtables.
+mkdir -p /usr/lib
+ln -s /runtime/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu
+mount -t cgroup2 cgroup2 /sys/fs/cgroup || fail "cannot mount cgroup2"
+# podman's locks are POSIX shared memory (/dev/shm); containers get their own /dev/pts from runc.
+mkdir -p /dev/shm /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || fail "cannot mount /dev/shm"
+mount -t devpts devpts /dev/pts || true
+# Controllers for the containers' cgroups (podman's cgroupfs manager makes them below the root).
+for c in cpu io memory pids; do echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true; done
+# Image storage and podman's scratch space: RAM, as on HookOS. A tmpfs's default size (half the RAM, 476 MiB of
+# the lab's 1 GiB) does not hold fleetd's three action images (about 510 MiB unpacked) and a pull's blobs.
+mkdir -p /var /lib/firmware /run/podman /etc/containers
+mount -t tmpfs -o mode=0755,size=85% tmpfs /var || fail "cannot mount /var"
+mkdir -p /var/tmp /var/lib/containers
+chmod 1777 /var/tmp
+cp /runtime/etc/containers/* /etc/containers/
+printf 'unqualified-search-registries = []\n\n[[registry]]\nlocation = "%s"\ninsecure = true\n' "$FLEETD_REGISTRY" >/etc/containers/registries.conf
+printf '127.0.0.1 localhost\n' >/etc/hosts
+: >/etc/resolv.conf
+# Memory as the containers fill the tmpfs (the guest has 1 GiB and no swap).
+(
+  while :; do
+    mark "memory: $(awk '/^(MemTotal|MemAvailable|Shmem):/ {printf "%s %d MiB ", $1, $2 / 1024}' /proc/meminfo)"
+    sleep 20
   done
-  mark "agent mode: podman system service listening"
-  mark "agent mode: tink-agent start"
-  tink-agent --id "$ID" --transport grpc --grpc-server "$FLEETD_TINK_SERVER" --runtime docker \
-    --docker-socket /run/podman/podman.sock --backoff-max-interval 1s 2>&1 | while IFS= read -r l; do echo "[tink-agent] $l"; done
-  mark "error: tink-agent exited; podman's log: $(tail -5 /tmp/podman.log)"
-  poweroff -f
-  sleep 30
-fi
-
-# ---- direct mode: the action's bundle under Node.js, the job's steps in order ----
-mark "runtime $(node --version)"
-tftp -g -r action.mjs -l /tmp/action.mjs "$LEASE_SERVER" || fail "no action bundle on $LEASE_SERVER"
-mark "job mode=${FLEETD_MODE:-?} workflow=${FLEETD_WORKFLOW:-?} action sha256=$(sha256sum /tmp/action.mjs | cut -d' ' -f1)"
-
-# The job's steps, in order, as Tinkerbell runs a Workflow's actions: the first that fails stops the rest.
-#   attest      fleetd-tink-action attest --mode $FLEETD_MODE (results in $FLEETD_OUT)
-#   write-meta  fleetd-tink-action write-meta --disk /dev/vda --code-file $FLEETD_OUT/install-code
-rc=0
-for step in $(echo "${FLEETD_STEPS:-attest}" | tr ',' ' '); do
-  case "$step" in
-    attest) set -- attest --mode "$FLEETD_MODE" ;;
-    write-meta) set -- write-meta --disk /dev/vda --code-file "${FLEETD_OUT:-/worker/fleetd}/install-code" ;;
-    *)
-      mark "unknown step $step"
-      rc=2
-      break
-      ;;
-  esac
-  mark "action start: $step"
-  node /tmp/action.mjs "$@"
-  rc=$?
-  mark "action end: $step exit=$rc"
-  [ "$rc" -eq 0 ] || break
+) &
+podman system service --time=0 unix:///run/podman/podman.sock >/tmp/podman.log 2>&1 &
+PODMAN=$!
+i=0
+while [ ! -S /run/podman/podman.sock ]; do
+  kill -0 "$PODMAN" 2>/dev/null || fail "podman system service exited: $(tail -5 /tmp/podman.log)"
+  i=$((i + 1))
+  [ "$i" -lt 600 ] || fail "podman system service did not open its socket in 60 s: $(tail -5 /tmp/podman.log)"
+  sleep 0.1
 done
-mark "action exit=$rc"
+mark "agent mode: podman system service listening"
+mark "agent mode: tink-agent start"
+tink-agent --id "$ID" --transport grpc --grpc-server "$FLEETD_TINK_SERVER" --runtime docker \
+  --docker-socket /run/podman/podman.sock --backoff-max-interval 1s 2>&1 | while IFS= read -r l; do echo "[tink-agent] $l"; done
+mark "error: tink-agent exited; podman's log: $(tail -5 /tmp/podman.log)"
 poweroff -f
 sleep 30

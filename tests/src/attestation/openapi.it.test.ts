@@ -11,7 +11,7 @@ import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import { after, before, test } from "node:test";
 import fc from "fast-check";
-import { attest, AttestationRefused, type AttestResult } from "@fleetd/platform/protocol/client";
+import { attest } from "@fleetd/platform/protocol/client";
 import { ChallengeRequest, Confirm, Evidence } from "@fleetd/platform/protocol";
 import { TcpTransport, TpmClient } from "@fleetd/platform/tpmclient";
 import { startSwtpm } from "../harness/swtpm.js";

@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, test } from "node:test";
 import { checkKeyAttributes, LDEVID_POLICY, AK_POLICY, Checks } from "@fleetd/verify/attest";
 import { listDevices, readJournal, patchDevice } from "@fleetd/platform/netbox";
-import { attest, AttestationRefused, type AttestResult } from "@fleetd/platform/protocol/client";
+import { attest, type AttestResult } from "@fleetd/platform/protocol/client";
 import { buildGptImage } from "@fleetd/testkit/talosMeta";
 import { decodeExact } from "@fleetd/verify/codec";
 import { TPMT_PUBLIC } from "@fleetd/verify/tpm";

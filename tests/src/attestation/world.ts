@@ -471,7 +471,7 @@ export async function startWorld(opts: WorldOptions): Promise<World> {
     // the management cluster plays the workload cluster too: quarantine cordons its Nodes
     workload: kube,
   };
-  const { service, app, outbox } = attestationServer(parts);
+  const { app, outbox } = attestationServer(parts);
   const extraOutboxes: OutboxWorker[] = [];
   const server = createServer(app);
   await new Promise<void>((res) => server.listen(0, "127.0.0.1", res));

@@ -9,11 +9,7 @@
  * Identity: the program uses the control plane's admin kubeconfig (group system:masters). That is a test
  * harness shortcut; a deployment gives it a ServiceAccount with the RBAC of upstream's Helm chart.
  */
-import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import * as k8s from "@kubernetes/client-node";
-import { parse as parseYaml } from "yaml";
-import { z } from "zod";
 import type { ControlPlane } from "./kube.js";
 import { freeLoopbackPorts, startDaemon, waitFor, type Daemon } from "./process.js";
 import { runSetupScript } from "./setupScript.js";

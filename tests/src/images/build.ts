@@ -280,9 +280,12 @@ async function buildPart(p: Podman, part: Part, base: string, node: string, meta
 }
 
 /**
- * The lab's stand-ins for the Templates' non-fleetd actions (tests/images/README.md), on the server base: `wipe`
+ * The lab's stand-ins for the Templates' non-fleetd actions (tests/images/README.md), on the ACTION base: `wipe`
  * (its shell and util-linux) and `image2disk` (fleetd's equivalent of tinkerbell/actions image2disk on the pinned
- * Node.js). No revision label: cached by content only, so a new commit does not rebuild them.
+ * Node.js). No revision label: cached by content only, so a new commit does not rebuild them. The action's base
+ * (and image2disk's `COPY node` layer, byte-identical to tink-action's) is shared with fleetd-tink-action, so a
+ * machine's HookOS pulls and unpacks it once: the 1 GiB guest's /var is a tmpfs, and each separate base cost
+ * ~128 MiB of its RAM and a minute of pulling.
  */
 interface LabSpec {
   name: LabImageName;
@@ -389,7 +392,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const p = podman();
   if (argv.includes("--lab-only")) {
-    await buildLabImages(p, await ensureBase(p, SERVER_BASE, argv.includes("--refresh-bases")), node.path);
+    await buildLabImages(p, await ensureBase(p, ACTION_BASE, argv.includes("--refresh-bases")), node.path);
     log(`${builtLabImagesFile()} written (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     return;
   }
@@ -401,7 +404,7 @@ async function main(argv: string[]): Promise<void> {
     const part = PARTS.find((x) => x.name === name) as Part;
     images.push(await buildPart(p, part, bases.get(part.base.name) as string, node.path, meta));
   }
-  await buildLabImages(p, bases.get(SERVER_BASE.name) as string, node.path);
+  await buildLabImages(p, bases.get(ACTION_BASE.name) as string, node.path);
   await pruneOld(p, new Set([...bases.values(), ...images.map((i) => i.ref)]));
   const out: BuiltImages = { schema: 1, images };
   mkdirSync(imagesDir(), { recursive: true });

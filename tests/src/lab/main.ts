@@ -2,8 +2,10 @@
  * The lab — fleetd's main job. It grows with the lifecycle. Part 1: a software TPM manufactured with EK
  * certificates, fleetd's MakeCredential answered by the TPM's ActivateCredential, a quote bound to a protocol
  * session verified by fleetd, a TPM-resident signing key certified by the AK and checked against the LDevID
- * rules, and one tampered input of each kind refused. Part 2 (skipped with --tpm-only): a planned NetBox node
- * attested, provisioned and made active (see lifecycle.ts).
+ * rules, and one tampered input of each kind refused. Part 2 (skipped with --tpm-only): the machines — one
+ * continuous story on one set of platforms with real firmware and real boots (world.ts, story.ts).
+ *   node tests/dist/lab/main.js [--tpm-only] [--no-renewal-wait]
+ * --no-renewal-wait: the suite's shortened story (lab.it): worker-1's LDevID renewal is not waited for.
  */
 import { randomBytes } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -128,29 +130,22 @@ try {
 } finally {
   await tpm?.stop();
 }
-if (process.argv.includes("--machines")) {
-  process.stdout.write("\nThe machines: one continuous story on one set of platforms, real firmware, real boots\n");
+if (!process.argv.includes("--tpm-only")) {
+  process.stdout.write("\nPart 2: the machines — one continuous story on one set of platforms, real firmware, real boots\n");
   let world: LabWorld | undefined;
   try {
     await report.step("start the platforms and the lab machines (NetBox, Kubernetes + Tinkerbell + Rufio, SPIRE, the CA, the attestation server, netbox-script, the boot network, QEMU machines with swtpm)", async () => {
       world = await startLabWorld({ progress: (l) => process.stdout.write(`      · ${l}\n`) });
       return `machines: ${Object.values(world.machines).map((m) => `${m.node} (${m.kind}, ${m.mac})`).join(", ")}`;
     });
-    if (world) await machineStory(report, world);
+    if (world) await machineStory(report, world, { renewal: !process.argv.includes("--no-renewal-wait") });
   } finally {
     if (world?.notes.length) process.stdout.write(`\nnoticed on the way:\n${world.notes.join("\n")}\n`);
     await world?.stop();
   }
-} else if (!process.argv.includes("--tpm-only")) {
-  process.stdout.write("\nPart 2: from a NetBox record to an active, attested Talos node\n");
-  await lifecycle(report);
-  process.stdout.write("\nPart 3: the platforms — Tinkerbell, Rufio and a Redfish BMC: provision, then retirement\n");
-  await platforms(report);
 }
 process.exitCode = report.finish() ? 0 : 1;
 
 import { Report } from "./report.js";
-import { lifecycle } from "./lifecycle.js";
-import { platforms } from "./platforms.js";
 import { startLabWorld, type LabWorld } from "./world.js";
 import { machineStory } from "./story.js";

@@ -79,7 +79,9 @@ export type LabMachineKind =
   /** Secure Boot off in its variable store: refused by the `hookos` profile, journalled, disk untouched. */
   | "secure-boot-off"
   /** Netbooted a HookOS signed by a key no db lists: the firmware refuses to run it; the server never hears of it. */
-  | "unlisted-key";
+  | "unlisted-key"
+  /** Netbooted a HookOS that is not signed at all: the firmware refuses to run it; the server never hears of it. */
+  | "unsigned-image";
 
 export interface LabMachine {
   node: string;
@@ -121,6 +123,12 @@ export interface LabWorld {
   caPem: string;
   osImage: ServedFile;
   machines: Record<string, LabMachine>;
+  /** The management = workload cluster as fleetd's server and CSR gate use it. */
+  kube: Kube;
+  /** The kubelet TLS bootstrap's CSR flow (tests/src/vm/kubeletBootstrap.ts), as the lab OS runs it. */
+  kubeletBundle: string;
+  /** NetBox's device ID of a node. */
+  deviceId(node: string): Promise<number>;
   /** LDevID/LAK signatures the CA made so far. */
   signatures(): number;
   /** Press the machine's power button: through its BMC (Redfish ComputerSystem.Reset On), or start it directly. */
@@ -140,7 +148,7 @@ export interface LabWorld {
 export interface LabWorldOptions {
   /** LDevID/LAK lifetime (days); the story's renewal comes due at two thirds of it. Default 15 minutes. */
   ldevidLifetimeDays?: number;
-  /** The machines (default: worker-1 good, worker-2 unapproved TPM, worker-3 Secure Boot off). */
+  /** The machines (default: worker-1 good, worker-2 unapproved TPM, worker-3 Secure Boot off, worker-4 a HookOS signed by an unlisted key, worker-5 an unsigned HookOS). */
   machines?: Record<string, LabMachineKind>;
   progress?: (line: string) => void;
 }
@@ -205,7 +213,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     await net.expose(new URL(osImage.url).origin, LAB_PORTS.osImage);
 
     // the machines' TPMs (one manufacturer), EK bindings, disks, switch ports
-    const kinds = o.machines ?? { "worker-1": "good", "worker-2": "unapproved-tpm", "worker-3": "secure-boot-off", "worker-4": "unlisted-key" };
+    const kinds = o.machines ?? { "worker-1": "good", "worker-2": "unapproved-tpm", "worker-3": "secure-boot-off", "worker-4": "unlisted-key", "worker-5": "unsigned-image" };
     const manufacturer = join(dir, "manufacturer");
     const first = await manufactureMachineTpm({ caDir: manufacturer });
     const rest = await Promise.all(Object.keys(kinds).slice(1).map(() => manufactureMachineTpm({ caDir: manufacturer })));
@@ -369,8 +377,9 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
         bundle, agentConf, spireBundle, kubeletBootstrap: kubeletBundle,
       });
     }
-    // what each machine netboots: the signed HookOS; worker-4's is signed by a key no db lists
-    const gate = startNetbootGate(kube, net, Object.values(machines).map((m) => ({ mac: m.mac, image: kit.image(m.kind === "unlisted-key" ? "hookos-rogue" : "hookos") })), hookosJob(), notes);
+    // what each machine netboots: the signed HookOS; worker-4's is signed by a key no db lists, worker-5's by none
+    const hookosOf = (k: LabMachineKind) => kit.image(k === "unlisted-key" ? "hookos-rogue" : k === "unsigned-image" ? "hookos-unsigned" : "hookos");
+    const gate = startNetbootGate(kube, net, Object.values(machines).map((m) => ({ mac: m.mac, image: hookosOf(m.kind) })), hookosJob(), notes);
     stops.push(() => gate.stop());
 
     const varsOf = (m: LabMachine): VarsStore => (m.kind === "secure-boot-off" ? "secureboot-off" : "secureboot");
@@ -398,7 +407,8 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       return m;
     };
     return {
-      dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem,
+      dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem, kube, kubeletBundle,
+      deviceId: async (node) => (await deviceOf(node)).id,
       signatures: () => counted.signatures(),
       async powerOn(node) {
         const m = machine(node);

@@ -7,7 +7,6 @@
  * the shared volume, and an attest environment the action's configuration loader accepts.
  */
 import { strict as assert } from "node:assert";
-import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -5,7 +5,6 @@
  * environments are ones the action's configuration loaders accept.
  */
 import { strict as assert } from "node:assert";
-import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";

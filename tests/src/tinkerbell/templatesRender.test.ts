@@ -6,15 +6,12 @@
  * the enrollment Workflow).
  */
 import { strict as assert } from "node:assert";
-import { spawnSync } from "node:child_process";
-import { join } from "node:path";
 import { test } from "node:test";
 import { parse as parseYaml } from "yaml";
 import { loadConfig } from "@fleetd/tink-action/config";
 import { selfSigned } from "@fleetd/tink-action/testing/selfSigned";
 import { enrollmentWorkflowName, buildTemplate, checkTemplateData, TEMPLATE_KINDS, type TemplateKind, buildWorkflow, checkNode } from "@fleetd/platform/tinkerbell";
 import { TinkerbellSiteConfig } from "@fleetd/platform/fleet";
-import { repoRoot } from "../netbox/fixture.js";
 import { renderTemplate } from "../harness/tinkRender.js";
 
 const ca = selfSigned("fleetd test CA");

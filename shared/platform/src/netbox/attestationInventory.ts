@@ -13,7 +13,7 @@ import { attributionIn, checkAttribution, type AttributedField } from "./changel
 import { readForGates, type GateRead, type InterfaceRow } from "./gateRead.js";
 import { listAll, must, NetBoxError, type NetBox } from "./client.js";
 import { desiredActionOf, deviceIdByName, listDevices, patchDevice, readDeviceIfExists, type DeviceRecord } from "./device.js";
-import { netboxJournal, writeJournal } from "./journal.js";
+import { netboxJournal } from "./journal.js";
 
 export interface NetBoxInventoryOptions {
   /** The inventory apply account: identity fields (name, serial, EK bindings, …) count only as it wrote them. */

@@ -65,7 +65,6 @@ const Session = z.object({
   claimedBy: z.string().nullable().optional(),
   claimedAt: z.number().nullable().optional(),
 });
-const AkName = z.object({ akName: z.string(), deviceId: z.number(), seenAt: z.number() });
 const Pending = z.object({
   binding: z.string(),
   serial: z.string(),

@@ -4,7 +4,7 @@
  * Checked, not assumed: a directory or file others can read is refused with the path and its mode, so a
  * mis-mounted volume stops the start instead of leaking a cluster secret.
  */
-import { chmodSync, closeSync, existsSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fchmodSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join, basename } from "node:path";
 

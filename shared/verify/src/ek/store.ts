@@ -5,7 +5,6 @@
  * Duplicates (by SHA-256 fingerprint) are kept once.
  */
 import { type Certificate, parseCertificate } from "../x509/certificate.js";
-import { CertificateError } from "../x509/errors.js";
 import { nameKey } from "../x509/names.js";
 import { CERTIFICATE_LABELS, looksLikePem, pemBlocks } from "../x509/pem.js";
 

@@ -23,7 +23,6 @@ import {
 } from "../codec/codec.js";
 import { TPM_ALG } from "../tcg/constants.js";
 import {
-  TPM2B_ATTEST,
   TPM2B_AUTH,
   TPM2B_DATA,
   TPM2B_DIGEST,

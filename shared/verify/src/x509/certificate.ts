@@ -8,7 +8,6 @@
  */
 import { createHash } from "node:crypto";
 import { DerReader, TAG, contextTag, tlvBytes } from "./der.js";
-import { CertificateError } from "./errors.js";
 import { type Extension, type ParsedExtensions, parseExtensions, readExtensions } from "./extensions.js";
 import { type Name, readName } from "./names.js";
 

@@ -26,7 +26,6 @@ import { Refused, type ServerContext } from "./context.js";
 import type { Node } from "../../fleet/node.js";
 import { type EvidenceSessionData, freshGates, passRecord, spendingRefusals, withEvidenceSession } from "./evidence.js";
 import { answersOf, replay, type ClaimedStep } from "./step.js";
-import type { SessionRecord } from "../../state/store.js";
 
 export { TPM12_MODES };
 /** The profile TPM 1.2 evidence is judged by (policy/hookos-tpm12.yaml) unless the settings name another. */
