@@ -47,6 +47,7 @@ function printEndpoints(s: LabState, json: boolean): void {
     `  attestation API    ${JSON.stringify(e["attestationApi"])}`,
     `  kubeconfig         ${String(e["kubeconfig"])}`,
     `  SPIRE              ${JSON.stringify(e["spire"])}`,
+    `  files              ${JSON.stringify(e["files"])}  (fleetd inventory check <nodesFile> --config <siteConfig>; fleetd pending --config <stateConfig>)`,
     ...Object.entries(e.machines).map(([n, m]) => `  ${n.padEnd(18)} ${m.kind} ${m.mac} serial ${m.serial}; console: pnpm -s fleetd lab console ${n}`),
   ];
   process.stdout.write(`${lines.join("\n")}\n`);

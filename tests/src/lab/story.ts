@@ -23,7 +23,7 @@ import { certificatesFromPem } from "@fleetd/platform/pki";
 import { nodeEntryId, tpmDevidAgentId } from "@fleetd/platform/spire";
 import { APPROVED_REASON, DENIED_REASON } from "@fleetd/talos-config-server/csrGate";
 import { randomBytes } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pollValue } from "../harness/ports.js";
 import { runProcess } from "../harness/process.js";
@@ -115,12 +115,20 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     });
     const refused = evidenceOf(w, m3.serial).find((e) => e.status !== 200);
     if (!refused || !JSON.stringify(refused.response).includes("policy.secure-boot")) throw new Error(`the server's answer does not name the Secure Boot check: ${JSON.stringify(refused?.response)}`);
+    // Reading the refusal back to the event that failed (shared/cli/docs/read-a-refusal.md): the event log the
+    // machine sent, kept beside the lab's files, judged again by `fleetd verify policy` with the lab's authorities.
+    const logFile = join(w.dir, "evidence", "worker-3-refused.eventlog");
+    mkdirSync(join(w.dir, "evidence"), { recursive: true });
+    writeFileSync(logFile, Buffer.from(refused.request.eventLog, "base64"));
+    const again = fleetd(["verify", "policy", "--profile", "hookos", "--log", logFile, "--site-authorities", w.kit.siteAuthoritiesDir], {}, 60_000);
+    const line = again.stdout.split("\n").find((l) => l.includes("secure-boot"));
+    if (again.code !== 1 || !line) throw new Error(`fleetd verify policy on worker-3's event log: exit ${again.code}\n${again.stdout}${again.stderr}`);
     const con = consoleOf(m3);
     if (/EFI stub: UEFI Secure Boot is enabled/.test(con)) throw new Error("worker-3's kernel saw Secure Boot on");
     for (const b of m3.boots) await b.stop();
     if (fileSha256(m3.disk) !== m3.diskSha256) throw new Error("worker-3's disk changed");
     if (w.signatures() !== before) throw new Error("the CA signed something for worker-3");
-    return j.split("\n").filter((l) => /secure-boot|refused/i.test(l)).slice(0, 3).join("\n");
+    return `${j.split("\n").filter((l) => /secure-boot|refused/i.test(l)).slice(0, 3).join("\n")}\nfleetd verify policy --profile hookos --log ${logFile}: ${line.trim()}`;
   });
 
   await report.step("worker-2 waits as pending: the server lists its TPM's EKs, nothing signed, its disk untouched", async () => {
@@ -131,6 +139,10 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     if (fileSha256(m2.disk) !== m2.diskSha256) throw new Error("worker-2's disk changed");
     const mine = pending.filter((p) => p.binding === m2.tpm.ek.rsa.binding || p.binding === m2.tpm.ek.ecc.binding);
     if (mine.some((p) => p.serial !== m2.serial)) throw new Error(`the pending list's claimed serials: ${mine.map((p) => p.serial).join(", ")}`);
+    // What an operator runs: `fleetd pending` over the attestation server's state.
+    const files = w.endpoints()["files"] as { stateConfig: string };
+    const cli = fleetd(["pending", "--config", files.stateConfig], {}, 60_000);
+    for (const p of mine) if (cli.code !== 0 || !new RegExp(`^${p.binding}\\s+${m2.serial}\\s`, "m").test(cli.stdout)) throw new Error(`fleetd pending: exit ${cli.code}\n${cli.stdout}${cli.stderr}`);
     // The claimed serial is the machine's unproven word: nothing is journalled on worker-2 for it (anything on the
     // boot network could write into any node's journal); the pending list is where an operator finds it.
     return `pending (\`fleetd pending\`): ${mine.map((p) => `EK ${p.binding.slice(0, 16)}… claiming serial ${p.serial}`).join(", ")}; worker-2 stays switched on, waiting, until the end`;
@@ -192,9 +204,12 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     const fetches = w.api.requests.filter((r) => r.path.startsWith("/talos/config?"));
     if (fetches.map((r) => r.status).join(",") !== "200") throw new Error(`config fetches: ${fetches.map((r) => r.status).join(",")}`);
     const boot = installedBoot();
-    const con = boot?.machine.console() ?? "";
-    if (!/\[fleetd-labos\] config validated exit=0 /.test(con)) throw new Error("Talos's machinery did not validate the fetched config");
+    if (!boot) throw new Error("no boot of the installed OS");
+    const validated = await boot.machine.waitForConsole(/\[fleetd-labos\] config validated exit=(\d+) /, "Talos's machinery on the fetched config", 5 * MIN);
+    if (validated.match[1] !== "0") throw new Error(`Talos's machinery refused the fetched config (exit ${validated.match[1] ?? "?"})`);
     const j = await until("the CSR approval journalled", 10 * MIN, async () => (await w.journal("worker-1")).find((e) => /kubelet bootstrap CSR \S+ approved/.test(e.comments)));
+    await boot.machine.waitForConsole(/kubelet bootstrap: authenticated with the issued certificate as /, "the lab OS's SelfSubjectReview with its kubelet certificate", 5 * MIN);
+    const con = boot.machine.console();
     const served = inputsFromTalosConfig((fetches[0] as { responseBody: Buffer }).responseBody.toString("utf8"));
     const [tokenId, tokenSecret] = served.token.split(".") as [string, string];
     if (con.includes(tokenSecret)) throw new Error("the bootstrap token's secret is on the console");

@@ -406,6 +406,18 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       if (!m) throw new Error(`no lab machine ${node} (${Object.keys(machines).join(", ")})`);
       return m;
     };
+    // What a reader of `fleetd lab up --json` runs fleetd's CLI with: the site configuration as the apply account
+    // (`fleetd inventory check|apply`), the attestation server's state (`fleetd pending`), the nodes file.
+    const labFiles = {
+      dir,
+      nodesFile,
+      siteConfig: f.configFile(f.apply.token),
+      stateConfig: join(dir, "fleetd-state.yaml"),
+      manufacturerCa: manufacturer,
+      devidCa,
+      spireNodeList: spireList.file,
+    };
+    writeFileSync(labFiles.stateConfig, stringify({ server: { stateDb: join(dir, "attestation-state.db") } }));
     return {
       dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem, kube, kubeletBundle,
       deviceId: async (node) => (await deviceOf(node)).id,
@@ -431,6 +443,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       status: async (node) => (await deviceOf(node)).status,
       endpoints: () => ({
         netbox: { url: f.nb.url, token: f.alice.token, user: "alice" },
+        files: labFiles,
         attestationApi: { host: `http://127.0.0.1:${(http.address() as { port: number }).port}`, machines: api.url },
         kubeconfig: env.cp.kubeconfig,
         spire: { adminSocket: spire.socketPath, trustDomain: spire.trustDomain },
