@@ -299,7 +299,11 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     await m1.bmc?.follower.waitForOff(5 * MIN);
     await until("worker-1's node entry removed from SPIRE", 2 * MIN, async () => ((await nodeEntries({ server: w.spire, spire }, "worker-1")).length === 0 ? true : undefined));
     const steps = (await w.journal("worker-1")).map((e) => e.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
-    return steps.join("\n");
+    // What an operator runs: `fleetd retire status` over the retirement's progress record.
+    const files = w.endpoints()["files"] as { siteConfig: string };
+    const status = fleetd(["retire", "status", "worker-1", "--config", files.siteConfig], {}, 60_000);
+    if (status.code !== 0 || !/worker-1/.test(status.stdout)) throw new Error(`fleetd retire status: exit ${status.code}\n${status.stdout}${status.stderr}`);
+    return `${steps.join("\n")}\nfleetd retire status worker-1:\n${status.stdout.trim()}`;
   });
 
   await report.step("worker-2 still waits, its disk untouched; then switched off", async () => {
@@ -313,7 +317,8 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     for (const node of Object.keys(w.machines)) {
       out.push(`${node}:`, ...(await w.journal(node)).map((e) => `  ${e.comments.split("\n")[0]?.replace(/^\*\*fleetd\*\* /, "") ?? ""}`));
     }
-    const check = fleetd(["inventory", "check", w.nodesFile, "--config", w.f.configFile(w.f.apply.token)], {}, 120_000);
+    const files = w.endpoints()["files"] as { siteConfig: string };
+    const check = fleetd(["inventory", "check", w.nodesFile, "--config", files.siteConfig], {}, 120_000);
     if (check.code !== 0) throw new Error(`fleetd inventory check: exit ${check.code}\n${check.stdout}${check.stderr}`);
     return out.join("\n");
   });

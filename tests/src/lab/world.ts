@@ -306,19 +306,20 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     const spireStatus = { file: join(dir, "spire-nodes", "spire-sync-status.json") };
     mkdirSync(join(dir, "spire-nodes"), { recursive: true });
     const bmc = bmcs[0];
+    const kubernetes = kubernetesSection(env.cp.kubeconfig, NS, caFile, {
+      ...(bmc ? { bmc: { redfish: { port: bmc.port, useBasicAuth: true } } } : {}),
+      clearTpmOnRetire: true,
+      server: { url: api.url, lab: true },
+      images,
+      talosImageUrl: `http://${GATEWAY}:${LAB_PORTS.osImage}/${basename(labOs.gz)}`,
+      intake: { enabled: true },
+    });
     const site = f.config(f.handler.token, {
       handler: {
         listen: { host: "127.0.0.1", port: f.handlerPort }, stateDir: join(dir, "handler-state"), nodesFile, reconcileIntervalSeconds: 15,
         spireNodes: { trustDomain: spire.trustDomain, caBundle: devidCa, list: spireList, status: spireStatus },
       },
-      kubernetes: kubernetesSection(env.cp.kubeconfig, NS, caFile, {
-        ...(bmc ? { bmc: { redfish: { port: bmc.port, useBasicAuth: true } } } : {}),
-        clearTpmOnRetire: true,
-        server: { url: api.url, lab: true },
-        images,
-        talosImageUrl: `http://${GATEWAY}:${LAB_PORTS.osImage}/${basename(labOs.gz)}`,
-        intake: { enabled: true },
-      }),
+      kubernetes,
     } as never);
 
     const store = new CountingStore(join(dir, "attestation-state.db"));
@@ -407,11 +408,12 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       return m;
     };
     // What a reader of `fleetd lab up --json` runs fleetd's CLI with: the site configuration as the apply account
-    // (`fleetd inventory check|apply`), the attestation server's state (`fleetd pending`), the nodes file.
+    // (`fleetd inventory check|apply`, `fleetd retire status`), the attestation server's state (`fleetd pending`),
+    // the nodes file.
     const labFiles = {
       dir,
       nodesFile,
-      siteConfig: f.configFile(f.apply.token),
+      siteConfig: f.configFile(f.apply.token, { kubernetes }),
       stateConfig: join(dir, "fleetd-state.yaml"),
       manufacturerCa: manufacturer,
       devidCa,
