@@ -1,8 +1,9 @@
 /**
  * The lab (the README's main job) as an end-to-end test: part 1 (the TPM on its own) and the machines' continuous
  * story on one set of platforms (world.ts, story.ts) — the same scenario `bash .ci/lab` runs, shortened in one
- * place only: worker-1's LDevID renewal is not waited for (`--no-renewal-wait`; two thirds of a 15-minute LDevID;
- * the renewal with a LAK-signed quote and spire-agent attesting again is spire/renewAgent.it's and `pnpm lab`'s).
+ * place only: worker-1's LDevID renewal is not waited for (`--no-renewal-wait`: the LDevIDs live a day instead of 15
+ * minutes, so no renewal comes due; the renewal with a LAK-signed quote and spire-agent attesting again is
+ * spire/renewAgent.it's and `pnpm lab`'s).
  * Every other step runs on real firmware, real boots and real platforms. The report streams to
  * $FLEETD_CACHE/lab-it.log while it runs (CI prints its tail on failure).
  */
