@@ -348,12 +348,12 @@ test("push to a local registry on loopback: the registry's digest is the one ima
   }
 });
 
-test("lab images: wipe has /bin/sh, wipefs, blkdiscard, dd, shred; the image2disk equivalent writes a .gz image onto a loop device and refuses a non-block DEST_DISK", async () => {
+test("lab images: wipe has /bin/sh, wipefs, blkdiscard, dd, shred, cmp; the image2disk equivalent writes a .gz image onto a loop device and refuses a non-block DEST_DISK", async () => {
   const lab = readBuiltLabImages();
   for (const i of lab.images) console.log(`${i.ref}  ${i.digest}  ${(i.sizeBytes / 1e6).toFixed(1)} MB  (lab)`);
-  const wipe = await runContainer(p, builtLabImage(lab, "wipe").ref, ["/bin/sh", "-c", "for t in wipefs blkdiscard dd shred; do command -v \"$t\" || exit 1; done"], { network: "none" });
+  const wipe = await runContainer(p, builtLabImage(lab, "wipe").ref, ["/bin/sh", "-c", "for t in wipefs blkdiscard dd shred cmp; do command -v \"$t\" || exit 1; done"], { network: "none" });
   assert.equal(wipe.code, 0, wipe.stderr.toString());
-  assert.equal(wipe.stdout.toString().trim().split("\n").length, 4, wipe.stdout.toString());
+  assert.equal(wipe.stdout.toString().trim().split("\n").length, 5, wipe.stdout.toString());
 
   const payload = randomBytes(3 << 20);
   const gz = join(dir, "payload.raw.gz");

@@ -15,15 +15,13 @@
  *    Rufio powers it off, NetBox `offline`;
  *  - the journals read as the story; `fleetd inventory check` is clean.
  */
-import { createHash, X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { createHash, randomBytes, X509Certificate } from "node:crypto";
+import { closeSync, mkdirSync, openSync, readFileSync, readSync, statSync, writeFileSync } from "node:fs";
 import { EV, interpretLog, parseEventLog } from "@fleetd/verify/eventlog";
 import { KubeBootstrapTokens, KUBELET_CLIENT_SIGNER } from "@fleetd/platform/kube";
 import { certificatesFromPem } from "@fleetd/platform/pki";
 import { nodeEntryId, tpmDevidAgentId } from "@fleetd/platform/spire";
 import { APPROVED_REASON, DENIED_REASON } from "@fleetd/talos-config-server/csrGate";
-import { randomBytes } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pollValue } from "../harness/ports.js";
 import { runProcess } from "../harness/process.js";
@@ -37,6 +35,17 @@ import type { LabMachine, LabWorld } from "./world.js";
 const MIN = 60_000;
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
 const fileSha256 = (f: string) => sha256(readFileSync(f));
+/** `length` bytes of a file from `offset` (a disk image the machine may be using: read, never written). */
+function readRange(f: string, offset: number, length: number): Buffer {
+  const fd = openSync(f, "r");
+  try {
+    const b = Buffer.alloc(length);
+    readSync(fd, b, 0, length, offset);
+    return b;
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** The console of a machine's latest boot (through its BMC or started directly). */
 function consoleOf(m: LabMachine): string {
@@ -140,8 +149,7 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     const mine = pending.filter((p) => p.binding === m2.tpm.ek.rsa.binding || p.binding === m2.tpm.ek.ecc.binding);
     if (mine.some((p) => p.serial !== m2.serial)) throw new Error(`the pending list's claimed serials: ${mine.map((p) => p.serial).join(", ")}`);
     // What an operator runs: `fleetd pending` over the attestation server's state.
-    const files = w.endpoints()["files"] as { stateConfig: string };
-    const cli = fleetd(["pending", "--config", files.stateConfig], {}, 60_000);
+    const cli = fleetd(["pending", "--config", w.files.stateConfig], {}, 60_000);
     for (const p of mine) if (cli.code !== 0 || !new RegExp(`^${p.binding}\\s+${m2.serial}\\s`, "m").test(cli.stdout)) throw new Error(`fleetd pending: exit ${cli.code}\n${cli.stdout}${cli.stderr}`);
     // The claimed serial is the machine's unproven word: nothing is journalled on worker-2 for it (anything on the
     // boot network could write into any node's journal); the pending list is where an operator finds it.
@@ -187,7 +195,10 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     const line = await until("the provision Workflow's outcome journalled", 40 * MIN, async () => (await w.journal("worker-1")).find((e) => /provision Workflow \S+ (succeeded|failed|timed out)/.test(e.comments)));
     if (!/succeeded/.test(line.comments)) throw new Error(line.comments);
     if (w.osImage.gets() < 1) throw new Error("the OS image was never fetched");
-    return line.comments.split("\n")[0] ?? "";
+    // On the disk: the lab OS image's GPT where the install wrote it (a provision's wipe only removes signatures).
+    const gptOf = (f: string) => readRange(f, 512, 512);
+    if (!gptOf(m1.disk).equals(gptOf(w.kit.labos.disk))) throw new Error("worker-1's disk does not hold the lab OS image's GPT header");
+    return `${line.comments.split("\n")[0] ?? ""}\ndisk: the lab OS image's GPT header at LBA 1`;
   });
 
   await report.step("fleetd's boot Job hands worker-1 to its installed OS: the lab OS (signed by the lab's Talos key) boots from the disk; META 0x0b holds the install code", async () => {
@@ -297,13 +308,18 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     await w.retire("worker-1", "lab: retire worker-1");
     await until("worker-1 offline", 40 * MIN, async () => ((await w.status("worker-1")) === "offline" ? true : undefined));
     await m1.bmc?.follower.waitForOff(5 * MIN);
+    // The whole disk erased: QEMU ignores discards (its default), so the wipe saw its first MiB still hold data after
+    // blkdiscard and zeroed the disk end to end.
+    const size = statSync(m1.disk).size;
+    for (let at = 0; at < size; at += 1 << 24) {
+      if (readRange(m1.disk, at, Math.min(1 << 24, size - at)).some((b) => b !== 0)) throw new Error(`worker-1's disk holds data at ${at}..${at + (1 << 24)} after the retirement's wipe`);
+    }
     await until("worker-1's node entry removed from SPIRE", 2 * MIN, async () => ((await nodeEntries({ server: w.spire, spire }, "worker-1")).length === 0 ? true : undefined));
     const steps = (await w.journal("worker-1")).map((e) => e.comments.split("\n")[0] ?? "").filter((c) => /retire|step/i.test(c));
     // What an operator runs: `fleetd retire status` over the retirement's progress record.
-    const files = w.endpoints()["files"] as { siteConfig: string };
-    const status = fleetd(["retire", "status", "worker-1", "--config", files.siteConfig], {}, 60_000);
+    const status = fleetd(["retire", "status", "worker-1", "--config", w.files.siteConfig], {}, 60_000);
     if (status.code !== 0 || !/worker-1/.test(status.stdout)) throw new Error(`fleetd retire status: exit ${status.code}\n${status.stdout}${status.stderr}`);
-    return `${steps.join("\n")}\nfleetd retire status worker-1:\n${status.stdout.trim()}`;
+    return `${steps.join("\n")}\nfleetd retire status worker-1:\n${status.stdout.trim()}\ndisk: ${size >> 20} MiB, all zeros`;
   });
 
   await report.step("worker-2 still waits, its disk untouched; then switched off", async () => {
@@ -317,8 +333,7 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     for (const node of Object.keys(w.machines)) {
       out.push(`${node}:`, ...(await w.journal(node)).map((e) => `  ${e.comments.split("\n")[0]?.replace(/^\*\*fleetd\*\* /, "") ?? ""}`));
     }
-    const files = w.endpoints()["files"] as { siteConfig: string };
-    const check = fleetd(["inventory", "check", w.nodesFile, "--config", files.siteConfig], {}, 120_000);
+    const check = fleetd(["inventory", "check", w.nodesFile, "--config", w.files.siteConfig], {}, 120_000);
     if (check.code !== 0) throw new Error(`fleetd inventory check: exit ${check.code}\n${check.stdout}${check.stderr}`);
     return out.join("\n");
   });

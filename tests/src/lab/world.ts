@@ -139,10 +139,29 @@ export interface LabWorld {
   retire(node: string, reason: string): Promise<void>;
   journal(node: string): Promise<JournalRecord[]>;
   status(node: string): Promise<string | undefined>;
+  /** The files an operator runs fleetd's CLI with against the lab (also in `endpoints()`). */
+  files: LabFiles;
   /** What a reader needs to use the running lab (`fleetd lab up --json`). */
   endpoints(): Record<string, unknown>;
   notes: string[];
   stop(): Promise<void>;
+}
+
+/** What a reader of `fleetd lab up --json` runs fleetd's CLI with. */
+export interface LabFiles {
+  /** The lab's working directory (removed when the lab stops). */
+  dir: string;
+  nodesFile: string;
+  /** The site configuration as the apply account, with the management cluster (`fleetd inventory check|apply`, `fleetd retire status`). */
+  siteConfig: string;
+  /** The attestation server's state (`fleetd pending`). */
+  stateConfig: string;
+  /** The EK manufacturer's CA directory (`fleetd verify ek --roots`). */
+  manufacturerCa: string;
+  /** The CA bundle SPIRE's tpm_devid checks LDevIDs against. */
+  devidCa: string;
+  /** netbox-script's SPIRE node list (spire-nodes.json). */
+  spireNodeList: string;
 }
 
 export interface LabWorldOptions {
@@ -410,7 +429,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     // What a reader of `fleetd lab up --json` runs fleetd's CLI with: the site configuration as the apply account
     // (`fleetd inventory check|apply`, `fleetd retire status`), the attestation server's state (`fleetd pending`),
     // the nodes file.
-    const labFiles = {
+    const labFiles: LabFiles = {
       dir,
       nodesFile,
       siteConfig: f.configFile(f.apply.token, { kubernetes }),
@@ -421,7 +440,7 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
     };
     writeFileSync(labFiles.stateConfig, stringify({ server: { stateDb: join(dir, "attestation-state.db") } }));
     return {
-      dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem, kube, kubeletBundle,
+      dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem, kube, kubeletBundle, files: labFiles,
       deviceId: async (node) => (await deviceOf(node)).id,
       signatures: () => counted.signatures(),
       async powerOn(node) {

@@ -42,7 +42,7 @@ test("the wipe Template: attest (wipe mode), whole-disk wipe, then clear-tpm; re
   assert.deepEqual(attest.command, ["attest", "--mode", "wipe"]);
   assert.equal(loadConfig(attest.environment ?? {}).mode, "wipe");
   assert.equal(wipe.environment?.["DEST_DISK"], "/dev/nvme0n1");
-  assert.match(wipe.command?.[2] ?? "", /blkdiscard --force "\$DEST_DISK" \|\| shred --iterations=0 --zero "\$DEST_DISK"/, "the whole disk, not its first MiB");
+  assert.match(wipe.command?.[2] ?? "", /blkdiscard --force "\$DEST_DISK" && cmp --silent --bytes=1048576 "\$DEST_DISK" \/dev\/zero \|\| shred --iterations=0 --zero "\$DEST_DISK"/, "the whole disk, not its first MiB; a discard only where the device reads back zeros");
   assert.deepEqual(clear.command, ["clear-tpm"]);
   assert.equal(clear.image, attest.image, "clear-tpm is the fleetd action image");
   assert.equal(clear.environment?.["FLEETD_CLEAR_TPM"], "yes");

@@ -123,15 +123,17 @@ function attestAction(i: TemplateInputs, mode: "intake" | "provision" | "attest"
 
 /**
  * Erase the install disk. Before an install its signatures suffice (the image is written over it); retirement
- * (`whole`) erases the whole disk — discarded where the device can, else zeroed end to end — and then checks no
- * signature is left.
+ * (`whole`) erases the whole disk and then checks no signature is left. A discard counts only where the device then
+ * reads back zeros (its first MiB, where the partition table wipefs left was): a device may take BLKDISCARD and
+ * keep the data (QEMU's default `discard=ignore` does, and SSDs without deterministic zeroes after TRIM may), so
+ * otherwise the disk is zeroed end to end.
  */
 const wipeAction = (i: TemplateInputs, whole = false): z.infer<typeof Action> => ({
   name: "wipe-disk",
   image: i.site.images.wipe,
   timeout: whole ? i.site.timeouts.wholeDiskWipe : i.site.timeouts.wipe,
   command: ["/bin/sh", "-c", whole
-    ? 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || shred --iterations=0 --zero "$DEST_DISK") && wipefs --all --force "$DEST_DISK"'
+    ? 'wipefs --all --force "$DEST_DISK" && { blkdiscard --force "$DEST_DISK" && cmp --silent --bytes=1048576 "$DEST_DISK" /dev/zero || shred --iterations=0 --zero "$DEST_DISK"; } && wipefs --all --force "$DEST_DISK"'
     : 'wipefs --all --force "$DEST_DISK" && (blkdiscard --force "$DEST_DISK" || dd if=/dev/zero of="$DEST_DISK" bs=1M count=64 conv=fsync)'],
   environment: { DEST_DISK: DISK },
 });
