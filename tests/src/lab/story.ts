@@ -198,7 +198,12 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
     // On the disk: the lab OS image's GPT where the install wrote it (a provision's wipe only removes signatures).
     const gptOf = (f: string) => readRange(f, 512, 512);
     if (!gptOf(m1.disk).equals(gptOf(w.kit.labos.disk))) throw new Error("worker-1's disk does not hold the lab OS image's GPT header");
-    return `${line.comments.split("\n")[0] ?? ""}\ndisk: the lab OS image's GPT header at LBA 1`;
+    // The HookOS's memory while the containers ran (its /init samples /proc/meminfo every 20 s): the 1 GiB guest
+    // holds the images on a tmpfs.
+    const provision = m1.bmc?.follower.boots().find((b) => b.n === provisionBoot);
+    const mem = [...(provision?.machine.console() ?? "").matchAll(/memory: MemTotal: (\d+) MiB MemAvailable: (\d+) MiB Shmem: (\d+) MiB/g)].map((x) => ({ total: Number(x[1]), available: Number(x[2]), shmem: Number(x[3]) }));
+    const memLine = mem.length > 0 ? `HookOS memory (${mem.length} samples): MemAvailable down to ${Math.min(...mem.map((x) => x.available))} of ${mem[0]?.total ?? "?"} MiB, Shmem (the image tmpfs) up to ${Math.max(...mem.map((x) => x.shmem))} MiB` : "HookOS memory: no samples on the console";
+    return `${line.comments.split("\n")[0] ?? ""}\ndisk: the lab OS image's GPT header at LBA 1\n${memLine}`;
   });
 
   await report.step("fleetd's boot Job hands worker-1 to its installed OS: the lab OS (signed by the lab's Talos key) boots from the disk; META 0x0b holds the install code", async () => {
