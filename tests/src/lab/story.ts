@@ -30,11 +30,10 @@ import { cnOf, nodeEntries, sha1 } from "../spire/syncRig.js";
 import { authenticodeSha256 } from "../vm/authenticode.js";
 import { bootstrapResultOf, inputsFromTalosConfig } from "../vm/kubeletBootstrap.js";
 import type { Report } from "./report.js";
-import type { LabMachine, LabWorld } from "./world.js";
+import { fileSha256, type LabMachine, type LabWorld } from "./world.js";
 
 const MIN = 60_000;
 const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
-const fileSha256 = (f: string) => sha256(readFileSync(f));
 /** `length` bytes of a file from `offset` (a disk image the machine may be using: read, never written). */
 function readRange(f: string, offset: number, length: number): Buffer {
   const fd = openSync(f, "r");
@@ -91,7 +90,7 @@ export async function machineStory(report: Report, w: LabWorld, o: StoryOptions 
   const until = <T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>) => pollValue(what, probe, { timeoutMs, intervalMs: 1000, context: ctx });
   const der = (pem: string) => sha256(new Uint8Array(new X509Certificate(pem).raw));
   const td = w.spire.trustDomain;
-  const spire = w.spire.client();
+  const spire = w.spireClient;
   const q = (x: string) => x.replaceAll(".", "\\.");
   /** What the provision pass issued worker-1 (set by the SPIFFE step). */
   let issued: { leaf: Uint8Array; caDer: Uint8Array } | undefined;

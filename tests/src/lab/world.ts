@@ -51,6 +51,7 @@ import { startRedfishEmulator, type RedfishEmulator } from "../harness/redfish.j
 import { labOsImage, serveFile, type ServedFile } from "../harness/loopDisk.js";
 import { createSoftHsmCa, startSoftHsm } from "../harness/softhsm.js";
 import { AGENT_CONF_SUBSTITUTABLE, renderSpireConf, SHIPPED_AGENT_CONF, startSpireServer, type SpireServer } from "../harness/spire.js";
+import type { SpireServerClient } from "@fleetd/platform/spire";
 import { builtImage, builtLabImage, readBuiltImages, readBuiltLabImages } from "../images/built.js";
 import { fleetd, startFleet, type Fleet } from "../netbox/fixture.js";
 import { Decisions } from "../netbox/handlerFixture.js";
@@ -111,6 +112,8 @@ export interface LabWorld {
   decisions: Decisions;
   spire: SpireServer;
   spirePlugin: SpirePlugin;
+  /** An admin client of spire-server (its admin socket), closed with the world. */
+  spireClient: SpireServerClient;
   workload: WorkloadCluster;
   /** The attestation API as machines reach it (every request recorded). */
   api: Gateway;
@@ -188,7 +191,8 @@ function newDisk(path: string, mib = 256): string {
   return path;
 }
 
-const fileSha256 = (f: string) => createHash("sha256").update(readFileSync(f)).digest("hex");
+/** SHA-256 of a file (a disk image: "untouched" compares all of it). */
+export const fileSha256 = (f: string) => createHash("sha256").update(readFileSync(f)).digest("hex");
 
 export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> {
   const say = o.progress ?? (() => undefined);
@@ -341,7 +345,8 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       kubernetes,
     } as never);
 
-    const store = new CountingStore(join(dir, "attestation-state.db"));
+    const stateDb = join(dir, "attestation-state.db");
+    const store = new CountingStore(stateDb);
     stops.push(() => store.close());
     const kube: Kube = kubeFromConfig(env.kc);
     const inventory = new NetBoxInventory(f.client(f.handler.token), { applyAccount: f.apply.username, attestationAccount: f.handler.username, roleSlugs: { worker: "fleetd-worker", "control-plane": "fleetd-control-plane" } });
@@ -438,9 +443,9 @@ export async function startLabWorld(o: LabWorldOptions = {}): Promise<LabWorld> 
       devidCa,
       spireNodeList: spireList.file,
     };
-    writeFileSync(labFiles.stateConfig, stringify({ server: { stateDb: join(dir, "attestation-state.db") } }));
+    writeFileSync(labFiles.stateConfig, stringify({ server: { stateDb } }));
     return {
-      dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem, kube, kubeletBundle, files: labFiles,
+      dir, kit, f, env, net, handler, decisions, spire, spirePlugin, workload, api, relays: { ...relays, spire: spireRelay }, osImage, machines, notes, store, nodesFile, caPem: ca.pem, kube, kubeletBundle, files: labFiles, spireClient: spireAdmin,
       deviceId: async (node) => (await deviceOf(node)).id,
       signatures: () => counted.signatures(),
       async powerOn(node) {
